@@ -1,0 +1,349 @@
+"""RemotingCommand: the frame every RocketMQ 4.x peer exchanges, and its sans-I/O codec.
+
+Mirrors RocketMQ's ``RemotingCommand`` / ``RocketMQSerializable`` / ``NettyDecoder``.
+
+Frame layout (all integers big-endian)::
+
+    0    4  L = length of everything after this field (= 4 + H + B)
+    4    4  W = high byte: serialize type (0 JSON, 1 ROCKETMQ), low 24 bits: header length H
+    8    H  header (JSON text, or ROCKETMQ binary)
+    8+H  B  body (opaque bytes, B = L - 4 - H)
+
+We always *emit* JSON headers with type byte 0 (the C++ client and ali-ons read ``W`` unmasked).
+We *accept* both JSON and ROCKETMQ binary headers, ext-field values that are strings, numbers or
+booleans (normalised to Java's ``toString()`` form), and the C++ client's trailing newline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from tidemq.errors import LocalProtocolError, RemotingCommandError
+from tidemq.protocol.codes import TIDEMQ_VERSION, LanguageCode, SerializeType
+
+MAX_FRAME_SIZE = 16 * 1024 * 1024
+"""Largest accepted value of ``L`` (RocketMQ's ``com.rocketmq.remoting.frameMaxLength``)."""
+
+RPC_TYPE_RESPONSE = 0x1
+RPC_ONEWAY = 0x2
+
+_INT = struct.Struct(">i")
+_TWO_INTS = struct.Struct(">iI")
+_LANG_BY_ORDINAL = {int(lc): lc.name for lc in LanguageCode}
+_opaque_counter = itertools.count(1)
+
+
+def next_opaque() -> int:
+    """Return a fresh request id (positive, wraps below 2**31; never 0, which ali-ons mistreats)."""
+    return next(_opaque_counter) % 0x7FFFFFFF or next(_opaque_counter)
+
+
+def ext_value_to_str(value: Any) -> str | None:
+    """Normalise one ext-field value to Java's ``toString()`` form.
+
+    ``4`` -> ``"4"``, ``True`` -> ``"true"``, ``None`` -> ``None`` (the field is absent),
+    a float with an integral value (``4.0``) -> ``"4"``; strings are kept as they are.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    return orjson.dumps(value).decode()
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    """One request or response.
+
+    Attributes:
+        code: request code (request) or response code (response); a plain int.
+        language: sender's LanguageCode name, e.g. ``"JAVA"``, ``"CPP"``.
+        version: sender's MQVersion ordinal.
+        opaque: request id, copied into the response.
+        flag: bit 0 = response, bit 1 = oneway.
+        remark: free text; error text in error responses.
+        ext_fields: the custom header, always ``str -> str``.
+        body: opaque payload bytes.
+    """
+
+    code: int
+    language: str = "JAVA"
+    version: int = TIDEMQ_VERSION
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    serialize_type: int = SerializeType.JSON
+
+    @classmethod
+    def create_request(
+        cls, code: int, ext_fields: dict[str, str] | None = None, body: bytes = b"", *, oneway: bool = False
+    ) -> RemotingCommand:
+        """Build a request with a fresh opaque. Mirrors ``RemotingCommand.createRequestCommand``."""
+        return cls(
+            code=int(code),
+            opaque=next_opaque(),
+            flag=RPC_ONEWAY if oneway else 0,
+            ext_fields=dict(ext_fields or {}),
+            body=body,
+        )
+
+    @classmethod
+    def create_response(
+        cls,
+        code: int,
+        remark: str | None = None,
+        ext_fields: dict[str, str] | None = None,
+        body: bytes = b"",
+        opaque: int = 0,
+    ) -> RemotingCommand:
+        """Build a response. ``opaque`` is usually set with :meth:`response_to`."""
+        return cls(
+            code=int(code),
+            opaque=opaque,
+            flag=RPC_TYPE_RESPONSE,
+            remark=remark,
+            ext_fields=dict(ext_fields or {}),
+            body=body,
+        )
+
+    def response_to(self, request: RemotingCommand) -> RemotingCommand:
+        """Mark this command as the response to ``request`` (copy opaque, set the response bit)."""
+        self.opaque = request.opaque
+        self.flag |= RPC_TYPE_RESPONSE
+        return self
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RPC_TYPE_RESPONSE)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & RPC_ONEWAY)
+
+    def mark_oneway(self) -> None:
+        self.flag |= RPC_ONEWAY
+
+    def header_dict(self) -> dict[str, Any]:
+        """The JSON header as Java's fastjson writes it (fields alphabetical, nulls omitted)."""
+        header: dict[str, Any] = {"code": self.code}
+        if self.ext_fields:
+            header["extFields"] = self.ext_fields
+        header["flag"] = self.flag
+        header["language"] = self.language
+        header["opaque"] = self.opaque
+        if self.remark is not None:
+            header["remark"] = self.remark
+        header["serializeTypeCurrentRPC"] = "JSON"
+        header["version"] = self.version
+        return header
+
+
+def encode_command(cmd: RemotingCommand, max_frame_size: int = MAX_FRAME_SIZE) -> bytes:
+    """Encode ``cmd`` as one frame with a JSON header (type byte 0), length prefix included.
+
+    Raises:
+        LocalProtocolError: the frame would exceed ``max_frame_size`` or an ext-field is not a str.
+    """
+    try:
+        header = orjson.dumps(cmd.header_dict())
+    except TypeError as exc:
+        raise LocalProtocolError(f"cannot encode header of code {cmd.code}: {exc}") from exc
+    length = 4 + len(header) + len(cmd.body)
+    if length > max_frame_size:
+        raise LocalProtocolError(f"frame of {length} bytes exceeds the {max_frame_size}-byte limit")
+    return b"".join((_TWO_INTS.pack(length, len(header)), header, cmd.body))
+
+
+def encode_command_rocketmq(cmd: RemotingCommand) -> bytes:
+    """Encode ``cmd`` with a ROCKETMQ binary header (type byte 1). Used by tests and Java peers."""
+    remark = (cmd.remark or "").encode()
+    ext = b"".join(
+        struct.pack(">h", len(k.encode())) + k.encode() + _INT.pack(len(v.encode())) + v.encode()
+        for k, v in cmd.ext_fields.items()
+    )
+    lang = LanguageCode[cmd.language] if cmd.language in LanguageCode.__members__ else LanguageCode.OTHER
+    header = (
+        struct.pack(">hbhii", cmd.code, int(lang), cmd.version, cmd.opaque, cmd.flag)
+        + _INT.pack(len(remark))
+        + remark
+        + _INT.pack(len(ext))
+        + ext
+    )
+    length = 4 + len(header) + len(cmd.body)
+    return _TWO_INTS.pack(length, (SerializeType.ROCKETMQ << 24) | len(header)) + header + cmd.body
+
+
+def _language_name(value: Any) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _LANG_BY_ORDINAL.get(value, "OTHER")
+    if isinstance(value, str):
+        return value
+    raise RemotingCommandError(f"header field 'language' must be a name or ordinal, got {value!r}")
+
+
+def _int_field(header: dict[str, Any], name: str, default: int | None = None) -> int:
+    value = header.get(name, default)
+    if isinstance(value, bool) or value is None:
+        raise RemotingCommandError(f"header field {name!r} missing or not an integer: {value!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise RemotingCommandError(f"header field {name!r} is not an integer: {value!r}") from None
+
+
+def decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+    """Decode a JSON header (trailing whitespace such as C++'s newline is fine)."""
+    try:
+        header = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RemotingCommandError(f"header is not valid JSON: {exc}") from exc
+    if not isinstance(header, dict):
+        raise RemotingCommandError(f"header must be a JSON object, got {type(header).__name__}")
+    ext_raw = header.get("extFields") or {}
+    if not isinstance(ext_raw, dict):
+        raise RemotingCommandError("header field 'extFields' must be an object")
+    ext: dict[str, str] = {}
+    for key, value in ext_raw.items():
+        text = ext_value_to_str(value)
+        if text is not None:
+            ext[str(key)] = text
+    remark = header.get("remark")
+    return RemotingCommand(
+        code=_int_field(header, "code"),
+        language=_language_name(header.get("language", "JAVA")),
+        version=_int_field(header, "version", 0),
+        opaque=_int_field(header, "opaque", 0),
+        flag=_int_field(header, "flag", 0),
+        remark=None if remark is None else str(remark),
+        ext_fields=ext,
+        body=body,
+        serialize_type=SerializeType.JSON,
+    )
+
+
+def decode_rocketmq_header(raw: bytes, body: bytes) -> RemotingCommand:
+    """Decode a ROCKETMQ binary header (``RocketMQSerializable.rocketMQProtocolDecode``)."""
+    view = memoryview(raw)
+    try:
+        code, lang, version, opaque, flag = struct.unpack_from(">hbhii", view, 0)
+        pos = 13
+        (remark_len,) = _INT.unpack_from(view, pos)
+        pos += 4
+        remark = bytes(view[pos : pos + remark_len]).decode() if remark_len > 0 else None
+        pos += max(remark_len, 0)
+        (ext_len,) = _INT.unpack_from(view, pos)
+        pos += 4
+        end = pos + ext_len
+        if ext_len < 0 or end > len(view):
+            raise RemotingCommandError(f"ROCKETMQ header ext length {ext_len} runs past the header")
+        ext: dict[str, str] = {}
+        while pos < end:
+            (klen,) = struct.unpack_from(">h", view, pos)
+            pos += 2
+            key = bytes(view[pos : pos + klen]).decode()
+            pos += klen
+            (vlen,) = _INT.unpack_from(view, pos)
+            pos += 4
+            ext[key] = bytes(view[pos : pos + vlen]).decode()
+            pos += vlen
+        if pos != end:
+            raise RemotingCommandError("ROCKETMQ header ext fields overrun their declared length")
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise RemotingCommandError(f"malformed ROCKETMQ header: {exc}") from exc
+    return RemotingCommand(
+        code=code,
+        language=_LANG_BY_ORDINAL.get(lang, "OTHER"),
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext,
+        body=body,
+        serialize_type=SerializeType.ROCKETMQ,
+    )
+
+
+def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+    """Decode one frame *without* its 4-byte length prefix (``W`` + header + body)."""
+    if len(frame) < 4:
+        raise RemotingCommandError(f"frame of {len(frame)} bytes is shorter than its header-length word")
+    (word,) = struct.unpack_from(">I", frame, 0)
+    stype, hlen = word >> 24, word & 0xFFFFFF
+    if 4 + hlen > len(frame):
+        raise RemotingCommandError(f"header length {hlen} exceeds frame length {len(frame)}")
+    raw = bytes(frame[4 : 4 + hlen])
+    body = bytes(frame[4 + hlen :])
+    if stype == SerializeType.JSON:
+        return decode_json_header(raw, body)
+    if stype == SerializeType.ROCKETMQ:
+        return decode_rocketmq_header(raw, body)
+    raise RemotingCommandError(f"unknown serialize type {stype}")
+
+
+class FrameDecoder:
+    """Incremental decoder: feed bytes as they arrive, get whole commands back.
+
+    Mirrors ``NettyDecoder`` (a ``LengthFieldBasedFrameDecoder``). Sans-I/O: no sockets here.
+
+    Args:
+        max_frame_size: largest accepted ``L`` in bytes (default 16 MiB).
+
+    Raises (from :meth:`feed`):
+        RemotingCommandError: a frame is oversized, truncated inside, or its header is malformed.
+            The decoder is then poisoned: the caller must close the connection.
+    """
+
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._failed: RemotingCommandError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a whole frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        """Add ``data`` and return every command it completes (possibly none)."""
+        if self._failed is not None:
+            raise self._failed
+        self._buf += data
+        out: list[RemotingCommand] = []
+        buf = self._buf
+        pos = 0
+        try:
+            while len(buf) - pos >= 4:
+                (length,) = _INT.unpack_from(buf, pos)
+                if length < 4 or length > self.max_frame_size:
+                    raise RemotingCommandError(
+                        f"frame length {length} outside [4, {self.max_frame_size}] bytes"
+                    )
+                if len(buf) - pos - 4 < length:
+                    break
+                with memoryview(buf) as view:
+                    frame = view[pos + 4 : pos + 4 + length]
+                    try:
+                        out.append(decode_frame(frame))
+                    finally:
+                        frame.release()
+                pos += 4 + length
+        except RemotingCommandError as exc:
+            self._failed = exc
+            raise
+        finally:
+            if pos:
+                del buf[:pos]
+        return out

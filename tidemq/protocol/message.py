@@ -1,0 +1,255 @@
+"""Messages and message queues: the field's nouns, shared by store, broker and client.
+
+Mirrors RocketMQ's ``Message``, ``MessageExt``, ``MessageQueue``, ``MessageConst`` and
+``MessageDecoder`` (the codec functions for stored records live in ``tidemq.protocol.message_codec``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+
+class MessageConst:
+    """Well-known property keys (RocketMQ's ``MessageConst``)."""
+
+    PROPERTY_KEYS = "KEYS"
+    PROPERTY_TAGS = "TAGS"
+    PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+    PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+    PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+    PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+    PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+    PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+    PROPERTY_PRODUCER_GROUP = "PGROUP"
+    PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+    PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+    PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+    PROPERTY_MSG_REGION = "MSG_REGION"
+    PROPERTY_TRACE_SWITCH = "TRACE_ON"
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+    PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+    PROPERTY_CLUSTER = "CLUSTER"
+    KEY_SEPARATOR = " "
+
+
+def properties_to_string(properties: dict[str, str]) -> str:
+    """``{"a": "1", "b": "2"}`` -> ``"a\\x011\\x02b\\x012"`` (Java style: no trailing separator)."""
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
+
+
+def string_to_properties(text: str) -> dict[str, str]:
+    """Parse a properties string tolerantly (trailing ``\\x02`` from C++, empty segments skipped)."""
+    props: dict[str, str] = {}
+    for segment in text.split(PROPERTY_SEPARATOR):
+        key, sep, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if sep and key:
+            props[key] = value
+    return props
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue:
+    """A queue of a topic on one broker. Mirrors ``MessageQueue``; sorts by topic, broker, queue id."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON shape RocketMQ uses: ``{"brokerName", "queueId", "topic"}``."""
+        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> MessageQueue:
+        return cls(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
+
+    def __str__(self) -> str:
+        # Java's MessageQueue.toString(); the consistent-hash strategy hashes exactly this text.
+        return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
+
+
+class Message:
+    """A message to send. Mirrors RocketMQ's ``Message``.
+
+    Args:
+        topic: topic name (letters, digits, ``%-_|``; at most 127 characters).
+        body: payload bytes (a ``str`` is encoded as UTF-8).
+        tags: optional tag, used for broker-side filtering (``TAGS`` property).
+        keys: optional business key(s); a list is joined with spaces (``KEYS`` property).
+        flag: user flag (int), stored as is.
+        properties: user properties (``str -> str``); must not contain ``\\x01`` / ``\\x02``.
+        delay_time_level: delay level 1..18 (0 = none), ``DELAY`` property.
+    """
+
+    __slots__ = ("body", "flag", "properties", "topic")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes | str = b"",
+        tags: str | None = None,
+        keys: str | list[str] | None = None,
+        flag: int = 0,
+        properties: dict[str, str] | None = None,
+        delay_time_level: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.body = body.encode() if isinstance(body, str) else bytes(body)
+        self.flag = flag
+        self.properties: dict[str, str] = dict(properties or {})
+        if tags:
+            self.tags = tags
+        if keys:
+            self.keys = keys if isinstance(keys, str) else MessageConst.KEY_SEPARATOR.join(keys)
+        if delay_time_level:
+            self.delay_time_level = delay_time_level
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(MessageConst.PROPERTY_TAGS)
+
+    @tags.setter
+    def tags(self, value: str) -> None:
+        self.properties[MessageConst.PROPERTY_TAGS] = value
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(MessageConst.PROPERTY_KEYS)
+
+    @keys.setter
+    def keys(self, value: str) -> None:
+        self.properties[MessageConst.PROPERTY_KEYS] = value
+
+    @property
+    def delay_time_level(self) -> int:
+        return int(self.properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
+
+    @delay_time_level.setter
+    def delay_time_level(self, level: int) -> None:
+        self.properties[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
+
+    @property
+    def unique_key(self) -> str | None:
+        """The client-generated message id (``UNIQ_KEY`` property), if any."""
+        return self.properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    def user_properties(self) -> dict[str, str]:
+        """Properties minus the system keys RocketMQ sets itself."""
+        system = {v for k, v in vars(MessageConst).items() if k.startswith("PROPERTY_")}
+        return {k: v for k, v in self.properties.items() if k not in system}
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (self.topic, self.body, self.flag, self.properties) == (
+            other.topic,
+            other.body,
+            other.flag,
+            other.properties,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(topic={self.topic!r}, body={self.body[:32]!r}, properties={self.properties!r})"
+
+
+class MessageExt(Message):
+    """A stored message, as pulled or viewed. Mirrors ``MessageExt`` / ``MessageClientExt``.
+
+    Timestamps are milliseconds since the epoch; hosts are ``"ip:port"`` strings.
+    ``offset_msg_id`` is the broker's id (store host + commit-log offset, 32 hex chars);
+    :attr:`msg_id` is the client's ``UNIQ_KEY`` when present, else ``offset_msg_id``.
+    """
+
+    __slots__ = (
+        "body_crc",
+        "born_host",
+        "born_timestamp",
+        "broker_name",
+        "commit_log_offset",
+        "offset_msg_id",
+        "prepared_transaction_offset",
+        "queue_id",
+        "queue_offset",
+        "reconsume_times",
+        "store_host",
+        "store_size",
+        "store_timestamp",
+        "sys_flag",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes | str = b"",
+        *,
+        flag: int = 0,
+        properties: dict[str, str] | None = None,
+        queue_id: int = 0,
+        store_size: int = 0,
+        queue_offset: int = 0,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: str = "",
+        store_timestamp: int = 0,
+        store_host: str = "",
+        offset_msg_id: str = "",
+        commit_log_offset: int = 0,
+        body_crc: int = 0,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        broker_name: str = "",
+    ) -> None:
+        super().__init__(topic, body, flag=flag, properties=properties)
+        self.queue_id = queue_id
+        self.store_size = store_size
+        self.queue_offset = queue_offset
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self.born_host = born_host
+        self.store_timestamp = store_timestamp
+        self.store_host = store_host
+        self.offset_msg_id = offset_msg_id
+        self.commit_log_offset = commit_log_offset
+        self.body_crc = body_crc
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        self.broker_name = broker_name
+
+    @property
+    def msg_id(self) -> str:
+        return self.unique_key or self.offset_msg_id
+
+    @property
+    def message_queue(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
+    def __repr__(self) -> str:
+        return (
+            f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, queue_offset={self.queue_offset}, "
+            f"msg_id={self.msg_id!r}, body={self.body[:32]!r})"
+        )
+
+
+@dataclass(slots=True)
+class SendResult:
+    """Outcome of a send. Mirrors ``SendResult``.
+
+    ``send_status`` is one of ``SEND_OK``, ``FLUSH_DISK_TIMEOUT``, ``FLUSH_SLAVE_TIMEOUT``,
+    ``SLAVE_NOT_AVAILABLE``. ``msg_id`` is the client id (UNIQ_KEY; comma-joined for a batch).
+    """
+
+    send_status: str
+    msg_id: str
+    offset_msg_id: str
+    message_queue: MessageQueue
+    queue_offset: int
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    transaction_id: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
