@@ -242,8 +242,10 @@ def decode_rocketmq_header(raw: bytes, body: bytes) -> RemotingCommand:
         pos = 13
         (remark_len,) = _INT.unpack_from(view, pos)
         pos += 4
+        if remark_len < 0 or pos + remark_len > len(view):
+            raise RemotingCommandError(f"ROCKETMQ header remark length {remark_len} runs past the header")
         remark = bytes(view[pos : pos + remark_len]).decode() if remark_len > 0 else None
-        pos += max(remark_len, 0)
+        pos += remark_len
         (ext_len,) = _INT.unpack_from(view, pos)
         pos += 4
         end = pos + ext_len
@@ -251,16 +253,19 @@ def decode_rocketmq_header(raw: bytes, body: bytes) -> RemotingCommand:
             raise RemotingCommandError(f"ROCKETMQ header ext length {ext_len} runs past the header")
         ext: dict[str, str] = {}
         while pos < end:
+            # Lengths are checked before use: a negative one would move pos backwards forever.
             (klen,) = struct.unpack_from(">h", view, pos)
             pos += 2
+            if klen < 0 or pos + klen + 4 > end:
+                raise RemotingCommandError(f"ROCKETMQ header ext key length {klen} is invalid")
             key = bytes(view[pos : pos + klen]).decode()
             pos += klen
             (vlen,) = _INT.unpack_from(view, pos)
             pos += 4
+            if vlen < 0 or pos + vlen > end:
+                raise RemotingCommandError(f"ROCKETMQ header ext value length {vlen} is invalid")
             ext[key] = bytes(view[pos : pos + vlen]).decode()
             pos += vlen
-        if pos != end:
-            raise RemotingCommandError("ROCKETMQ header ext fields overrun their declared length")
     except (struct.error, UnicodeDecodeError) as exc:
         raise RemotingCommandError(f"malformed ROCKETMQ header: {exc}") from exc
     return RemotingCommand(

@@ -1,0 +1,421 @@
+"""The broker: wiring of store, managers, processors, transport and periodic tasks.
+
+Mirrors RocketMQ's ``BrokerController``.
+
+Start order: config files (refuse to start on corrupt offsets, before binding anything) -> bind the
+remoting server (answers SYSTEM_BUSY "starting" until ready) -> store load (recovery) -> processors ->
+register with every name server -> periodic tasks (register every 30 s, offsets persist every 5 s,
+retention check, client channel expiry scan every 10 s, and the ASYNC_FLUSH flush task).
+
+Shutdown: stop accepting and close connections -> unregister from the name servers -> persist
+offsets and configs -> ``store.shutdown()`` (flush, checkpoint, remove the abort file).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import threading
+import time
+import zlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tidemq.broker.config import BrokerConfig, guess_broker_ip
+from tidemq.broker.flush import FlushRealTimeService, GroupCommitService
+from tidemq.broker.longpolling import PullRequestHoldService
+from tidemq.broker.offset_manager import ConsumerOffsetManager
+from tidemq.broker.subscription_group import SubscriptionGroupManager
+from tidemq.broker.topic_config import TopicConfigManager
+from tidemq.protocol.body import RegisterBrokerBody
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from tidemq.remoting import RemotingClient, RemotingServer
+from tidemq.store.config import MessageStoreConfig
+from tidemq.store.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker_to_client import Broker2Client
+    from tidemq.broker.consumer_manager import ClientHousekeepingService, ConsumerManager
+    from tidemq.broker.processor.pull import PullMessageProcessor
+    from tidemq.broker.processor.send import SendMessageProcessor
+    from tidemq.broker.producer_manager import ProducerManager
+    from tidemq.broker.rebalance_lock import RebalanceLockManager
+    from tidemq.remoting import Channel
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _StartingProcessor:
+    """Default processor while the store is loading: SYSTEM_BUSY, so clients retry."""
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        return RemotingCommand.create_response(
+            ResponseCode.SYSTEM_BUSY, "[STARTING] broker is starting, try later"
+        )
+
+
+class _NotSupportedProcessor:
+    """Default processor once started: REQUEST_CODE_NOT_SUPPORTED with RocketMQ's remark."""
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        return RemotingCommand.create_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+        )
+
+
+class Broker:
+    """A RocketMQ-compatible broker (master). Mirrors ``BrokerController``.
+
+    Args:
+        config: broker settings (``listen_port=0`` picks a free port).
+        store_config: message store settings (``store_path_root_dir``, ``flush_disk_type``...).
+
+    Attributes (for processors and the client-manage services):
+        config, store_config, store, topic_config_manager, subscription_group_manager,
+        consumer_offset_manager, consumer_manager, producer_manager, rebalance_lock_manager,
+        broker2client, remoting_server, pull_request_hold_service, addr, loop.
+
+    Example::
+
+        broker = Broker(BrokerConfig(broker_name="b", listen_port=0, namesrv_addr="127.0.0.1:9876"),
+                        MessageStoreConfig(store_path_root_dir="/tmp/store"))
+        await broker.start()
+        print(broker.addr)
+        await broker.shutdown()
+    """
+
+    def __init__(self, config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+        from tidemq.broker.broker_to_client import Broker2Client
+        from tidemq.broker.consumer_manager import ClientHousekeepingService, ConsumerManager
+        from tidemq.broker.producer_manager import ProducerManager
+        from tidemq.broker.rebalance_lock import RebalanceLockManager
+
+        self.config = config
+        self.store_config = store_config
+        root = Path(store_config.store_path_root_dir).expanduser()
+        self.config_dir = root / "config"
+        self.topic_config_manager = TopicConfigManager(config, self.config_dir / "topics.json")
+        self.subscription_group_manager = SubscriptionGroupManager(
+            config, self.config_dir / "subscriptionGroup.json"
+        )
+        self.consumer_offset_manager = ConsumerOffsetManager(self.config_dir / "consumerOffset.json")
+        self.consumer_manager: ConsumerManager = ConsumerManager(self)
+        self.producer_manager: ProducerManager = ProducerManager()
+        self.rebalance_lock_manager: RebalanceLockManager = RebalanceLockManager()
+        self.broker2client: Broker2Client = Broker2Client(self)
+        self.client_housekeeping_service: ClientHousekeepingService = ClientHousekeepingService(self)
+        self.remoting_server = RemotingServer(config.listen_host, config.listen_port)
+        self.remoting_client = RemotingClient()
+        self.store: MessageStore = None  # type: ignore[assignment]  # set in start()
+        self.pull_request_hold_service: PullRequestHoldService = None  # type: ignore[assignment]
+        self.group_commit_service: GroupCommitService | None = None
+        self.flush_service: FlushRealTimeService | None = None
+        self.send_processor: SendMessageProcessor | None = None
+        self.pull_processor: PullMessageProcessor | None = None
+        self.addr = ""
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.started = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stop = asyncio.Event()
+        self._register_lock = asyncio.Lock()
+        self._register_pending: asyncio.Task[None] | None = None
+        self._loop_thread_id = 0
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The port the broker listens on (the real one after start)."""
+        return self.remoting_server.port
+
+    @property
+    def is_sync_flush(self) -> bool:
+        return str(self.store_config.flush_disk_type).upper() == "SYNC_FLUSH"
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load configs and store, start serving, register with the name servers.
+
+        Raises:
+            StoreError: a config file and its ``.bak`` are both corrupt, or the store cannot load.
+            OSError: the port cannot be bound.
+        """
+        self.loop = asyncio.get_running_loop()
+        self._loop_thread_id = threading.get_ident()
+        self._stop.clear()
+        # 1. config files first: refuse to start (before binding) if offsets would be lost.
+        self.consumer_offset_manager.load()
+        self.topic_config_manager.load()
+        self.subscription_group_manager.load()
+        # 2. bind, answering "starting" meanwhile, so the real port (port 0) is known for storeHost.
+        self.remoting_server.register_default_processor(_StartingProcessor())
+        self.remoting_server.add_channel_listener(self.client_housekeeping_service)
+        await self.remoting_server.start()
+        try:
+            await self._start_after_bind()
+        except BaseException:
+            await self.remoting_server.shutdown()
+            raise
+
+    async def _start_after_bind(self) -> None:
+        ip = self.config.broker_ip1 or guess_broker_ip(self.config.listen_host)
+        self.addr = f"{ip}:{self.port}"
+        # 3. store (recovery may take a while: run it in a thread).
+        self.store = MessageStore(self.store_config, store_host=self.addr)
+        await self.loop.run_in_executor(None, self.store.load)
+        self.store.message_arriving_listener = self._on_message_arriving
+        # 4. services and processors
+        sync_timeout = getattr(self.store_config, "sync_flush_timeout", 5000) / 1000.0
+        if self.is_sync_flush:
+            self.group_commit_service = GroupCommitService(self.store.flush, sync_flush_timeout=sync_timeout)
+        else:
+            interval = getattr(self.store_config, "flush_interval_commit_log", 500) / 1000.0
+            self.flush_service = FlushRealTimeService(self.store.flush, interval=interval)
+            self.flush_service.start()
+        self._register_processors()
+        check = 5.0 if self.config.long_polling_enable else self.config.short_polling_time_mills / 1000.0
+        assert self.pull_processor is not None
+        self.pull_request_hold_service = PullRequestHoldService(
+            self.store.get_max_offset_in_queue,
+            self.pull_processor.execute_request_when_wakeup,
+            check_interval=check,
+        )
+        self.pull_request_hold_service.start()
+        self.topic_config_manager.on_change = self._on_topic_change
+        self.remoting_server.register_default_processor(_NotSupportedProcessor())
+        self.started = True
+        # 5. name servers + periodic tasks
+        await self.register_broker_all()
+        period = min(60_000, max(10_000, self.config.register_name_server_period)) / 1000.0
+        self._every(period, self.register_broker_all, "register-broker")
+        self._every(
+            self.config.flush_consumer_offset_interval / 1000.0, self._persist_offsets, "persist-offsets"
+        )
+        self._every(self.config.client_channel_scan_interval / 1000.0, self._scan_channels, "scan-channels")
+        self._every(10.0, self._retention_check, "clean-expired")
+        log.info(
+            "broker %s (%s) started at %s",
+            self.config.broker_name,
+            self.config.broker_cluster_name,
+            self.addr,
+        )
+
+    def _register_processors(self) -> None:
+        from tidemq.broker.processor.admin import AdminBrokerProcessor
+        from tidemq.broker.processor.client_manage import ClientManageProcessor
+        from tidemq.broker.processor.offsets import ConsumerManageProcessor
+        from tidemq.broker.processor.pull import PullMessageProcessor
+        from tidemq.broker.processor.query import QueryMessageProcessor
+        from tidemq.broker.processor.send import SendMessageProcessor
+
+        server = self.remoting_server
+        self.send_processor = SendMessageProcessor(self)
+        for code in SendMessageProcessor.CODES:
+            server.register_processor(code, self.send_processor)
+        self.pull_processor = PullMessageProcessor(self)
+        server.register_processor(RequestCode.PULL_MESSAGE, self.pull_processor)
+        offsets = ConsumerManageProcessor(self)
+        for code in ConsumerManageProcessor.CODES:
+            server.register_processor(code, offsets)
+        query = QueryMessageProcessor(self)
+        for code in QueryMessageProcessor.CODES:
+            server.register_processor(code, query)
+        admin = AdminBrokerProcessor(self)
+        for code in AdminBrokerProcessor.CODES:
+            server.register_processor(code, admin)
+        client_manage = ClientManageProcessor(self)
+        for code in ClientManageProcessor.CODES:
+            server.register_processor(code, client_manage)
+
+    async def shutdown(self) -> None:
+        """Stop cleanly: close connections, unregister, persist offsets/configs, shut the store down."""
+        if not self.started and self.store is None:
+            await self.remoting_server.shutdown()
+            return
+        self.started = False
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self._tasks.clear()
+        if self._register_pending is not None:
+            self._register_pending.cancel()
+        if self.pull_request_hold_service is not None:
+            await self.pull_request_hold_service.shutdown()
+        await self.remoting_server.shutdown()
+        with contextlib.suppress(Exception):
+            await self.unregister_broker_all()
+        await self.remoting_client.close()
+        if self.group_commit_service is not None:
+            await self.group_commit_service.shutdown()
+        if self.flush_service is not None:
+            await self.flush_service.shutdown()
+        for persist in (
+            self.consumer_offset_manager.persist,
+            self.topic_config_manager.persist,
+            self.subscription_group_manager.persist,
+        ):
+            try:
+                persist()
+            except Exception:
+                log.exception("persist at shutdown failed")
+        if self.store is not None:
+            await self.loop.run_in_executor(None, self.store.shutdown)
+        log.info("broker %s at %s stopped", self.config.broker_name, self.addr)
+
+    # -- name server registration ---------------------------------------------------------------
+
+    def _register_request(self) -> tuple[dict[str, str], bytes]:
+        wrapper = self.topic_config_manager.build_topic_config_serialize_wrapper()
+        body = RegisterBrokerBody(topic_config_serialize_wrapper=wrapper, filter_server_list=[]).encode()
+        host = self.addr.rsplit(":", 1)[0]
+        ip2 = self.config.broker_ip2 or host
+        header = RegisterBrokerRequestHeader(
+            broker_name=self.config.broker_name,
+            broker_addr=self.addr,
+            cluster_name=self.config.broker_cluster_name,
+            ha_server_addr=f"{ip2}:{self.config.ha_listen_port}",
+            broker_id=self.config.broker_id,
+            compressed=False,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+        )
+        return header.to_ext_fields(), body
+
+    async def register_broker_all(self) -> None:
+        """REGISTER_BROKER (103) with every name server, concurrently. Mirrors ``registerBrokerAll``.
+
+        Failures are logged (the next period retries); never raises.
+        """
+        addrs = self.config.namesrv_addr_list()
+        if not addrs or not self.addr:
+            return
+        async with self._register_lock:
+            ext, body = self._register_request()
+            timeout = self.config.register_broker_timeout_mills / 1000.0
+
+            async def one(addr: str) -> None:
+                request = RemotingCommand.create_request(RequestCode.REGISTER_BROKER, dict(ext), body)
+                try:
+                    response = await self.remoting_client.invoke(addr, request, timeout)
+                except Exception as exc:
+                    log.warning("register broker to name server %s failed: %s", addr, exc)
+                    return
+                if response.code != ResponseCode.SUCCESS:
+                    log.warning("register broker to %s refused: %d %s", addr, response.code, response.remark)
+
+            await asyncio.gather(*(one(a) for a in addrs))
+
+    async def unregister_broker_all(self) -> None:
+        """UNREGISTER_BROKER (104) to every name server (at shutdown)."""
+        header = UnRegisterBrokerRequestHeader(
+            broker_name=self.config.broker_name,
+            broker_addr=self.addr,
+            cluster_name=self.config.broker_cluster_name,
+            broker_id=self.config.broker_id,
+        )
+
+        async def one(addr: str) -> None:
+            request = RemotingCommand.create_request(RequestCode.UNREGISTER_BROKER, header.to_ext_fields())
+            try:
+                await self.remoting_client.invoke(addr, request, 3.0)
+            except Exception as exc:
+                log.warning("unregister broker from %s failed: %s", addr, exc)
+
+        await asyncio.gather(*(one(a) for a in self.config.namesrv_addr_list()))
+
+    def _on_topic_change(self) -> None:
+        """Topic created/updated/deleted: re-register at once (coalescing bursts into one call)."""
+        if self.loop is None or not self.started:
+            return
+
+        def schedule() -> None:
+            if self._register_pending is None or self._register_pending.done():
+                self._register_pending = self.loop.create_task(self.register_broker_all())
+
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            schedule()
+        else:
+            self.loop.call_soon_threadsafe(schedule)
+
+    # -- periodic tasks ---------------------------------------------------------------------------
+
+    def _every(self, period: float, fn: Callable[[], Awaitable[Any]], name: str) -> None:
+        async def run() -> None:
+            while not self._stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), period)
+                if self._stop.is_set():
+                    return
+                try:
+                    await fn()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("periodic task %s failed", name)
+
+        self._tasks.append(self.loop.create_task(run(), name=name))
+
+    async def _persist_offsets(self) -> None:
+        await self.loop.run_in_executor(None, lambda: self.consumer_offset_manager.persist(force=False))
+
+    async def _scan_channels(self) -> None:
+        self.client_housekeeping_service.scan_exception_channel(now_ms())
+
+    def is_time_to_delete(self, now: datetime.datetime | None = None) -> bool:
+        """True during a ``delete_when`` hour (``"04"`` or ``"04;05"``), as RocketMQ's ``isTimeToDelete``."""
+        hours = {int(h) for h in str(self.store_config.delete_when).split(";") if h.strip().isdigit()}
+        return (now or datetime.datetime.now()).hour in hours
+
+    async def _retention_check(self) -> None:
+        """Delete expired commit-log segments at the ``delete_when`` hour, or at once when the disk
+        is above ``disk_max_used_space_ratio``. Mirrors ``CleanCommitLogService``."""
+        store = self.store
+
+        def work() -> None:
+            disk_full = store.disk_used_ratio() > self.store_config.disk_max_used_space_ratio
+            if disk_full or self.is_time_to_delete():
+                store.delete_expired_files()
+            store.clean_expired_consume_queue()
+
+        await self.loop.run_in_executor(None, work)
+
+    def _on_message_arriving(
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int
+    ) -> None:
+        """Store listener after each put: wake held pulls (thread-safe; the store may run in a thread)."""
+        hold = self.pull_request_hold_service
+        if hold is None:
+            return
+        if threading.get_ident() == self._loop_thread_id:
+            hold.notify_message_arriving(topic, queue_id, max_offset, tags_code)
+        else:
+            self.loop.call_soon_threadsafe(
+                hold.notify_message_arriving, topic, queue_id, max_offset, tags_code
+            )
+
+    # -- hooks for processors ---------------------------------------------------------------------
+
+    async def wait_for_flush(self, end_offset: int) -> bool:
+        """SYNC_FLUSH: wait until the commit log is fsynced past ``end_offset``; True if durable.
+
+        ASYNC_FLUSH: returns True at once.
+        """
+        if self.group_commit_service is None:
+            return True
+        return await self.group_commit_service.wait_for_flush(end_offset)

@@ -1,0 +1,233 @@
+"""Broker configuration: RocketMQ's ``BrokerConfig`` in snake_case, and a ``broker.conf`` loader.
+
+Mirrors ``org.apache.rocketmq.common.BrokerConfig``. Option names are RocketMQ's (``brokerName`` ->
+``broker_name``) with RocketMQ's defaults; units are in the names (``*_mills`` / ``*_ms`` are
+milliseconds, as on the wire and in ``broker.conf``).
+
+``load_broker_conf(path)`` reads a RocketMQ ``broker.conf`` (Java properties, camelCase keys) into a
+``BrokerConfig`` and a ``MessageStoreConfig``; keys neither knows are logged as warnings and ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import socket
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tidemq.errors import ClientError
+from tidemq.store.config import MessageStoreConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_SUSPEND_MS = 25_000
+"""Longest a pull is held by long polling, whatever the client asks (its RPC timeout is 30 s)."""
+
+
+def _default_broker_name() -> str:
+    try:
+        return socket.gethostname() or "broker-a"
+    except OSError:  # pragma: no cover - exotic hosts
+        return "broker-a"
+
+
+@dataclass(slots=True, kw_only=True)
+class BrokerConfig:
+    """Broker settings. Mirrors RocketMQ's ``BrokerConfig`` (names in snake_case, same defaults).
+
+    Attributes:
+        broker_name: this broker's name (routes group masters/slaves by it); default the host name.
+        broker_cluster_name: cluster the broker registers in, default ``"DefaultCluster"``.
+        broker_id: 0 = master (only masters are supported).
+        broker_ip1: address clients should use; ``""`` = 127.0.0.1 when listening on loopback,
+            else the first non-loopback IPv4 of this host.
+        listen_host: interface to bind (not a RocketMQ option; RocketMQ binds every interface).
+        listen_port: broker port, default 10911 (0 = pick a free one).
+        namesrv_addr: ``"host:port;host:port"`` of the name servers; ``None`` = register nowhere.
+        auto_create_topic_enable: register ``TBW102`` with perm 7 so unknown topics are created on send.
+        default_topic_queue_nums: queues of ``TBW102`` (and so the cap for auto-created topics).
+        auto_create_subscription_group: create a group's config on first heartbeat / pull.
+        long_polling_enable: hold empty pulls up to their ``suspendTimeoutMillis``.
+        short_polling_time_mills: hold time when long polling is disabled (ms).
+        max_suspend_ms: cap on how long one pull is held (ms; RocketMQ has none, clients time out at 30 s).
+        register_name_server_period: REGISTER_BROKER period (ms), clamped to 10-60 s like RocketMQ.
+        broker_permission: perm bits of the broker itself (6 = read + write).
+        trace_on: value of the ``TRACE_ON`` ext field on send responses.
+        region_id: value of the ``MSG_REGION`` ext field on send responses.
+        channel_expired_timeout: client channels silent this long are dropped (ms).
+        flush_consumer_offset_interval: consumerOffset.json persist period (ms).
+        notify_consumer_ids_changed_enable: default for new subscription groups.
+        cluster_topic_enable / broker_topic_enable: create the ``<cluster>`` / ``<broker>`` topics.
+        max_reconsume_times: retries before a ``%RETRY%`` message goes to ``%DLQ%`` (group default 16).
+        client_channel_scan_interval: how often expired client channels are scanned (ms).
+        register_broker_timeout_mills: REGISTER_BROKER RPC timeout (ms).
+    """
+
+    broker_name: str = field(default_factory=_default_broker_name, metadata={"important": True})
+    broker_cluster_name: str = field(default="DefaultCluster", metadata={"important": True})
+    broker_id: int = 0
+    broker_ip1: str = ""
+    broker_ip2: str = ""
+    listen_host: str = "0.0.0.0"
+    listen_port: int = field(default=10911, metadata={"important": True})
+    ha_listen_port: int = 10912
+    namesrv_addr: str | None = field(default=None, metadata={"important": True})
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = 8
+    auto_create_subscription_group: bool = True
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    max_suspend_ms: int = DEFAULT_MAX_SUSPEND_MS
+    register_name_server_period: int = 30_000
+    register_broker_timeout_mills: int = 6000
+    broker_permission: int = 6
+    trace_on: bool = True
+    region_id: str = "DefaultRegion"
+    channel_expired_timeout: int = 120_000
+    client_channel_scan_interval: int = 10_000
+    flush_consumer_offset_interval: int = 5000
+    notify_consumer_ids_changed_enable: bool = True
+    max_reconsume_times: int = 16
+    broker_role: str = "ASYNC_MASTER"
+
+    def namesrv_addr_list(self) -> list[str]:
+        """``namesrv_addr`` split on ``;`` (blank entries dropped)."""
+        return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
+
+    @property
+    def is_writeable(self) -> bool:
+        return bool(self.broker_permission & 2)
+
+    @property
+    def is_readable(self) -> bool:
+        return bool(self.broker_permission & 4)
+
+
+_CAMEL_1 = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_CAMEL_2 = re.compile(r"(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def camel_to_snake(name: str) -> str:
+    """``brokerName`` -> ``broker_name``, ``brokerIP1`` -> ``broker_ip1``, ``listenPort`` -> ``listen_port``."""
+    return _CAMEL_2.sub("_", _CAMEL_1.sub("_", name)).lower()
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``key=value`` / ``key: value`` / ``key value``; ``#``/``!`` comments;
+    a trailing backslash continues the line."""
+    out: dict[str, str] = {}
+    logical: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip() if not pending else raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        logical.append(pending + line)
+        pending = ""
+    if pending:
+        logical.append(pending)
+    for line in logical:
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+        else:
+            out[line.strip()] = ""
+    return out
+
+
+def _convert(value: str, hint: Any, key: str) -> Any:
+    args = typing.get_args(hint)
+    if args:  # Optional[X] / X | None
+        if value == "" and type(None) in args:
+            return None
+        hint = next(a for a in args if a is not type(None))
+    if hint is bool:
+        low = value.strip().lower()
+        if low not in ("true", "false"):
+            raise ClientError(f"broker.conf: {key} must be true or false, got {value!r}")
+        return low == "true"
+    if hint is int:
+        try:
+            return int(value.strip())
+        except ValueError:
+            raise ClientError(f"broker.conf: {key} must be an integer, got {value!r}") from None
+    if hint is float:
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise ClientError(f"broker.conf: {key} must be a number, got {value!r}") from None
+    return value
+
+
+def apply_properties(target: Any, props: dict[str, str], *, source: str = "broker.conf") -> list[str]:
+    """Set every ``props`` key (camelCase) that names a field of dataclass ``target``; return the rest."""
+    hints = typing.get_type_hints(type(target))
+    names = {f.name for f in dataclasses.fields(target)}
+    rest: list[str] = []
+    for key, value in props.items():
+        name = camel_to_snake(key)
+        if name in names:
+            setattr(target, name, _convert(value, hints[name], f"{source} {key}"))
+        else:
+            rest.append(key)
+    return rest
+
+
+def load_broker_conf(
+    path: str | Path, *, store_config: MessageStoreConfig | None = None
+) -> tuple[BrokerConfig, MessageStoreConfig]:
+    """Read a RocketMQ ``broker.conf`` (camelCase keys) into ``(BrokerConfig, MessageStoreConfig)``.
+
+    Keys known to either dataclass are applied (``brokerName``, ``listenPort``, ``namesrvAddr``,
+    ``brokerIP1``, ``flushDiskType``, ``storePathRootDir``, ``fileReservedTime``, ``deleteWhen``,
+    ``mappedFileSizeCommitLog``...); unknown keys are logged as warnings and ignored.
+
+    Raises:
+        ClientError: the file cannot be read, or a value does not parse as the field's type.
+    """
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ClientError(f"cannot read broker config {path}: {exc}") from exc
+    props = parse_properties(text)
+    broker = BrokerConfig()
+    store = store_config if store_config is not None else MessageStoreConfig()
+    rest = apply_properties(broker, props, source=str(path))
+    unknown = apply_properties(store, {k: props[k] for k in rest}, source=str(path))
+    for key in unknown:
+        log.warning("%s: unknown broker.conf key %r ignored", path, key)
+    return broker, store
+
+
+def guess_broker_ip(listen_host: str) -> str:
+    """The IPv4 address to announce: 127.0.0.1 for loopback binds, the bind address when it is a
+    concrete one, else the first non-loopback IPv4 of this host (falls back to 127.0.0.1)."""
+    if listen_host.startswith("127.") or listen_host in ("localhost", "::1"):
+        return "127.0.0.1"
+    if listen_host and listen_host not in ("0.0.0.0", "::", ""):
+        return listen_host
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # no packet is sent; picks the outgoing interface
+            ip = str(s.getsockname()[0])
+            if not ip.startswith("127."):
+                return ip
+    except OSError:
+        pass
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+            ip = str(info[4][0])
+            if not ip.startswith("127."):
+                return ip
+    except OSError:
+        pass
+    return "127.0.0.1"

@@ -1,0 +1,196 @@
+"""Long polling: hold empty pulls until a message arrives or the hold times out.
+
+Mirrors RocketMQ's ``PullRequestHoldService`` / ``ManyPullRequest`` / ``longpolling.PullRequest``
+(named ``HeldPullRequest`` here, as the client has its own ``PullRequest``).
+
+A PULL_MESSAGE that finds nothing (PULL_NOT_FOUND) with FLAG_SUSPEND is parked here, keyed by
+``(topic, queue_id)``. It is re-executed -- the normal pull logic, without suspend and without the
+piggy-backed offset commit -- as soon as one of these happens:
+
+* the send path calls :meth:`PullRequestHoldService.notify_message_arriving` with a max offset past
+  the request's offset (and, when known, a tag hash the subscription accepts);
+* its own deadline passes (a per-request timer, so a 2 s hold answers after 2 s, not at the next tick);
+* the periodic re-check (every 5 s with long polling, ``short_polling_time_mills`` without) finds the
+  queue's max offset past the request offset (a safety net for arrivals nobody announced).
+
+No sleeping loops: arrivals wake requests directly; the periodic task waits on an event with a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidemq.protocol.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+TopicQueueKey = tuple[str, int]
+
+
+@dataclass(slots=True, eq=False)
+class HeldPullRequest:
+    """One parked PULL_MESSAGE. Mirrors RocketMQ's broker-side ``longpolling.PullRequest``.
+
+    Attributes:
+        channel: the client connection the answer goes to (a ``tidemq.remoting`` Channel).
+        request: the original request (re-executed on wake-up).
+        topic / queue_id / pull_from_this_offset: what was asked for.
+        tag_codes: tag hash codes the subscription accepts; ``None`` = every message.
+        timeout_s: how long it may be held (seconds).
+    """
+
+    channel: Any
+    request: RemotingCommand
+    topic: str
+    queue_id: int
+    pull_from_this_offset: int
+    tag_codes: frozenset[int] | None
+    timeout_s: float
+    deadline: float = 0.0
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)
+
+    def matches(self, tags_code: int | None) -> bool:
+        """True if a message with ``tags_code`` (None = unknown) may interest this request."""
+        return self.tag_codes is None or tags_code is None or tags_code in self.tag_codes
+
+
+WakeupCallback = Callable[[Any, RemotingCommand], Awaitable[None]]
+MaxOffsetGetter = Callable[[str, int], int]
+
+
+class PullRequestHoldService:
+    """Parks empty pulls and re-executes them on arrival or timeout. Mirrors ``PullRequestHoldService``.
+
+    Args:
+        get_max_offset: ``(topic, queue_id) -> max logical offset`` (the store's).
+        wakeup: coroutine re-executing a request and sending its answer; RocketMQ's
+            ``PullMessageProcessor.executeRequestWhenWakeup``.
+        check_interval: period of the safety-net re-check (seconds; 5 s like RocketMQ).
+
+    Must be used from one event loop (the broker's); :meth:`start` binds it.
+    """
+
+    def __init__(
+        self, get_max_offset: MaxOffsetGetter, wakeup: WakeupCallback, *, check_interval: float = 5.0
+    ) -> None:
+        self._get_max_offset = get_max_offset
+        self._wakeup = wakeup
+        self.check_interval = check_interval
+        self._table: dict[TopicQueueKey, list[HeldPullRequest]] = {}
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the periodic re-check task on the running loop."""
+        self._stop.clear()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="pull-request-hold")
+
+    async def shutdown(self) -> None:
+        """Stop the re-check task and drop every held request (their connections are closing)."""
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for held_list in self._table.values():
+            for held in held_list:
+                if held.timer is not None:
+                    held.timer.cancel()
+        self._table.clear()
+        for task in list(self._inflight):
+            task.cancel()
+
+    def wakeup(self) -> None:
+        """Run a re-check now (RocketMQ's ``ServiceThread.wakeup``)."""
+        self.check_hold_request()
+
+    @property
+    def held_count(self) -> int:
+        """Number of requests currently held."""
+        return sum(len(v) for v in self._table.values())
+
+    # -- holding -------------------------------------------------------------------------------
+
+    def suspend_pull_request(self, topic: str, queue_id: int, held: HeldPullRequest) -> None:
+        """Park ``held`` until a message arrives for (topic, queue_id) or its timeout passes."""
+        loop = asyncio.get_running_loop()
+        held.deadline = loop.time() + held.timeout_s
+        held.timer = loop.call_later(held.timeout_s, self._expire, held)
+        self._table.setdefault((topic, queue_id), []).append(held)
+
+    def notify_message_arriving(
+        self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None
+    ) -> None:
+        """Re-execute every request on (topic, queue_id) that the new ``max_offset`` satisfies.
+
+        Called by the send path after each put. ``tags_code`` is the new message's tag hash (None =
+        unknown); requests whose subscription rejects it keep waiting.
+        """
+        held_list = self._table.get((topic, queue_id))
+        if not held_list:
+            return
+        now = asyncio.get_running_loop().time()
+        keep: list[HeldPullRequest] = []
+        for held in held_list:
+            if (max_offset > held.pull_from_this_offset and held.matches(tags_code)) or now >= held.deadline:
+                self._fire(held)
+            else:
+                keep.append(held)
+        if keep:
+            self._table[(topic, queue_id)] = keep
+        else:
+            self._table.pop((topic, queue_id), None)
+
+    def check_hold_request(self) -> None:
+        """Re-check every held queue against the store's max offset. Mirrors ``checkHoldRequest``."""
+        for topic, queue_id in list(self._table):
+            try:
+                max_offset = self._get_max_offset(topic, queue_id)
+            except Exception:
+                log.exception("cannot read max offset of %s:%d", topic, queue_id)
+                continue
+            self.notify_message_arriving(topic, queue_id, max_offset)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _expire(self, held: HeldPullRequest) -> None:
+        held.timer = None
+        key = (held.topic, held.queue_id)
+        held_list = self._table.get(key)
+        if held_list is None or held not in held_list:
+            return
+        held_list.remove(held)
+        if not held_list:
+            del self._table[key]
+        self._fire(held)
+
+    def _fire(self, held: HeldPullRequest) -> None:
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        task = asyncio.get_running_loop().create_task(self._execute(held))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _execute(self, held: HeldPullRequest) -> None:
+        try:
+            await self._wakeup(held.channel, held.request)
+        except Exception:
+            log.exception("re-executing held pull on %s:%d failed", held.topic, held.queue_id)
+
+    async def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.check_interval)
+            if self._stop.is_set():
+                break
+            self.check_hold_request()

@@ -1,0 +1,1 @@
+"""Broker request processors, one module per request family (RocketMQ's ``broker.processor``)."""

@@ -1,0 +1,245 @@
+"""Admin requests a broker answers (protocol.md §3.8). Mirrors part of RocketMQ's ``AdminBrokerProcessor``.
+
+UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
+GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), CLEAN_EXPIRED_CONSUMEQUEUE (306),
+DELETE_EXPIRED_COMMITLOG (329), GET_BROKER_RUNTIME_INFO (28), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207).
+
+Bodies keyed by MessageQueue (ConsumeStats, TopicStatsTable) use fastjson's object-as-key form, as
+only Java admin tools read them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, ClassVar
+
+from tidemq.errors import ProtocolError
+from tidemq.protocol.body import (
+    ConsumeStats,
+    KVTable,
+    OffsetWrapper,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicOffset,
+    TopicStatsTable,
+    loads_body,
+)
+from tidemq.protocol.codes import TIDEMQ_VERSION, RequestCode, ResponseCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    HeaderError,
+)
+from tidemq.protocol.message import MessageQueue
+from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, check_group, check_topic
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+    from tidemq.remoting import Channel
+
+log = logging.getLogger(__name__)
+
+
+def _resp(code: int, remark: str | None = None, body: bytes = b"") -> RemotingCommand:
+    return RemotingCommand.create_response(code, remark, None, body)
+
+
+class AdminBrokerProcessor:
+    """Topic, group and statistics administration. Mirrors ``AdminBrokerProcessor``."""
+
+    CODES: ClassVar[tuple[int, ...]] = (
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.GET_ALL_TOPIC_CONFIG,
+        RequestCode.GET_TOPIC_STATS_INFO,
+        RequestCode.GET_CONSUME_STATS,
+        RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
+        RequestCode.DELETE_EXPIRED_COMMITLOG,
+        RequestCode.GET_BROKER_RUNTIME_INFO,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    )
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """Dispatch on the code; malformed headers/bodies answer SYSTEM_ERROR with the reason."""
+        code = request.code
+        try:
+            if code == RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE:
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.broker.store.clean_expired_consume_queue
+                )
+                return _resp(ResponseCode.SUCCESS)
+            if code == RequestCode.DELETE_EXPIRED_COMMITLOG:
+                deleted = await asyncio.get_running_loop().run_in_executor(
+                    None, self.broker.store.delete_expired_files
+                )
+                self.broker.store.clean_expired_consume_queue()
+                log.info(
+                    "DELETE_EXPIRED_COMMITLOG from %s deleted %s segment(s)", channel.remote_addr, deleted
+                )
+                return _resp(ResponseCode.SUCCESS)
+            return self.handle(request)
+        except (HeaderError, ProtocolError) as exc:
+            return _resp(ResponseCode.SYSTEM_ERROR, str(exc))
+
+    def handle(self, request: RemotingCommand) -> RemotingCommand:
+        """Decision logic of the synchronous admin requests."""
+        code = request.code
+        if code == RequestCode.UPDATE_AND_CREATE_TOPIC:
+            return self.update_and_create_topic(CreateTopicRequestHeader.from_command(request))
+        if code == RequestCode.DELETE_TOPIC_IN_BROKER:
+            return self.delete_topic(DeleteTopicRequestHeader.from_command(request).topic)
+        if code == RequestCode.GET_ALL_TOPIC_CONFIG:
+            wrapper = self.broker.topic_config_manager.build_topic_config_serialize_wrapper()
+            return _resp(ResponseCode.SUCCESS, None, wrapper.encode())
+        if code == RequestCode.GET_TOPIC_STATS_INFO:
+            return self.get_topic_stats_info(GetTopicStatsInfoRequestHeader.from_command(request).topic)
+        if code == RequestCode.GET_CONSUME_STATS:
+            h = GetConsumeStatsRequestHeader.from_command(request)
+            return self.get_consume_stats(h.consumer_group, h.topic)
+        if code == RequestCode.GET_BROKER_RUNTIME_INFO:
+            return self.get_broker_runtime_info()
+        if code == RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP:
+            cfg = SubscriptionGroupConfig.from_json(loads_body(request.body, "SubscriptionGroupConfig"))
+            problem = check_group(cfg.group_name)
+            if problem is not None:
+                return _resp(ResponseCode.SYSTEM_ERROR, problem)
+            self.broker.subscription_group_manager.update_subscription_group_config(cfg)
+            return _resp(ResponseCode.SUCCESS)
+        if code == RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG:
+            import orjson
+
+            return _resp(
+                ResponseCode.SUCCESS, None, orjson.dumps(self.broker.subscription_group_manager.encode())
+            )
+        if code == RequestCode.DELETE_SUBSCRIPTIONGROUP:
+            d = DeleteSubscriptionGroupRequestHeader.from_command(request)
+            self.broker.subscription_group_manager.delete_subscription_group_config(d.group_name)
+            return _resp(ResponseCode.SUCCESS)
+        return _resp(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported")
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def update_and_create_topic(self, h: CreateTopicRequestHeader) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC: validate, store, persist; re-registration follows (on_change)."""
+        problem = check_topic(h.topic)
+        if problem is not None:
+            return _resp(ResponseCode.SYSTEM_ERROR, problem)
+        if h.topic == AUTO_CREATE_TOPIC_KEY:
+            return _resp(
+                ResponseCode.SYSTEM_ERROR,
+                f"The specified topic[{h.topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC.",
+            )
+        if h.read_queue_nums < 0 or h.write_queue_nums < 0 or not 0 <= h.perm <= 15:
+            return _resp(
+                ResponseCode.SYSTEM_ERROR, "readQueueNums/writeQueueNums must be >= 0 and perm within 0..15"
+            )
+        if h.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
+            return _resp(ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {h.topic_filter_type!r}")
+        tc = TopicConfig(
+            topic_name=h.topic,
+            read_queue_nums=h.read_queue_nums,
+            write_queue_nums=h.write_queue_nums,
+            perm=h.perm,
+            topic_filter_type=h.topic_filter_type,
+            topic_sys_flag=h.topic_sys_flag or 0,
+            order=h.order,
+        )
+        self.broker.topic_config_manager.update_topic_config(tc)
+        return _resp(ResponseCode.SUCCESS)
+
+    def delete_topic(self, topic: str) -> RemotingCommand:
+        """DELETE_TOPIC_IN_BROKER: drop the config and the groups' offsets for it."""
+        problem = check_topic(topic)
+        if problem is not None:
+            return _resp(ResponseCode.SYSTEM_ERROR, problem)
+        self.broker.topic_config_manager.delete_topic_config(topic)
+        self.broker.consumer_offset_manager.clean_offset_by_topic(topic)
+        clean = getattr(self.broker.store, "clean_unused_topic", None)
+        if callable(clean):
+            clean(set(self.broker.topic_config_manager.topics()))
+        return _resp(ResponseCode.SUCCESS)
+
+    def get_topic_stats_info(self, topic: str) -> RemotingCommand:
+        """GET_TOPIC_STATS_INFO: min/max offset and last store time of queues 0..writeQueueNums-1."""
+        tc = self.broker.topic_config_manager.select_topic_config(topic)
+        if tc is None:
+            return _resp(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = self.broker.store
+        table = TopicStatsTable()
+        for qid in range(tc.write_queue_nums):
+            mx = max(store.get_max_offset_in_queue(topic, qid), 0)
+            mn = max(store.get_min_offset_in_queue(topic, qid), 0)
+            last = store.get_message_store_timestamp(topic, qid, mx - 1) if mx > 0 else 0
+            mq = MessageQueue(topic, self.broker.config.broker_name, qid)
+            table.offset_table[mq] = TopicOffset(
+                min_offset=mn, max_offset=mx, last_update_timestamp=max(last, 0)
+            )
+        return _resp(ResponseCode.SUCCESS, None, table.encode())
+
+    # -- consumer groups ---------------------------------------------------------------------------
+
+    def consume_stats(self, group: str, topic: str | None) -> ConsumeStats:
+        """ConsumeStats of ``group`` for ``topic`` (blank = every topic the group has offsets for)."""
+        broker = self.broker
+        topics = (
+            [topic]
+            if topic and topic.strip()
+            else sorted(broker.consumer_offset_manager.which_topic_by_consumer(group))
+        )
+        stats = ConsumeStats()
+        info = broker.consumer_manager.get_consumer_group_info(group)
+        for t in topics:
+            tc = broker.topic_config_manager.select_topic_config(t)
+            if tc is None:
+                continue
+            if info is not None and info.subscription_table and info.find_subscription_data(t) is None:
+                continue
+            for qid in range(tc.read_queue_nums):
+                broker_offset = max(broker.store.get_max_offset_in_queue(t, qid), 0)
+                consumer_offset = max(broker.consumer_offset_manager.query_offset(group, t, qid), 0)
+                last = 0
+                if consumer_offset > 0:
+                    last = max(broker.store.get_message_store_timestamp(t, qid, consumer_offset - 1), 0)
+                stats.offset_table[MessageQueue(t, broker.config.broker_name, qid)] = OffsetWrapper(
+                    broker_offset=broker_offset, consumer_offset=consumer_offset, last_timestamp=last
+                )
+        return stats
+
+    def get_consume_stats(self, group: str, topic: str | None) -> RemotingCommand:
+        """GET_CONSUME_STATS (208)."""
+        if topic and topic.strip() and self.broker.topic_config_manager.select_topic_config(topic) is None:
+            return _resp(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        return _resp(ResponseCode.SUCCESS, None, self.consume_stats(group, topic).encode())
+
+    def get_broker_runtime_info(self) -> RemotingCommand:
+        """GET_BROKER_RUNTIME_INFO (28): a few figures as a KVTable."""
+        broker = self.broker
+        store = broker.store
+        table = {
+            "brokerVersion": str(TIDEMQ_VERSION),
+            "brokerVersionDesc": "tidemq",
+            "brokerAddr": broker.addr,
+            "flushDiskType": str(broker.store_config.flush_disk_type),
+            "topicCount": str(len(broker.topic_config_manager.topic_config_table)),
+            "heldPullRequests": str(
+                broker.pull_request_hold_service.held_count if broker.pull_request_hold_service else 0
+            ),
+        }
+        max_phy = getattr(store, "get_max_phy_offset", None)
+        if callable(max_phy):
+            table["commitLogMaxOffset"] = str(max_phy())
+        min_phy = getattr(store, "get_min_phy_offset", None)
+        if callable(min_phy):
+            table["commitLogMinOffset"] = str(min_phy())
+        return _resp(ResponseCode.SUCCESS, None, KVTable(table=table).encode())

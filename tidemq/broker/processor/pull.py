@@ -1,0 +1,280 @@
+"""PULL_MESSAGE (11), with long polling. Mirrors RocketMQ's ``PullMessageProcessor`` (protocol.md §3.4).
+
+Checks, in RocketMQ's order: broker readable (NO_PERMISSION), group config (auto-created unless
+disabled: SUBSCRIPTION_GROUP_NOT_EXIST), group consume enabled (NO_PERMISSION), topic exists
+(TOPIC_NOT_EXIST) and readable (NO_PERMISSION), ``0 <= queueId < readQueueNums`` (SYSTEM_ERROR); the
+subscription comes from the request (FLAG_SUBSCRIPTION; SUBSCRIPTION_PARSE_FAILED) or from the group
+registered by heartbeat (SUBSCRIPTION_NOT_EXIST / NO_PERMISSION for broadcast / SUBSCRIPTION_NOT_LATEST).
+
+Store status -> response code (the store computes ``nextBeginOffset``; the remark is the status name):
+
+==========================================  =========================  ===========================
+status                                      code                       note
+==========================================  =========================  ===========================
+FOUND                                       SUCCESS (0)                body = stored records
+NO_MATCHED_MESSAGE, MESSAGE_WAS_REMOVING    PULL_RETRY_IMMEDIATELY     tag filter / deleted data
+NO_MATCHED_LOGIC_QUEUE, NO_MESSAGE_IN_QUEUE PULL_OFFSET_MOVED (21)     PULL_NOT_FOUND if offset 0
+OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY     PULL_OFFSET_MOVED
+OFFSET_OVERFLOW_ONE, OFFSET_FOUND_NULL      PULL_NOT_FOUND (19)        held when FLAG_SUSPEND
+==========================================  =========================  ===========================
+
+All four response header fields (``suggestWhichBrokerId``, ``nextBeginOffset``, ``minOffset``,
+``maxOffset``) are always present. On first processing with FLAG_COMMIT_OFFSET the piggy-backed
+``commitOffset`` is stored whatever the pull's outcome; a re-executed held request neither suspends
+nor commits.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from tidemq.broker.longpolling import HeldPullRequest
+from tidemq.errors import RemotingError
+from tidemq.protocol.body import EXPRESSION_TYPE_TAG, SubscriptionData
+from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.filter import SUB_ALL, build_subscription_data
+from tidemq.protocol.headers import (
+    HeaderError,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    PullSysFlag,
+)
+from tidemq.store.results import GetMessageResult, GetMessageStatus
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+    from tidemq.remoting import Channel
+
+log = logging.getLogger(__name__)
+
+FAQ = " See http://rocketmq.apache.org/docs/faq/ for further details."
+
+_STATUS_CODE: dict[GetMessageStatus, int] = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.NO_MESSAGE_IN_QUEUE: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def pull_response_code(status: GetMessageStatus, request_offset: int) -> int:
+    """The response code for a store status (protocol.md §3.4 table)."""
+    if status in (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if request_offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return _STATUS_CODE.get(status, ResponseCode.SYSTEM_ERROR)
+
+
+def _name(value: Any) -> str:
+    return str(getattr(value, "value", getattr(value, "name", value)))
+
+
+def tag_codes_of(subscription: SubscriptionData) -> frozenset[int] | None:
+    """Tag hash codes a subscription accepts; None = every message (``*`` or not a TAG expression)."""
+    if (
+        subscription.class_filter_mode
+        or (subscription.expression_type or EXPRESSION_TYPE_TAG) != EXPRESSION_TYPE_TAG
+    ):
+        return None
+    if not subscription.sub_string or subscription.sub_string.strip() == SUB_ALL:
+        return None
+    return frozenset(subscription.code_set)
+
+
+class PullMessageProcessor:
+    """Serves PULL_MESSAGE. Mirrors RocketMQ's ``PullMessageProcessor``.
+
+    Args:
+        broker: the owning broker (config, managers, store, consumer manager, hold service).
+    """
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """First processing: may hold the request (returns None) and commits the piggy-backed offset."""
+        return self.process(channel, request, broker_allow_suspend=True)
+
+    async def execute_request_when_wakeup(self, channel: Channel, request: RemotingCommand) -> None:
+        """Re-run a held request (no suspend, no commit) and send its answer. Mirrors
+        ``executeRequestWhenWakeup``."""
+        response = self.process(channel, request, broker_allow_suspend=False)
+        if response is None or not channel.is_active:
+            return
+        try:
+            await channel.send_response(request, response)
+        except RemotingError as exc:
+            log.debug("answering held pull to %s failed: %s", channel.remote_addr, exc)
+
+    # -- decision logic ------------------------------------------------------------------------
+
+    def check_and_subscription(self, header: PullMessageRequestHeader) -> RemotingCommand | SubscriptionData:
+        """Permission, group, topic, queue and subscription checks; the subscription or an error."""
+        broker = self.broker
+        if not broker.config.is_readable:
+            return _error(
+                ResponseCode.NO_PERMISSION, f"the broker[{broker.addr}] pulling message is forbidden"
+            )
+        group = header.consumer_group
+        sgc = broker.subscription_group_manager.find_subscription_group_config(group)
+        if sgc is None:
+            return _error(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist,{FAQ}",
+            )
+        if not sgc.consume_enable:
+            return _error(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        topic = header.topic
+        tc = broker.topic_config_manager.select_topic_config(topic)
+        if tc is None:
+            return _error(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!{FAQ}")
+        if not tc.perm & 4:
+            return _error(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+        if header.queue_id < 0 or header.queue_id >= tc.read_queue_nums:
+            return _error(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{header.queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                f"[{tc.read_queue_nums}] consumer:[{group}]",
+            )
+        if PullSysFlag.has_subscription_flag(header.sys_flag):
+            try:
+                sub = build_subscription_data(
+                    topic,
+                    header.subscription,
+                    expression_type=header.expression_type or EXPRESSION_TYPE_TAG,
+                    sub_version=header.sub_version,
+                )
+            except Exception as exc:
+                return _error(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+                )
+        else:
+            info = broker.consumer_manager.get_consumer_group_info(group)
+            if info is None:
+                return _error(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ}"
+                )
+            if not sgc.consume_broadcast_enable and _name(info.message_model) == "BROADCASTING":
+                return _error(
+                    ResponseCode.NO_PERMISSION,
+                    f"the consumer group[{group}] can not consume by broadcast way",
+                )
+            found = info.find_subscription_data(topic)
+            if found is None:
+                return _error(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}"
+                )
+            if int(found.sub_version) < header.sub_version:
+                return _error(
+                    ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                    f"the consumer's subscription not latest: {found.sub_version} < {header.sub_version}",
+                )
+            sub = found
+        if (sub.expression_type or EXPRESSION_TYPE_TAG) != EXPRESSION_TYPE_TAG:
+            return _error(
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {sub.expression_type}",
+            )
+        return sub
+
+    def process(
+        self, channel: Channel, request: RemotingCommand, *, broker_allow_suspend: bool
+    ) -> RemotingCommand | None:
+        """The whole pull (``processRequest(channel, request, brokerAllowSuspend)``).
+
+        Returns the response, or None when the request was parked for long polling.
+        """
+        try:
+            header = PullMessageRequestHeader.from_command(request)
+        except HeaderError as exc:
+            return _error(ResponseCode.SYSTEM_ERROR, f"bad pull request header: {exc}")
+        checked = self.check_and_subscription(header)
+        if isinstance(checked, RemotingCommand):
+            response: RemotingCommand | None = checked
+        else:
+            response = self._read(channel, request, header, checked, broker_allow_suspend)
+        if broker_allow_suspend and PullSysFlag.has_commit_offset_flag(header.sys_flag):
+            self.broker.consumer_offset_manager.commit_offset(
+                channel.remote_addr,
+                header.consumer_group,
+                header.topic,
+                header.queue_id,
+                header.commit_offset,
+            )
+        return response
+
+    def _read(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        sub: SubscriptionData,
+        broker_allow_suspend: bool,
+    ) -> RemotingCommand | None:
+        codes = tag_codes_of(sub)
+        result: GetMessageResult = self.broker.store.get_message(
+            header.consumer_group,
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            header.max_msg_nums,
+            set(codes) if codes is not None else None,
+        )
+        code = pull_response_code(result.status, header.queue_offset)
+        fields = PullMessageResponseHeader(
+            suggest_which_broker_id=0,
+            next_begin_offset=result.next_begin_offset,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
+        ).to_ext_fields()
+        if code == ResponseCode.SUCCESS:
+            body = b"".join(result.message_buffers)
+            return RemotingCommand.create_response(code, result.status.value, fields, body)
+        if (
+            code == ResponseCode.PULL_NOT_FOUND
+            and broker_allow_suspend
+            and PullSysFlag.has_suspend_flag(header.sys_flag)
+        ):
+            cfg = self.broker.config
+            if cfg.long_polling_enable:
+                hold_ms = min(max(header.suspend_timeout_millis, 0), cfg.max_suspend_ms)
+            else:
+                hold_ms = cfg.short_polling_time_mills
+            held = HeldPullRequest(
+                channel=channel,
+                request=request,
+                topic=header.topic,
+                queue_id=header.queue_id,
+                pull_from_this_offset=header.queue_offset,
+                tag_codes=codes,
+                timeout_s=hold_ms / 1000.0,
+            )
+            self.broker.pull_request_hold_service.suspend_pull_request(header.topic, header.queue_id, held)
+            return None
+        if code == ResponseCode.PULL_OFFSET_MOVED:
+            log.info(
+                "the request offset %d moved for %s@%s queue %d: %s, next %d (min %d, max %d)",
+                header.queue_offset,
+                header.topic,
+                header.consumer_group,
+                header.queue_id,
+                result.status.value,
+                result.next_begin_offset,
+                result.min_offset,
+                result.max_offset,
+            )
+        return RemotingCommand.create_response(code, result.status.value, fields)
+
+
+def _error(code: int, remark: str) -> RemotingCommand:
+    """An error response: the four pull header fields are present (zeros) for every status."""
+    fields = PullMessageResponseHeader(
+        suggest_which_broker_id=0, next_begin_offset=0, min_offset=0, max_offset=0
+    ).to_ext_fields()
+    return RemotingCommand.create_response(code, remark, fields)

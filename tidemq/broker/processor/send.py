@@ -1,0 +1,367 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320).
+
+Mirrors RocketMQ's ``SendMessageProcessor`` + ``AbstractSendMessageProcessor.msgCheck`` (protocol.md
+§3.2). The batch flag decides batch handling, not the code: the C++ client sends batches as code 10
+or 310 with ``batch: "1"``.
+
+Order of checks (each failure answers a code + remark, never an exception):
+
+1. header parses (else SYSTEM_ERROR naming the field); broker writable (else NO_PERMISSION);
+2. topic name valid (SYSTEM_ERROR with TopicValidator's text) and not a system topic clients may
+   not send to (NO_PERMISSION);
+3. topic known, or auto-created from ``defaultTopic`` (TBW102) / as a 1-queue ``%RETRY%`` topic,
+   else TOPIC_NOT_EXIST; topic writable (NO_PERMISSION); ``queueId < max(read, write) queues``
+   (SYSTEM_ERROR); ``queueId < 0`` picks a random queue;
+4. ``%RETRY%`` with ``reconsumeTimes >= maxReconsumeTimes`` goes to ``%DLQ%<group>`` queue 0;
+5. body and properties sizes (MESSAGE_ILLEGAL); transactional half messages are refused
+   (NO_PERMISSION: transactions are not supported here).
+
+Then the broker adds ``CLUSTER``, drops ``WAIT`` (after reading it) and puts (the store parks
+``DELAY`` messages in ``SCHEDULE_TOPIC_XXXX`` and tells the broker's long-polling service about the
+arrival), waits for the fsync under SYNC_FLUSH (group commit), and answers with ``msgId`` (comma-joined for a batch), ``queueId``, ``queueOffset``, ``MSG_REGION``,
+``TRACE_ON``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tidemq.errors import ProtocolError
+from tidemq.protocol.body import TopicConfig
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.filter import tags_hash
+from tidemq.protocol.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
+from tidemq.protocol.message import MessageConst, properties_to_string, string_to_properties
+from tidemq.protocol.message_codec import MAX_PROPERTIES_BYTES, MessageSysFlag, decode_batch_body
+from tidemq.protocol.topic import (
+    check_topic,
+    dlq_topic,
+    group_of_retry_topic,
+    is_not_allowed_send_topic,
+    is_retry_topic,
+)
+from tidemq.store.results import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+    from tidemq.remoting import Channel
+
+log = logging.getLogger(__name__)
+
+FAQ_NO_TOPIC = " See http://rocketmq.apache.org/docs/faq/ for further details."
+CLIENT_VERSION_WITH_MAX_RECONSUME = 121  # MQVersion V3_4_9
+PERM_RW = 6
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def error(code: int, remark: str, ext: dict[str, str] | None = None) -> RemotingCommand:
+    """A response with ``code`` and ``remark`` (and ext fields)."""
+    return RemotingCommand.create_response(code, remark, ext)
+
+
+class SendMessageProcessor:
+    """Stores produced messages. Mirrors RocketMQ's ``SendMessageProcessor``.
+
+    Args:
+        broker: the owning :class:`~tidemq.broker.broker.Broker` (config, managers, store, flush).
+    """
+
+    CODES: ClassVar[tuple[int, ...]] = (
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+    )
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._rng = random.Random()
+
+    # -- entry point ---------------------------------------------------------------------------
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """Handle one send request from ``channel``; returns the response."""
+        ext = self._response_ext()
+        try:
+            header = SendMessageRequestHeader.from_command(request)
+        except HeaderError as exc:
+            return error(ResponseCode.SYSTEM_ERROR, f"bad send request header: {exc}", ext)
+        checked = self.msg_check(channel.remote_addr, header)
+        if isinstance(checked, RemotingCommand):
+            checked.ext_fields.update(ext)
+            return checked
+        topic_config, queue_id = checked
+        if header.batch:
+            return await self.send_batch_message(channel.remote_addr, header, request.body, queue_id)
+        return await self.send_message(channel.remote_addr, header, request, topic_config, queue_id)
+
+    def _response_ext(self) -> dict[str, str]:
+        cfg = self.broker.config
+        return {
+            MessageConst.PROPERTY_MSG_REGION: cfg.region_id,
+            MessageConst.PROPERTY_TRACE_SWITCH: str(cfg.trace_on).lower(),
+        }
+
+    # -- checks ----------------------------------------------------------------------------------
+
+    def msg_check(
+        self, remote_addr: str, header: SendMessageRequestHeader
+    ) -> RemotingCommand | tuple[TopicConfig, int]:
+        """RocketMQ's ``msgCheck``: permission, topic name, topic existence/auto-create, queue id.
+
+        Returns ``(topic_config, queue_id)`` (queue id resolved when < 0) or an error response.
+        """
+        broker = self.broker
+        if not broker.config.is_writeable:
+            return error(
+                ResponseCode.NO_PERMISSION, f"the broker[{broker.addr}] sending message is forbidden"
+            )
+        topic = header.topic
+        problem = check_topic(topic)
+        if problem is not None:
+            return error(ResponseCode.SYSTEM_ERROR, problem)
+        if is_not_allowed_send_topic(topic):
+            return error(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        tcm = broker.topic_config_manager
+        topic_config = tcm.select_topic_config(topic)
+        if topic_config is None:
+            topic_config = tcm.create_topic_in_send_message_method(
+                topic, header.default_topic, remote_addr, header.default_topic_queue_nums, 0
+            )
+            if topic_config is None and is_retry_topic(topic):
+                topic_config = tcm.create_topic_in_send_message_back_method(topic, 1, PERM_RW, 0)
+            if topic_config is None:
+                return error(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please!{FAQ_NO_TOPIC}",
+                )
+        if not topic_config.perm & 2:
+            return error(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        queue_id = header.queue_id
+        id_valid = max(topic_config.write_queue_nums, topic_config.read_queue_nums)
+        if queue_id >= id_valid:
+            return error(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic {topic} has {id_valid} queues, producer: {remote_addr}",
+            )
+        if queue_id < 0:
+            if topic_config.write_queue_nums <= 0:
+                return error(ResponseCode.NO_PERMISSION, f"the topic[{topic}] has no writable queue")
+            queue_id = self._rng.randrange(topic_config.write_queue_nums)
+        return topic_config, queue_id
+
+    def handle_retry_and_dlq(
+        self, header: SendMessageRequestHeader, request_version: int, inner: MessageExtBrokerInner
+    ) -> RemotingCommand | None:
+        """``%RETRY%`` topic past its max reconsume times -> ``%DLQ%<group>`` queue 0 (in place).
+
+        Mirrors ``handleRetryAndDLQ``. Returns an error response, or None to go on.
+        """
+        group = group_of_retry_topic(header.topic)
+        if group is None:
+            return None
+        sgc = self.broker.subscription_group_manager.find_subscription_group_config(group)
+        if sgc is None:
+            return error(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
+        max_times = sgc.retry_max_times
+        if request_version >= CLIENT_VERSION_WITH_MAX_RECONSUME and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        if (header.reconsume_times or 0) >= max_times:
+            new_topic = dlq_topic(group)
+            self.broker.topic_config_manager.create_topic_in_send_message_back_method(
+                new_topic, 1, PERM_RW, 0
+            )
+            inner.topic = new_topic
+            inner.queue_id = 0
+            inner.properties.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
+            log.info(
+                "message to %s reached %d reconsume times, sent to %s", header.topic, max_times, new_topic
+            )
+        return None
+
+    def _props(self, header_properties: str | None) -> tuple[dict[str, str], bool]:
+        """Header properties + CLUSTER, minus WAIT; returns (properties, wait_store_msg_ok)."""
+        props = string_to_properties(header_properties or "")
+        wait = props.pop(MessageConst.PROPERTY_WAIT_STORE_MSG_OK, "true").lower() != "false"
+        props[MessageConst.PROPERTY_CLUSTER] = self.broker.config.broker_cluster_name
+        return props, wait
+
+    def _size_error(self, body_len: int, props_len: int) -> RemotingCommand | None:
+        limit = self.broker.store_config.max_message_size
+        if body_len > limit:
+            return error(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message body size {body_len} bytes is larger than the limit {limit} bytes",
+            )
+        if props_len > MAX_PROPERTIES_BYTES:
+            return error(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message properties length {props_len} is larger than the limit {MAX_PROPERTIES_BYTES}",
+            )
+        return None
+
+    # -- single message ----------------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        remote_addr: str,
+        header: SendMessageRequestHeader,
+        request: RemotingCommand,
+        topic_config: TopicConfig,
+        queue_id: int,
+    ) -> RemotingCommand:
+        """Store one message (``asyncSendMessage``)."""
+        ext = self._response_ext()
+        props, wait = self._props(header.properties)
+        if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
+            return error(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker.addr}] sending transaction message is forbidden",
+                ext,
+            )
+        sys_flag = header.sys_flag
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
+        inner = MessageExtBrokerInner(
+            header.topic,
+            request.body,
+            flag=header.flag,
+            properties=props,
+            queue_id=queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=remote_addr,
+            reconsume_times=header.reconsume_times or 0,
+            tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
+        )
+        problem = self.handle_retry_and_dlq(header, request.version, inner)
+        if problem is not None:
+            problem.ext_fields.update(ext)
+            return problem
+        props_len = len(properties_to_string(inner.properties).encode())
+        problem = self._size_error(len(request.body), props_len)
+        if problem is not None:
+            problem.ext_fields.update(ext)
+            return problem
+        try:
+            result = self.broker.store.put_message(inner)
+        except ProtocolError as exc:
+            return error(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}", ext)
+        return await self._handle_put_result(result, queue_id, wait, ext)
+
+    # -- batch ------------------------------------------------------------------------------------
+
+    async def send_batch_message(
+        self, remote_addr: str, header: SendMessageRequestHeader, body: bytes, queue_id: int
+    ) -> RemotingCommand:
+        """Store a batch (``asyncSendBatchMessage``): every item gets the batch-level properties."""
+        ext = self._response_ext()
+        topic = header.topic
+        if is_retry_topic(topic):
+            return error(
+                ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}", ext
+            )
+        problem = self._size_error(len(body), 0)
+        if problem is not None:
+            problem.ext_fields.update(ext)
+            return problem
+        try:
+            items = decode_batch_body(body)
+        except ProtocolError as exc:
+            return error(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}", ext)
+        if not items:
+            return error(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message", ext)
+        batch_props, wait = self._props(header.properties)
+        if int(batch_props.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0) > 0:
+            return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
+        batch_str = properties_to_string(batch_props)
+        inners: list[MessageExtBrokerInner] = []
+        for item in items:
+            text = item.properties_string
+            if text and batch_str and not text.endswith("\x02"):
+                text += "\x02"
+            text += batch_str
+            if len(text.encode()) > MAX_PROPERTIES_BYTES:
+                return error(
+                    ResponseCode.MESSAGE_ILLEGAL, "a batch item's properties exceed 32767 bytes", ext
+                )
+            item_props = string_to_properties(text)
+            inners.append(
+                MessageExtBrokerInner(
+                    topic,
+                    item.body,
+                    flag=item.flag,
+                    properties=item_props,
+                    properties_string=text,
+                    queue_id=queue_id,
+                    sys_flag=header.sys_flag,
+                    born_timestamp=header.born_timestamp,
+                    born_host=remote_addr,
+                    reconsume_times=header.reconsume_times or 0,
+                    tags_code=tags_hash(item_props.get(MessageConst.PROPERTY_TAGS)),
+                )
+            )
+        try:
+            result = self.broker.store.put_messages(inners)
+        except ProtocolError as exc:
+            return error(ResponseCode.MESSAGE_ILLEGAL, f"the batch is illegal: {exc}", ext)
+        return await self._handle_put_result(result, queue_id, wait, ext)
+
+    # -- result ------------------------------------------------------------------------------------
+
+    async def _handle_put_result(
+        self,
+        result: PutMessageResult,
+        queue_id: int,
+        wait: bool,
+        ext: dict[str, str],
+    ) -> RemotingCommand:
+        """Map a put result to the response (``handlePutMessageResult``), after the fsync if needed."""
+        status = result.status
+        append = result.append_result
+        if status is not PutMessageStatus.PUT_OK or append is None:
+            return self._put_error(result, ext)
+        code = ResponseCode.SUCCESS
+        if wait and not await self.broker.wait_for_flush(append.wrote_offset + append.wrote_bytes):
+            code = ResponseCode.FLUSH_DISK_TIMEOUT
+        header = SendMessageResponseHeader(
+            msg_id=append.msg_id or ",".join(append.msg_ids),
+            queue_id=queue_id,
+            queue_offset=append.logics_offset,
+            msg_region=self.broker.config.region_id,
+            trace_on=self.broker.config.trace_on,
+        )
+        fields: dict[str, Any] = dict(ext)
+        fields.update(header.to_ext_fields())
+        return RemotingCommand.create_response(code, None, fields)
+
+    def _put_error(self, result: PutMessageResult, ext: dict[str, str]) -> RemotingCommand:
+        status = result.status
+        detail = f": {result.remark}" if result.remark else ""
+        if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
+            return error(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "the message is illegal, maybe msg body or properties length not matched" + detail,
+                ext,
+            )
+        if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            return error(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                "service not available now: the disk may be full or the message store is shut down" + detail,
+                ext,
+            )
+        if status is PutMessageStatus.CREATE_MAPEDFILE_FAILED:
+            return error(
+                ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken" + detail, ext
+            )
+        if status is PutMessageStatus.OS_PAGECACHE_BUSY:
+            return error(
+                ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while", ext
+            )
+        return error(ResponseCode.SYSTEM_ERROR, f"{status.value}{detail}", ext)

@@ -1,0 +1,242 @@
+"""The ``tidemq`` command line: ``tidemq serve | namesrv | broker`` (others add their commands).
+
+``tidemq serve`` runs a name server and a broker in one process (store under ``~/.tidemq/store``
+unless ``--store``), prints exactly one line on stdout once both accept connections::
+
+    tidemq ready namesrv=127.0.0.1:9876 broker=127.0.0.1:10911
+
+and stops cleanly on SIGINT/SIGTERM (flush, checkpoint, remove the abort file), exit status 0.
+Logs go to stderr. Other commands register with ``main.add_command(...)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tidemq.errors import TideMQError
+
+log = logging.getLogger("tidemq.cli")
+
+DEFAULT_STORE = "~/.tidemq/store"
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+@click.group()
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="Log level (logs go to stderr).",
+)
+@click.version_option(package_name="tidemq")
+def main(log_level: str) -> None:
+    """tidemq: a RocketMQ 4.x compatible messaging system in pure Python."""
+    _setup_logging(log_level)
+
+
+def _broker_configs(
+    conf: str | None,
+    store: str | None,
+    host: str,
+    port: int | None,
+    flush: str | None,
+    broker_name: str | None,
+    namesrv: str | None,
+) -> tuple[Any, Any]:
+    from tidemq.broker.config import BrokerConfig, load_broker_conf
+    from tidemq.store.config import MessageStoreConfig
+
+    if conf:
+        bc, sc = load_broker_conf(conf)
+    else:
+        bc, sc = BrokerConfig(), MessageStoreConfig()
+    bc.listen_host = host
+    if port is not None:
+        bc.listen_port = port
+    if broker_name:
+        bc.broker_name = broker_name
+    elif not conf:
+        bc.broker_name = "broker-a"
+    if namesrv is not None:
+        bc.namesrv_addr = namesrv
+    if store is not None or not conf:
+        sc.store_path_root_dir = str(Path(store or DEFAULT_STORE).expanduser())
+    if flush:
+        sc.flush_disk_type = "SYNC_FLUSH" if flush.lower() == "sync" else "ASYNC_FLUSH"
+    Path(sc.store_path_root_dir).mkdir(parents=True, exist_ok=True)
+    return bc, sc
+
+
+def _run(main_coro: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run ``main_coro(stop_event)`` on the best loop; SIGINT/SIGTERM set the event."""
+    from tidemq.remoting.loop import use_best_event_loop
+
+    use_best_event_loop()
+
+    async def runner() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        await main_coro(stop)
+
+    try:
+        asyncio.run(runner())
+    except TideMQError as exc:
+        click.echo(f"tidemq: error: {exc}", err=True)
+        sys.exit(1)
+    except OSError as exc:
+        click.echo(f"tidemq: error: {exc}", err=True)
+        sys.exit(1)
+
+
+def _host_for(listen_host: str) -> str:
+    from tidemq.broker.config import guess_broker_ip
+
+    return guess_broker_ip(listen_host)
+
+
+def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--flush",
+        type=click.Choice(["async", "sync"], case_sensitive=False),
+        default=None,
+        help="ASYNC_FLUSH (default) or SYNC_FLUSH: acknowledge sends only after fsync.",
+    )(f)
+
+
+@main.command()
+@click.option(
+    "--store", type=click.Path(file_okay=False), default=None, help=f"Store directory [{DEFAULT_STORE}]."
+)
+@click.option("--host", default="0.0.0.0", show_default=True, help="Interface to listen on.")
+@click.option(
+    "--namesrv-port", type=int, default=9876, show_default=True, help="Name server port (0 = free port)."
+)
+@click.option(
+    "--broker-port", type=int, default=None, help="Broker port (0 = free port) [10911, or listenPort of -c]."
+)
+@_flush_opt
+@click.option(
+    "-c", "--config", "conf", type=click.Path(dir_okay=False, exists=True), help="RocketMQ broker.conf."
+)
+@click.option("--broker-name", default=None, help="Broker name [broker-a, or brokerName from -c].")
+def serve(
+    store: str | None,
+    host: str,
+    namesrv_port: int,
+    broker_port: int | None,
+    flush: str | None,
+    conf: str | None,
+    broker_name: str | None,
+) -> None:
+    """Run a name server and a broker in one process."""
+    from tidemq.broker.broker import Broker
+    from tidemq.namesrv.config import NamesrvConfig
+    from tidemq.namesrv.server import NameServer
+
+    bc, sc = _broker_configs(conf, store, host, broker_port, flush, broker_name, None)
+
+    async def run(stop: asyncio.Event) -> None:
+        namesrv = NameServer(NamesrvConfig(), host, namesrv_port)
+        await namesrv.start()
+        ns_addr = f"{_host_for(host)}:{namesrv.port}"
+        bc.namesrv_addr = ns_addr
+        broker = Broker(bc, sc)
+        try:
+            await broker.start()
+        except BaseException:
+            await namesrv.shutdown()
+            raise
+        click.echo(f"tidemq ready namesrv={ns_addr} broker={broker.addr}")
+        sys.stdout.flush()
+        try:
+            await stop.wait()
+        finally:
+            log.info("stopping")
+            await broker.shutdown()
+            await namesrv.shutdown()
+
+    _run(run)
+
+
+@main.command()
+@click.option("--host", default="0.0.0.0", show_default=True, help="Interface to listen on.")
+@click.option("--port", type=int, default=9876, show_default=True, help="Port (0 = free port).")
+def namesrv(host: str, port: int) -> None:
+    """Run a name server alone."""
+    from tidemq.namesrv.config import NamesrvConfig
+    from tidemq.namesrv.server import NameServer
+
+    async def run(stop: asyncio.Event) -> None:
+        server = NameServer(NamesrvConfig(), host, port)
+        await server.start()
+        click.echo(f"tidemq ready namesrv={_host_for(host)}:{server.port}")
+        sys.stdout.flush()
+        try:
+            await stop.wait()
+        finally:
+            await server.shutdown()
+
+    _run(run)
+
+
+@main.command()
+@click.option("--namesrv", "namesrv_addr", default=None, help="Name servers, 'host:port;host:port'.")
+@click.option(
+    "--store", type=click.Path(file_okay=False), default=None, help=f"Store directory [{DEFAULT_STORE}]."
+)
+@click.option("--host", default="0.0.0.0", show_default=True, help="Interface to listen on.")
+@click.option(
+    "--port", type=int, default=None, help="Broker port (0 = free port) [10911, or listenPort of -c]."
+)
+@_flush_opt
+@click.option(
+    "-c", "--config", "conf", type=click.Path(dir_okay=False, exists=True), help="RocketMQ broker.conf."
+)
+@click.option("--broker-name", default=None, help="Broker name.")
+def broker(
+    namesrv_addr: str | None,
+    store: str | None,
+    host: str,
+    port: int | None,
+    flush: str | None,
+    conf: str | None,
+    broker_name: str | None,
+) -> None:
+    """Run a broker alone, registering with the name servers given by --namesrv (or namesrvAddr)."""
+    from tidemq.broker.broker import Broker
+
+    bc, sc = _broker_configs(conf, store, host, port, flush, broker_name, namesrv_addr)
+    if not bc.namesrv_addr_list():
+        raise click.UsageError("no name server: pass --namesrv host:port (or namesrvAddr in -c broker.conf)")
+
+    async def run(stop: asyncio.Event) -> None:
+        b = Broker(bc, sc)
+        await b.start()
+        click.echo(f"tidemq ready broker={b.addr}")
+        sys.stdout.flush()
+        try:
+            await stop.wait()
+        finally:
+            await b.shutdown()
+
+    _run(run)

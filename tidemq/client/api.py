@@ -1,0 +1,392 @@
+# ruff: noqa: ASYNC109  (timeouts are explicit per-request seconds, as in MQClientAPIImpl)
+"""ClientAPI: one small method per request code a client sends. Mirrors RocketMQ's ``MQClientAPIImpl``.
+
+Each method builds the request (custom header as ``extFields``), invokes it over the shared
+``RemotingClient`` and turns the response into a Python value or a typed error:
+``BrokerError.for_code(code, remark, addr)`` for an error code, ``NoRouteError`` for a topic
+the name server does not know, and the transport's ``RemotingConnectError`` /
+``RemotingTimeoutError`` / ``RemotingSendRequestError`` unchanged. Timeouts are seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from tidemq.errors import BrokerError, NoRouteError
+from tidemq.protocol.body import (
+    GetConsumerListByGroupResponseBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    TopicRouteData,
+    UnlockBatchRequestBody,
+)
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetRouteInfoRequestHeader,
+    PullMessageRequestHeader,
+    PullSysFlag,
+    QueryConsumerOffsetRequestHeader,
+    SendMessageRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from tidemq.protocol.message import MessageExt, MessageQueue, SendResult
+from tidemq.remoting.client import RemotingClient
+
+__all__ = [
+    "ClientAPI",
+    "PullResult",
+    "PullStatus",
+    "PullSysFlag",
+]
+
+_STORED_OK = {
+    ResponseCode.SUCCESS: "SEND_OK",
+    ResponseCode.FLUSH_DISK_TIMEOUT: "FLUSH_DISK_TIMEOUT",
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: "FLUSH_SLAVE_TIMEOUT",
+    ResponseCode.SLAVE_NOT_AVAILABLE: "SLAVE_NOT_AVAILABLE",
+}
+
+
+class PullStatus(Enum):
+    """Outcome of a pull. Mirrors ``PullStatus`` (codes 0 / 19 / 20 / 21)."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_PULL_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(slots=True)
+class PullResult:
+    """A pull's answer. Mirrors ``PullResultExt``: ``body`` holds the raw stored records until decoded."""
+
+    pull_status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int = 0
+    body: bytes = b""
+    msg_found_list: list[MessageExt] = field(default_factory=list)
+
+
+class ClientAPI:
+    """Request/response helpers over one ``RemotingClient``. Mirrors ``MQClientAPIImpl``.
+
+    Args:
+        remoting: the transport (shared by the whole ClientInstance).
+        language: LanguageCode name put in request headers.
+    """
+
+    def __init__(self, remoting: RemotingClient, *, language: str = "PYTHON") -> None:
+        self.remoting = remoting
+        self.language = language
+
+    def _request(
+        self, code: int, ext: dict[str, str] | None = None, body: bytes = b"", **kw: Any
+    ) -> RemotingCommand:
+        cmd = RemotingCommand.create_request(code, ext, body, **kw)
+        cmd.language = self.language
+        return cmd
+
+    async def _invoke(self, addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        return await self.remoting.invoke(addr, request, timeout)
+
+    @staticmethod
+    def _check(response: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
+        if response.code not in (ok or (ResponseCode.SUCCESS,)):
+            raise BrokerError.for_code(response.code, response.remark, addr)
+        return response
+
+    # -- name server -------------------------------------------------------------------------
+
+    async def get_topic_route_info_from_name_server(
+        self, addr: str, topic: str, timeout: float
+    ) -> TopicRouteData:
+        """GET_ROUTEINFO_BY_TOPIC (105).
+
+        Raises:
+            NoRouteError: the name server has no route for ``topic``.
+            BrokerError: any other error code.
+        """
+        req = self._request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic).to_ext_fields()
+        )
+        resp = await self._invoke(addr, req, timeout)
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            raise NoRouteError(
+                f"no route for topic {topic} in name server {addr}: {resp.remark or ''}".rstrip(": ")
+            )
+        self._check(resp, addr)
+        if not resp.body:
+            raise NoRouteError(f"name server {addr} returned an empty route for topic {topic}")
+        return TopicRouteData.decode(resp.body)
+
+    # -- producer ----------------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        addr: str,
+        broker_name: str,
+        header: SendMessageRequestHeader,
+        body: bytes,
+        timeout: float,
+        *,
+        uniq_id: str,
+    ) -> SendResult:
+        """SEND_MESSAGE_V2 (310), or SEND_BATCH_MESSAGE (320) when ``header.batch``.
+
+        Returns:
+            SendResult; ``msg_id`` = ``uniq_id`` (comma-joined for a batch).
+
+        Raises:
+            BrokerError: the broker refused the message (code, remark, address).
+        """
+        code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
+        req = self._request(code, header.to_v2_ext_fields(), body)
+        resp = await self._invoke(addr, req, timeout)
+        return self.process_send_response(broker_name, header.topic, resp, addr, uniq_id)
+
+    async def send_message_oneway(self, addr: str, header: SendMessageRequestHeader, body: bytes) -> None:
+        """SEND_MESSAGE_V2 as oneway: nothing comes back."""
+        code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
+        await self.remoting.invoke_oneway(
+            addr, self._request(code, header.to_v2_ext_fields(), body, oneway=True)
+        )
+
+    @staticmethod
+    def process_send_response(
+        broker_name: str, topic: str, resp: RemotingCommand, addr: str, uniq_id: str
+    ) -> SendResult:
+        """Turn a send response into a SendResult. Mirrors ``processSendResponse``."""
+        status = _STORED_OK.get(resp.code)  # type: ignore[call-overload]
+        if status is None:
+            raise BrokerError.for_code(resp.code, resp.remark, addr)
+        ext = resp.ext_fields
+        return SendResult(
+            send_status=status,
+            msg_id=uniq_id,
+            offset_msg_id=ext.get("msgId", ""),
+            message_queue=MessageQueue(topic, broker_name, int(ext.get("queueId", "0"))),
+            queue_offset=int(ext.get("queueOffset", "0")),
+            region_id=ext.get("MSG_REGION", "DefaultRegion"),
+            trace_on=ext.get("TRACE_ON", "true") != "false",
+            transaction_id=ext.get("transactionId"),
+        )
+
+    # -- consumer ----------------------------------------------------------------------------
+
+    async def pull_message(
+        self,
+        addr: str,
+        *,
+        consumer_group: str,
+        mq: MessageQueue,
+        queue_offset: int,
+        max_msg_nums: int,
+        sys_flag: int,
+        commit_offset: int,
+        suspend_timeout_millis: int,
+        subscription: str | None,
+        sub_version: int,
+        expression_type: str | None = "TAG",
+        timeout: float,
+    ) -> PullResult:
+        """PULL_MESSAGE (11); the body stays undecoded (see ``pull_service.process_pull_result``).
+
+        Raises:
+            BrokerError: any code other than FOUND / NOT_FOUND / RETRY_IMMEDIATELY / OFFSET_MOVED.
+        """
+        ext = PullMessageRequestHeader(
+            consumer_group=consumer_group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=queue_offset,
+            max_msg_nums=max_msg_nums,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset,
+            suspend_timeout_millis=suspend_timeout_millis,
+            subscription=subscription,
+            sub_version=sub_version,
+            expression_type=expression_type,
+        ).to_ext_fields()
+        resp = await self._invoke(addr, self._request(RequestCode.PULL_MESSAGE, ext), timeout)
+        status = _PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
+        if status is None:
+            raise BrokerError.for_code(resp.code, resp.remark, addr)
+        e = resp.ext_fields
+        return PullResult(
+            pull_status=status,
+            next_begin_offset=int(e.get("nextBeginOffset", queue_offset)),
+            min_offset=int(e.get("minOffset", 0)),
+            max_offset=int(e.get("maxOffset", 0)),
+            suggest_which_broker_id=int(e.get("suggestWhichBrokerId", 0)),
+            body=resp.body,
+        )
+
+    async def query_consumer_offset(self, addr: str, group: str, mq: MessageQueue, timeout: float) -> int:
+        """QUERY_CONSUMER_OFFSET (14). Raises ``QueryNotFoundError`` when the broker has none."""
+        ext = QueryConsumerOffsetRequestHeader(
+            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id
+        ).to_ext_fields()
+        resp = self._check(
+            await self._invoke(addr, self._request(RequestCode.QUERY_CONSUMER_OFFSET, ext), timeout), addr
+        )
+        return int(resp.ext_fields.get("offset", -1))
+
+    async def update_consumer_offset(
+        self,
+        addr: str,
+        group: str,
+        mq: MessageQueue,
+        offset: int,
+        timeout: float,
+        *,
+        oneway: bool = False,
+    ) -> None:
+        """UPDATE_CONSUMER_OFFSET (15), sync or oneway."""
+        ext = UpdateConsumerOffsetRequestHeader(
+            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
+        ).to_ext_fields()
+        req = self._request(RequestCode.UPDATE_CONSUMER_OFFSET, ext, oneway=oneway)
+        if oneway:
+            await self.remoting.invoke_oneway(addr, req)
+        else:
+            self._check(await self._invoke(addr, req, timeout), addr)
+
+    async def _offset_query(
+        self, code: int, addr: str, mq: MessageQueue, timeout: float, **extra: Any
+    ) -> int:
+        ext = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id).to_ext_fields()
+        ext.update({k: str(v) for k, v in extra.items()})
+        resp = self._check(await self._invoke(addr, self._request(code, ext), timeout), addr)
+        return int(resp.ext_fields.get("offset", resp.ext_fields.get("timestamp", -1)))
+
+    async def get_max_offset(self, addr: str, mq: MessageQueue, timeout: float) -> int:
+        """GET_MAX_OFFSET (30): the next offset to be written."""
+        return await self._offset_query(RequestCode.GET_MAX_OFFSET, addr, mq, timeout)
+
+    async def get_min_offset(self, addr: str, mq: MessageQueue, timeout: float) -> int:
+        """GET_MIN_OFFSET (31)."""
+        return await self._offset_query(RequestCode.GET_MIN_OFFSET, addr, mq, timeout)
+
+    async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int, timeout: float) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP (29): the offset nearest ``timestamp_ms``."""
+        return await self._offset_query(
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr, mq, timeout, timestamp=timestamp_ms
+        )
+
+    async def get_earliest_msg_storetime(self, addr: str, mq: MessageQueue, timeout: float) -> int:
+        """GET_EARLIEST_MSG_STORETIME (32), ms."""
+        return await self._offset_query(RequestCode.GET_EARLIEST_MSG_STORETIME, addr, mq, timeout)
+
+    async def send_heartbeat(self, addr: str, heartbeat: HeartbeatData, timeout: float) -> int:
+        """HEART_BEAT (34); returns the broker's version."""
+        resp = self._check(
+            await self._invoke(
+                addr, self._request(RequestCode.HEART_BEAT, None, heartbeat.encode()), timeout
+            ),
+            addr,
+        )
+        return resp.version
+
+    async def unregister_client(
+        self,
+        addr: str,
+        client_id: str,
+        *,
+        producer_group: str | None = None,
+        consumer_group: str | None = None,
+        timeout: float,
+    ) -> None:
+        """UNREGISTER_CLIENT (35)."""
+        ext = UnregisterClientRequestHeader(
+            client_id=client_id, producer_group=producer_group, consumer_group=consumer_group
+        ).to_ext_fields()
+        self._check(
+            await self._invoke(addr, self._request(RequestCode.UNREGISTER_CLIENT, ext), timeout), addr
+        )
+
+    async def get_consumer_id_list_by_group(self, addr: str, group: str, timeout: float) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP (38): the client ids of the group's live members."""
+        req = self._request(
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+            GetConsumerListByGroupRequestHeader(consumer_group=group).to_ext_fields(),
+        )
+        resp = self._check(await self._invoke(addr, req, timeout), addr)
+        if not resp.body:
+            return []
+        return list(GetConsumerListByGroupResponseBody.decode(resp.body).consumer_id_list)
+
+    async def consumer_send_message_back(
+        self,
+        addr: str,
+        msg: MessageExt,
+        group: str,
+        delay_level: int,
+        max_reconsume_times: int,
+        timeout: float,
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK (36): hand a failed message to the broker's retry machinery."""
+        ext = ConsumerSendMsgBackRequestHeader(
+            offset=msg.commit_log_offset,
+            group=group,
+            delay_level=delay_level,
+            origin_msg_id=msg.msg_id,
+            origin_topic=msg.topic,
+            max_reconsume_times=max_reconsume_times,
+        ).to_ext_fields()
+        self._check(
+            await self._invoke(addr, self._request(RequestCode.CONSUMER_SEND_MSG_BACK, ext), timeout), addr
+        )
+
+    async def lock_batch_mq(
+        self,
+        addr: str,
+        group: str,
+        client_id: str,
+        mqs: Iterable[MessageQueue],
+        timeout: float,
+    ) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ (41): returns the queues now locked by ``client_id``."""
+        body = LockBatchRequestBody(consumer_group=group, client_id=client_id, mq_set=set(mqs)).encode()
+        resp = self._check(
+            await self._invoke(addr, self._request(RequestCode.LOCK_BATCH_MQ, None, body), timeout), addr
+        )
+        if not resp.body:
+            return set()
+        return set(LockBatchResponseBody.decode(resp.body).lock_ok_mq_set)
+
+    async def unlock_batch_mq(
+        self,
+        addr: str,
+        group: str,
+        client_id: str,
+        mqs: Iterable[MessageQueue],
+        timeout: float,
+        *,
+        oneway: bool = False,
+    ) -> None:
+        """UNLOCK_BATCH_MQ (42)."""
+        body = UnlockBatchRequestBody(consumer_group=group, client_id=client_id, mq_set=set(mqs)).encode()
+        req = self._request(RequestCode.UNLOCK_BATCH_MQ, None, body, oneway=oneway)
+        if oneway:
+            await self.remoting.invoke_oneway(addr, req)
+        else:
+            self._check(await self._invoke(addr, req, timeout), addr)

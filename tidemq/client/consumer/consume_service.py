@@ -1,0 +1,215 @@
+"""ConsumeMessageConcurrentlyService: runs the listener and acknowledges results.
+
+Mirrors RocketMQ's ``ConsumeMessageConcurrentlyService``. A pulled batch is cut into requests of
+``consume_message_batch_max_size`` messages. Sync listeners run in a thread pool of
+``consume_thread_max`` threads; coroutine listeners run on the loop; at most
+``consume_thread_max`` requests run at once either way -- one code path for both.
+
+Result handling (``processConsumeResult``): on CONSUME_SUCCESS messages up to ``ack_index``
+succeeded; on RECONSUME_LATER (or an exception) none did. In CLUSTERING every failed message is
+sent back (CONSUMER_SEND_MSG_BACK, falling back to a direct send to ``%RETRY%<group>``); those
+that cannot be sent back are re-consumed locally after 5 s and keep their offset uncommitted.
+In BROADCASTING failed messages are dropped (logged). The queue offset is then advanced to
+``ProcessQueue.remove_messages`` (the smallest unconsumed offset), unless the queue was dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from tidemq.client.consumer.listener import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    MessageListener,
+)
+from tidemq.client.consumer.offset_store import OffsetStore
+from tidemq.client.consumer.process_queue import ProcessQueue
+from tidemq.protocol.message import MessageConst, MessageExt, MessageQueue
+from tidemq.protocol.topic import retry_topic
+
+__all__ = ["ConsumeMessageConcurrentlyService", "ConsumerHost"]
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerHost(Protocol):
+    """What the consume service needs from its push consumer."""
+
+    group_name: str
+
+    @property
+    def offset_store(self) -> OffsetStore: ...
+
+    @property
+    def is_broadcasting(self) -> bool: ...
+
+    async def send_message_back(self, msg: MessageExt, delay_level: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK with fallback; True when the message is safely handed back."""
+        ...
+
+
+class ConsumeMessageConcurrentlyService:
+    """Concurrent consumption. Mirrors ``ConsumeMessageConcurrentlyService``.
+
+    Args:
+        host: the consumer (group, offset store, send-back).
+        listener: ``listener(msgs, context)``, a function or a coroutine function.
+        consume_thread_max: pool size and concurrency limit.
+        consume_message_batch_max_size: messages per listener call.
+    """
+
+    def __init__(
+        self,
+        host: ConsumerHost,
+        listener: MessageListener,
+        *,
+        consume_thread_max: int = 20,
+        consume_message_batch_max_size: int = 1,
+    ) -> None:
+        self.host = host
+        self.listener = listener
+        self.batch_size = consume_message_batch_max_size
+        self.is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
+            getattr(listener, "__call__", None)  # noqa: B004
+        )
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = (
+            None
+            if self.is_async
+            else concurrent.futures.ThreadPoolExecutor(
+                consume_thread_max, thread_name_prefix=f"consume-{host.group_name}"
+            )
+        )
+        self._slots = asyncio.Semaphore(consume_thread_max)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._stopped = False
+        self.consumed_ok = 0
+        self.consumed_failed = 0
+
+    @property
+    def inflight(self) -> int:
+        """Consume requests submitted and not finished."""
+        return len(self._inflight)
+
+    def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        """Schedule ``msgs`` in chunks of ``consume_message_batch_max_size``. Mirrors ``submitConsumeRequest``."""
+        for i in range(0, len(msgs), self.batch_size):
+            self._spawn(self._consume(msgs[i : i + self.batch_size], pq, mq))
+
+    def submit_consume_request_later(
+        self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay: float = 5.0
+    ) -> None:
+        """Re-consume ``msgs`` after ``delay`` seconds. Mirrors ``submitConsumeRequestLater``."""
+
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            if not pq.dropped and not self._stopped:
+                await self._consume(msgs, pq, mq)
+
+        self._spawn(later())
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        async with self._slots:
+            if pq.dropped:
+                log.info("queue %s dropped, %d message(s) not consumed here", mq, len(msgs))
+                return
+            reset_retry_topic(msgs, self.host.group_name)
+            now = str(int(time.time() * 1000))
+            for m in msgs:
+                m.properties[MessageConst.PROPERTY_CONSUME_START_TIMESTAMP] = now
+            context = ConsumeConcurrentlyContext(mq)
+            status = await self._call_listener(msgs, context)
+        if pq.dropped:
+            log.info("queue %s dropped while consuming; result of %d message(s) not committed", mq, len(msgs))
+            return
+        await self.process_consume_result(status, context, msgs, pq, mq)
+
+    async def _call_listener(
+        self, msgs: list[MessageExt], context: ConsumeConcurrentlyContext
+    ) -> ConsumeConcurrentlyStatus:
+        try:
+            if self._executor is None:
+                result: Any = await self.listener(msgs, context)  # type: ignore[misc]
+            else:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(self._executor, _call_sync, self.listener, msgs, context)
+        except Exception:
+            log.exception("listener of group %s raised; messages will be retried", self.host.group_name)
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        if result is None or result == ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        if result == ConsumeConcurrentlyStatus.RECONSUME_LATER:
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        log.warning("listener returned %r; treating it as RECONSUME_LATER", result)
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER
+
+    async def process_consume_result(
+        self,
+        status: ConsumeConcurrentlyStatus,
+        context: ConsumeConcurrentlyContext,
+        msgs: list[MessageExt],
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> None:
+        """Acknowledge, send back failures, advance the offset. Mirrors ``processConsumeResult``."""
+        if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            ack_index = min(context.ack_index, len(msgs) - 1)
+        else:
+            ack_index = -1
+        self.consumed_ok += ack_index + 1
+        self.consumed_failed += len(msgs) - ack_index - 1
+        failed = msgs[ack_index + 1 :]
+        not_sent_back: list[MessageExt] = []
+        if self.host.is_broadcasting:
+            for m in failed:
+                log.warning("BROADCASTING, the message %s consume failed, drop it", m.msg_id)
+        else:
+            for m in failed:
+                if not await self.host.send_message_back(m, context.delay_level_when_next_consume):
+                    m.reconsume_times += 1
+                    not_sent_back.append(m)
+        done = [m for m in msgs if m not in not_sent_back] if not_sent_back else msgs
+        if not_sent_back:
+            self.submit_consume_request_later(not_sent_back, pq, mq)
+        offset = pq.remove_messages(done)
+        if offset >= 0 and not pq.dropped:
+            self.host.offset_store.update_offset(mq, offset, True)
+
+    async def shutdown(self, timeout: float) -> bool:  # noqa: ASYNC109
+        """Wait up to ``timeout`` seconds for in-flight requests; returns True when all finished."""
+        self._stopped = True
+        pending = set(self._inflight)
+        finished = True
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=timeout)
+            finished = not still
+            for task in still:
+                task.cancel()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        return finished
+
+
+def _call_sync(
+    listener: Callable[..., Any], msgs: list[MessageExt], context: ConsumeConcurrentlyContext
+) -> Any:
+    return listener(msgs, context)
+
+
+def reset_retry_topic(msgs: list[MessageExt], group: str) -> None:
+    """Messages re-consumed from ``%RETRY%<group>`` get their original topic back. Mirrors ``resetRetryAndNamespace``."""
+    rt = retry_topic(group)
+    for m in msgs:
+        original = m.properties.get(MessageConst.PROPERTY_RETRY_TOPIC)
+        if original and m.topic == rt:
+            m.topic = original

@@ -1,0 +1,235 @@
+"""ProcessQueue: messages pulled from one queue but not yet consumed (pure bookkeeping).
+
+Mirrors RocketMQ's ``ProcessQueue``. One per owned ``MessageQueue``; touched only on the
+ClientInstance's event-loop thread (listener threads hand results back to the loop), so it
+needs no locks.
+
+Rule 1 (the one that keeps "nothing lost"): the offset a consumer may commit for a queue is
+the smallest queue offset still cached here (pulled, not yet acknowledged), or
+``queue_offset_max + 1`` once the cache is empty. An offset is never committed past an
+unconsumed message, so a restart re-delivers rather than skips.
+
+Flow control reads ``msg_count``, ``msg_size`` (body bytes) and :meth:`get_max_span`.
+Timestamps are milliseconds (``now_ms``), passed in so tests need no clock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tidemq.protocol.message import MessageExt
+
+__all__ = [
+    "PULL_MAX_IDLE_TIME_MS",
+    "REBALANCE_LOCK_MAX_LIVE_TIME_MS",
+    "FlowControl",
+    "ProcessQueue",
+    "check_flow_control",
+    "now_ms",
+]
+
+PULL_MAX_IDLE_TIME_MS = 120_000
+"""A queue not pulled for this long is dropped by rebalance (``rocketmq.client.pull.pullMaxIdleTime``)."""
+
+REBALANCE_LOCK_MAX_LIVE_TIME_MS = 30_000
+"""Client-side validity of an orderly lock (``rocketmq.client.rebalance.lockMaxLiveTime``)."""
+
+
+def now_ms() -> int:
+    """Wall clock in milliseconds (RocketMQ's ``System.currentTimeMillis()``)."""
+    return time.time_ns() // 1_000_000
+
+
+class ProcessQueue:
+    """Cached messages of one queue, ordered by queue offset. Mirrors ``ProcessQueue``.
+
+    Attributes:
+        msg_count: number of cached messages (including those taken by an orderly consumer).
+        msg_size: total body bytes of the cached messages.
+        queue_offset_max: largest queue offset ever cached (-1 before the first put).
+        dropped: set when the queue is no longer ours; pulls and consumption stop.
+        locked: orderly lock held (orderly consumption only).
+        last_pull_timestamp / last_consume_timestamp / last_lock_timestamp: milliseconds.
+    """
+
+    def __init__(self, now: int | None = None) -> None:
+        start = now_ms() if now is None else now
+        self._tree: dict[int, MessageExt] = {}  # kept sorted by offset
+        self._consuming: dict[int, MessageExt] = {}  # orderly: taken, not yet committed
+        self.msg_count = 0
+        self.msg_size = 0
+        self.queue_offset_max = -1
+        self.dropped = False
+        self.locked = False
+        self.consuming = False
+        self.last_pull_timestamp = start
+        self.last_consume_timestamp = start
+        self.last_lock_timestamp = start
+        self.msg_acc_cnt = 0
+        self.try_unlock_times = 0
+
+    # -- concurrent consumption -------------------------------------------------------------
+
+    def put_messages(self, msgs: Iterable[MessageExt]) -> bool:
+        """Cache pulled messages (duplicates by offset are ignored). Mirrors ``putMessage``.
+
+        Returns:
+            True when an orderly consumer should start a consume task (cache non-empty and no
+            task running); concurrent consumers dispatch every batch anyway.
+        """
+        added = 0
+        last: MessageExt | None = None
+        resort = False
+        for msg in msgs:
+            off = msg.queue_offset
+            if off in self._tree:
+                continue
+            if self._tree and off < self.queue_offset_max:
+                resort = True
+            self._tree[off] = msg
+            added += 1
+            self.msg_size += len(msg.body)
+            self.queue_offset_max = max(self.queue_offset_max, off)
+            last = msg
+        if resort:
+            self._tree = dict(sorted(self._tree.items()))
+        self.msg_count += added
+        dispatch = False
+        if self._tree and not self.consuming:
+            dispatch = True
+            self.consuming = True
+        if last is not None:
+            max_offset = last.properties.get("MAX_OFFSET")
+            if max_offset and max_offset.isdigit():
+                self.msg_acc_cnt = max(0, int(max_offset) - last.queue_offset)
+        return dispatch
+
+    def remove_messages(self, msgs: Iterable[MessageExt], now: int | None = None) -> int:
+        """Forget consumed (or sent-back) messages and return the offset that may be committed.
+
+        Mirrors ``removeMessage``: the smallest offset still cached, ``queue_offset_max + 1``
+        when the cache became empty, or -1 when it was already empty.
+        """
+        self.last_consume_timestamp = now_ms() if now is None else now
+        if not self._tree:
+            return -1
+        result = self.queue_offset_max + 1
+        for msg in msgs:
+            prev = self._tree.pop(msg.queue_offset, None)
+            if prev is not None:
+                self.msg_count -= 1
+                self.msg_size -= len(prev.body)
+        if self._tree:
+            result = next(iter(self._tree))
+        return result
+
+    def get_max_span(self) -> int:
+        """Largest minus smallest cached offset (0 when empty). Mirrors ``getMaxSpan``."""
+        if not self._tree:
+            return 0
+        return next(reversed(self._tree)) - next(iter(self._tree))
+
+    def min_offset(self) -> int | None:
+        """Smallest cached (unconsumed) offset, or None."""
+        return next(iter(self._tree)) if self._tree else None
+
+    def messages(self) -> list[MessageExt]:
+        """The cached messages in offset order (not including ones an orderly consumer took)."""
+        return list(self._tree.values())
+
+    def has_temp_message(self) -> bool:
+        """True while messages are cached. Mirrors ``hasTempMessage``."""
+        return bool(self._tree)
+
+    def clear(self) -> None:
+        """Drop all cached messages (queue offset bookkeeping is kept). Mirrors ``clear``."""
+        self._tree.clear()
+        self._consuming.clear()
+        self.msg_count = 0
+        self.msg_size = 0
+
+    # -- orderly consumption ----------------------------------------------------------------
+
+    def take_messages(self, batch_size: int) -> list[MessageExt]:
+        """Move up to ``batch_size`` of the oldest messages to the consuming set. Mirrors ``takeMessages``."""
+        self.last_consume_timestamp = now_ms()
+        taken: list[MessageExt] = []
+        while self._tree and len(taken) < batch_size:
+            off = next(iter(self._tree))
+            msg = self._tree.pop(off)
+            self._consuming[off] = msg
+            taken.append(msg)
+        if not taken:
+            self.consuming = False
+        return taken
+
+    def commit(self) -> int:
+        """Acknowledge the consuming set; return last consumed offset + 1, or -1. Mirrors ``commit``."""
+        if not self._consuming:
+            return -1
+        offset = max(self._consuming)
+        self.msg_count -= len(self._consuming)
+        self.msg_size -= sum(len(m.body) for m in self._consuming.values())
+        self._consuming.clear()
+        return offset + 1
+
+    def make_message_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
+        """Put taken messages back in the cache. Mirrors ``makeMessageToConsumeAgain``."""
+        for msg in msgs:
+            self._consuming.pop(msg.queue_offset, None)
+            self._tree[msg.queue_offset] = msg
+        self._tree = dict(sorted(self._tree.items()))
+
+    def rollback(self) -> None:
+        """Put the whole consuming set back. Mirrors ``rollback``."""
+        self.make_message_to_consume_again(list(self._consuming.values()))
+
+    # -- expiry ------------------------------------------------------------------------------
+
+    def is_pull_expired(self, now: int | None = None) -> bool:
+        """Not pulled for ``PULL_MAX_IDLE_TIME_MS``. Mirrors ``isPullExpired``."""
+        return (now_ms() if now is None else now) - self.last_pull_timestamp > PULL_MAX_IDLE_TIME_MS
+
+    def is_lock_expired(self, now: int | None = None) -> bool:
+        """Orderly lock older than ``REBALANCE_LOCK_MAX_LIVE_TIME_MS``. Mirrors ``isLockExpired``."""
+        return (now_ms() if now is None else now) - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME_MS
+
+    def __repr__(self) -> str:
+        return (
+            f"ProcessQueue(count={self.msg_count}, size={self.msg_size}, max={self.queue_offset_max}, "
+            f"span={self.get_max_span()}, dropped={self.dropped})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FlowControl:
+    """Why a pull is postponed, and for how long (seconds). Result of :func:`check_flow_control`."""
+
+    reason: str
+    delay: float
+
+
+def check_flow_control(
+    pq: ProcessQueue,
+    *,
+    pull_threshold_for_queue: int,
+    pull_threshold_size_for_queue_mib: int,
+    consume_concurrently_max_span: int,
+    orderly: bool = False,
+) -> FlowControl | None:
+    """Decide whether pulling this queue must wait (``DefaultMQPushConsumerImpl.pullMessage`` checks).
+
+    Returns:
+        None to pull now, else a :class:`FlowControl` with a 50 ms delay: too many cached
+        messages, too many cached MiB, or (concurrent only) an offset span over the maximum.
+    """
+    if pq.msg_count > pull_threshold_for_queue:
+        return FlowControl(f"cached message count {pq.msg_count} > {pull_threshold_for_queue}", 0.05)
+    size_mib = pq.msg_size // (1024 * 1024)
+    if size_mib > pull_threshold_size_for_queue_mib:
+        return FlowControl(f"cached size {size_mib} MiB > {pull_threshold_size_for_queue_mib} MiB", 0.05)
+    if not orderly and pq.get_max_span() > consume_concurrently_max_span:
+        return FlowControl(f"offset span {pq.get_max_span()} > {consume_concurrently_max_span}", 0.05)
+    return None

@@ -1,0 +1,139 @@
+"""PullRequest, PullMessageService and pull-result processing.
+
+Mirrors RocketMQ's ``PullRequest``, ``PullMessageService`` (here: each pull is an asyncio task
+scheduled now or after a delay, instead of one thread draining a queue) and
+``PullAPIWrapper.processPullResult`` (:func:`process_pull_result`: decode the body, keep only
+messages whose tag the subscription names -- the broker filtered by tag *hash* --, set
+``MIN_OFFSET`` / ``MAX_OFFSET`` properties and the broker name).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from tidemq.client.api import PullResult, PullStatus
+from tidemq.client.consumer.process_queue import ProcessQueue
+from tidemq.protocol.body import SubscriptionData
+from tidemq.protocol.filter import is_tag_matched
+from tidemq.protocol.message import MessageQueue
+from tidemq.protocol.message_codec import decode_messages
+
+__all__ = ["PullMessageService", "PullRequest", "process_pull_result"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class PullRequest:
+    """One owned queue's pull state. Mirrors ``PullRequest``.
+
+    Attributes:
+        consumer_group: the group.
+        message_queue: the queue.
+        process_queue: its cache.
+        next_offset: offset of the next pull.
+        previously_locked: orderly only.
+    """
+
+    consumer_group: str
+    message_queue: MessageQueue
+    process_queue: ProcessQueue
+    next_offset: int
+    previously_locked: bool = False
+    suggest_which_broker_id: int = 0
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def process_pull_result(
+    mq: MessageQueue, result: PullResult, subscription: SubscriptionData | None
+) -> PullResult:
+    """Decode a FOUND body into ``result.msg_found_list`` (in place) and return ``result``.
+
+    Messages whose tag is not in the subscription are dropped (the broker filters by hash only).
+    """
+    if result.pull_status is PullStatus.FOUND and result.body:
+        msgs = decode_messages(result.body)
+        kept = []
+        min_s, max_s = str(result.min_offset), str(result.max_offset)
+        for msg in msgs:
+            if not is_tag_matched(subscription, msg.tags):
+                continue
+            msg.broker_name = mq.broker_name
+            msg.properties["MIN_OFFSET"] = min_s
+            msg.properties["MAX_OFFSET"] = max_s
+            kept.append(msg)
+        result.msg_found_list = kept
+    result.body = b""
+    return result
+
+
+class PullMessageService:
+    """Runs pulls as tasks, now or later. Mirrors ``PullMessageService``.
+
+    Args:
+        pull: the consumer's ``pull_message(request)`` coroutine function.
+    """
+
+    def __init__(self, pull: Callable[[PullRequest], Awaitable[None]]) -> None:
+        self._pull = pull
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._stopped = False
+
+    def execute_pull_request_immediately(self, request: PullRequest) -> None:
+        """Start a pull now. Mirrors ``executePullRequestImmediately``."""
+        if self._stopped:
+            return
+        task = asyncio.ensure_future(self._run(request))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def execute_pull_request_later(self, request: PullRequest, delay: float) -> None:
+        """Start a pull after ``delay`` seconds. Mirrors ``executePullRequestLater``."""
+        if self._stopped:
+            return
+        loop = asyncio.get_running_loop()
+        handle: asyncio.TimerHandle
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            self.execute_pull_request_immediately(request)
+
+        handle = loop.call_later(delay, fire)
+        self._timers.add(handle)
+
+    def execute_task_later(self, coro_fn: Callable[[], Awaitable[None]], delay: float) -> None:
+        """Run ``coro_fn()`` after ``delay`` seconds (offset-illegal handling). Mirrors ``executeTaskLater``."""
+        if self._stopped:
+            return
+
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            await coro_fn()
+
+        task = asyncio.ensure_future(later())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, request: PullRequest) -> None:
+        try:
+            await self._pull(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("pull of %s failed unexpectedly; retrying in 1 s", request.message_queue)
+            self.execute_pull_request_later(request, 1.0)
+
+    async def shutdown(self) -> None:
+        """Cancel pending and running pulls."""
+        self._stopped = True
+        for handle in list(self._timers):
+            handle.cancel()
+        self._timers.clear()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,514 @@
+"""Push consumers: ``AsyncPushConsumer`` (asyncio) and ``PushConsumer`` (blocking facade).
+
+Mirrors RocketMQ's ``DefaultMQPushConsumer`` / ``DefaultMQPushConsumerImpl`` + ``RebalancePushImpl``:
+subscribe (``*`` or ``tagA || tagB``; CLUSTERING also subscribes ``%RETRY%<group>``),
+rebalance (20 s timer and NOTIFY_CONSUMER_IDS_CHANGED), long-polling pulls with ProcessQueue flow
+control, concurrent consumption, send-back of failures, offsets on the broker (CLUSTERING) or
+in a local file (BROADCASTING), and ``shutdown(timeout)`` that stops pulling, drains in-flight
+messages, persists offsets and unregisters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tidemq.client.api import PullStatus
+from tidemq.client.config import PushConsumerConfig, apply_overrides
+from tidemq.client.consumer.consume_service import ConsumeMessageConcurrentlyService
+from tidemq.client.consumer.listener import (
+    MessageListener,
+    decide_pull_from_where,
+    default_consume_timestamp,
+    parse_consume_timestamp,
+)
+from tidemq.client.consumer.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+)
+from tidemq.client.consumer.process_queue import ProcessQueue, check_flow_control
+from tidemq.client.consumer.pull_service import PullMessageService, PullRequest, process_pull_result
+from tidemq.client.consumer.rebalance import Rebalancer
+from tidemq.client.instance import ClientInstance, acquire_loop_thread, release_loop_thread
+from tidemq.errors import ClientError, TideMQError
+from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from tidemq.protocol.filter import build_subscription_data
+from tidemq.protocol.headers import PullSysFlag
+from tidemq.protocol.message import Message, MessageConst, MessageExt, MessageQueue
+from tidemq.protocol.topic import is_retry_topic, retry_topic, validate_group, validate_topic
+
+__all__ = ["AsyncPushConsumer", "PushConsumer", "QueueListener"]
+
+log = logging.getLogger(__name__)
+
+QueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], Any]
+"""``listener(topic, mq_all, mq_divided)``: told when this member's queues of a topic change
+(RocketMQ's ``MessageQueueListener``)."""
+
+
+class AsyncPushConsumer:
+    """An asyncio push consumer. Mirrors ``DefaultMQPushConsumer``.
+
+    Args:
+        config: a :class:`PushConsumerConfig`; keyword ``overrides`` replace its fields.
+
+    Example::
+
+        consumer = AsyncPushConsumer(namesrv_addr=addr, consumer_group="cg")
+        consumer.subscribe("TopicA", "TagA || TagB")
+        consumer.register_message_listener(on_messages)   # def/async def on_messages(msgs, ctx)
+        await consumer.start()
+        ...
+        await consumer.shutdown(timeout=10)
+    """
+
+    def __init__(self, config: PushConsumerConfig | None = None, **overrides: Any) -> None:
+        self.config = apply_overrides(config, PushConsumerConfig, overrides)
+        if self.config.message_model == "BROADCASTING" and not self.config.instance_name:
+            # Java keeps instance name DEFAULT for BROADCASTING, so the local offsets path
+            # (<dir>/<client id>/<group>) is the same after a restart.
+            self.config.instance_name = "DEFAULT"
+        self.client_id = self.config.build_client_id()
+        self.group_name = self.config.consumer_group
+        self._subscriptions: dict[str, str] = {}
+        self._listener: MessageListener | None = None
+        self.queue_listener: QueueListener | None = None
+        self._instance: ClientInstance | None = None
+        self._offset_store: OffsetStore | None = None
+        self._consume: ConsumeMessageConcurrentlyService | None = None
+        self._pull_service = PullMessageService(self.pull_message)
+        self.rebalancer = Rebalancer(
+            self.group_name,
+            self.client_id,
+            self.config.message_model,
+            self.config.allocate_message_queue_strategy,
+            self,
+        )
+        self._running = False
+        self._paused = False
+        self._background: set[asyncio.Task[None]] = set()
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Subscribe to ``topic`` with ``"*"`` or ``"tagA || tagB"``. Mirrors ``subscribe``.
+
+        May be called after start(); the next heartbeat and rebalance pick it up.
+        """
+        validate_topic(topic)
+        self._subscriptions[topic] = expression
+        self.rebalancer.subscription_inner[topic] = build_subscription_data(topic, expression)
+        if self._instance is not None:
+            task = asyncio.ensure_future(self._after_subscribe(topic))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _after_subscribe(self, topic: str) -> None:
+        await self.instance.update_topic_route_info_from_name_server(topic)
+        await self.instance.send_heartbeat_to_all_brokers()
+        self.instance.rebalance_immediately()
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic``. Mirrors ``unsubscribe``."""
+        self._subscriptions.pop(topic, None)
+        self.rebalancer.subscription_inner.pop(topic, None)
+
+    def register_message_listener(self, listener: MessageListener) -> None:
+        """Set the listener: ``listener(msgs, context)`` returning a ``ConsumeConcurrentlyStatus``
+        (or None = success); a coroutine function runs on the loop, a plain function in the pool."""
+        self._listener = listener
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The running ClientInstance. Raises ClientError before start()."""
+        if self._instance is None:
+            raise ClientError("the consumer is not started; call start() first")
+        return self._instance
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        """The offset store (remote for CLUSTERING, local file for BROADCASTING)."""
+        if self._offset_store is None:
+            raise ClientError("the consumer is not started; call start() first")
+        return self._offset_store
+
+    @property
+    def is_broadcasting(self) -> bool:
+        return self.config.message_model == "BROADCASTING"
+
+    def assignment(self) -> list[MessageQueue]:
+        """Queues this member owns now (sorted)."""
+        return self.rebalancer.owned()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Validate, join the ClientInstance, heartbeat and rebalance at once. Mirrors ``start``.
+
+        Raises:
+            ClientError: no listener, no subscription, or an invalid setting (named).
+        """
+        if self._running:
+            return
+        cfg = self.config
+        cfg.validate()
+        validate_group(self.group_name)
+        if self._listener is None:
+            raise ClientError("register a message listener before start()")
+        if not self._subscriptions:
+            raise ClientError("subscribe to at least one topic before start()")
+        if cfg.consume_from_where == "CONSUME_FROM_TIMESTAMP":
+            parse_consume_timestamp(cfg.consume_timestamp or default_consume_timestamp())
+        if not self.is_broadcasting:
+            rt = retry_topic(self.group_name)
+            self.rebalancer.subscription_inner[rt] = build_subscription_data(rt, "*")
+        inst = ClientInstance.acquire(cfg)
+        inst.rebalance_interval = cfg.rebalance_interval
+        if self.is_broadcasting:
+            self._offset_store = LocalFileOffsetStore(cfg.offset_store_dir, self.client_id, self.group_name)
+        else:
+            self._offset_store = RemoteBrokerOffsetStore(inst, self.group_name)
+        await self._offset_store.load()
+        self._consume = ConsumeMessageConcurrentlyService(
+            self,
+            self._listener,
+            consume_thread_max=cfg.consume_thread_max,
+            consume_message_batch_max_size=cfg.consume_message_batch_max_size,
+        )
+        inst.register_consumer(self.group_name, self)
+        self._instance = inst
+        self._running = True
+        await inst.start()
+        for topic in self.subscribed_topics():
+            await inst.update_topic_route_info_from_name_server(topic)
+        await inst.send_heartbeat_to_all_brokers()
+        await self._refresh_missing_routes()
+        inst.rebalance_immediately()
+
+    async def shutdown(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+        """Stop pulling, drain in-flight messages (up to ``timeout`` s), persist offsets, unregister.
+
+        Mirrors ``DefaultMQPushConsumerImpl.shutdown``.
+        """
+        if not self._running:
+            return
+        self._running = False
+        await self._pull_service.shutdown()
+        if self._consume is not None and not await self._consume.shutdown(timeout):
+            log.warning("%s: in-flight messages did not finish within %gs", self.group_name, timeout)
+        await self.persist_consumer_offset(oneway=False)
+        self.rebalancer.destroy()
+        inst, self._instance = self._instance, None
+        if inst is not None:
+            await inst.unregister_consumer(self.group_name)
+
+    async def __aenter__(self) -> AsyncPushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def suspend(self) -> None:
+        """Pause pulling (resumed by :meth:`resume`)."""
+        self._paused = True
+
+    def resume(self) -> None:
+        """Resume pulling."""
+        self._paused = False
+
+    # -- ConsumerInner (called by the instance) ------------------------------------------------
+
+    def subscribed_topics(self) -> set[str]:
+        return set(self.rebalancer.subscription_inner)
+
+    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
+        if topic in self.rebalancer.subscription_inner:
+            self.rebalancer.topic_subscribe_info_table[topic] = set(mqs)
+
+    def consumer_data(self) -> ConsumerData:
+        cfg = self.config
+        return ConsumerData(
+            group_name=self.group_name,
+            consume_type=ConsumeType.CONSUME_PASSIVELY,
+            message_model=MessageModel(cfg.message_model),
+            consume_from_where=ConsumeFromWhere(cfg.consume_from_where),
+            subscription_data_set=list(self.rebalancer.subscription_inner.values()),
+            unit_mode=False,
+        )
+
+    async def do_rebalance(self) -> None:
+        if self._running and not self._paused:
+            await self._refresh_missing_routes()
+            await self.rebalancer.do_rebalance()
+
+    async def _refresh_missing_routes(self) -> None:
+        # %RETRY%<group> becomes routable only after the first heartbeat created it.
+        for topic in self.subscribed_topics():
+            if not self.rebalancer.topic_subscribe_info_table.get(topic):
+                await self.instance.update_topic_route_info_from_name_server(topic)
+
+    async def persist_consumer_offset(self, *, oneway: bool = True) -> None:
+        """Persist the offsets of owned queues. Mirrors ``persistConsumerOffset``."""
+        if self._offset_store is None:
+            return
+        owned = set(self.rebalancer.process_queue_table)
+        if oneway or self.is_broadcasting:
+            await self._offset_store.persist_all(owned)
+        else:
+            for mq in sorted(owned):
+                await self._offset_store.persist(mq)
+
+    # -- RebalanceHost -------------------------------------------------------------------------
+
+    async def find_consumer_id_list(self, topic: str) -> list[str]:
+        return await self.instance.find_consumer_id_list(topic, self.group_name)
+
+    async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        await self.offset_store.persist(mq)
+        self.offset_store.remove_offset(mq)
+        return True
+
+    def remove_dirty_offset(self, mq: MessageQueue) -> None:
+        self.offset_store.remove_offset(mq)
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """Mirrors ``RebalancePushImpl.computePullFromWhereWithException`` (see protocol.md §7.5)."""
+        last = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+        decision = decide_pull_from_where(
+            self.config.consume_from_where, last, is_retry_topic=is_retry_topic(mq.topic)
+        )
+        try:
+            if decision.kind == "offset":
+                return decision.offset
+            if decision.kind == "max_offset":
+                return await self._get_max_offset(mq)
+            if decision.kind == "timestamp":
+                ts = parse_consume_timestamp(self.config.consume_timestamp or default_consume_timestamp())
+                addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
+                return await self.instance.api.search_offset(addr, mq, ts, self.config.mq_client_api_timeout)
+        except TideMQError as exc:
+            log.warning("computing the start offset of %s failed: %s", mq, exc)
+        return -1
+
+    async def _get_max_offset(self, mq: MessageQueue) -> int:
+        addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
+        return await self.instance.api.get_max_offset(addr, mq, self.config.mq_client_api_timeout)
+
+    async def message_queue_changed(
+        self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]
+    ) -> None:
+        """New subscription version + heartbeat (Java's ``RebalancePushImpl.messageQueueChanged``)."""
+        sub = self.rebalancer.subscription_inner.get(topic)
+        if sub is not None:
+            sub.sub_version = int(time.time() * 1000)
+        await self.instance.send_heartbeat_to_all_brokers()
+        if self.queue_listener is not None and not is_retry_topic(topic):
+            try:
+                self.queue_listener(topic, set(mq_all), set(mq_divided))
+            except Exception:
+                log.exception("queue listener failed")
+
+    def dispatch_pull_request(self, requests: list[PullRequest]) -> None:
+        for pr in requests:
+            self._pull_service.execute_pull_request_immediately(pr)
+
+    # -- pulling -------------------------------------------------------------------------------
+
+    async def pull_message(self, pr: PullRequest) -> None:
+        """One pull of one queue, then schedule the next. Mirrors ``DefaultMQPushConsumerImpl.pullMessage``."""
+        pq, mq, cfg = pr.process_queue, pr.message_queue, self.config
+        if pq.dropped or not self._running:
+            return
+        pq.last_pull_timestamp = int(time.time() * 1000)
+        if self._paused:
+            self._pull_service.execute_pull_request_later(pr, 1.0)
+            return
+        fc = check_flow_control(
+            pq,
+            pull_threshold_for_queue=cfg.pull_threshold_for_queue,
+            pull_threshold_size_for_queue_mib=cfg.pull_threshold_size_for_queue,
+            consume_concurrently_max_span=cfg.consume_concurrently_max_span,
+        )
+        if fc is not None:
+            self._pull_service.execute_pull_request_later(pr, fc.delay)
+            return
+        sub = self.rebalancer.subscription_inner.get(mq.topic)
+        if sub is None:
+            self._pull_service.execute_pull_request_later(pr, cfg.pull_time_delay_when_exception)
+            return
+        commit_offset = 0
+        if not self.is_broadcasting:
+            commit_offset = max(0, await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY))
+        post_sub = cfg.post_subscription_when_pull
+        sys_flag = PullSysFlag.build_sys_flag(commit_offset > 0, True, post_sub, False)
+        try:
+            addr = self.instance.find_broker_address_in_subscribe(mq.broker_name, pr.suggest_which_broker_id)
+            if addr is None:
+                addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
+            result = await self.instance.api.pull_message(
+                addr,
+                consumer_group=self.group_name,
+                mq=mq,
+                queue_offset=pr.next_offset,
+                max_msg_nums=cfg.pull_batch_size,
+                sys_flag=sys_flag,
+                commit_offset=commit_offset,
+                suspend_timeout_millis=int(cfg.broker_suspend_max_time * 1000),
+                subscription=sub.sub_string if post_sub else None,
+                sub_version=sub.sub_version,
+                expression_type=sub.expression_type,
+                timeout=cfg.consumer_pull_timeout,
+            )
+        except TideMQError as exc:
+            if self._running and not pq.dropped:
+                log.warning(
+                    "pull of %s failed: %s; retrying in %gs", mq, exc, cfg.pull_time_delay_when_exception
+                )
+            self._pull_service.execute_pull_request_later(pr, cfg.pull_time_delay_when_exception)
+            return
+        if pq.dropped or not self._running:
+            return
+        pr.suggest_which_broker_id = result.suggest_which_broker_id
+        process_pull_result(mq, result, sub)
+        await self._on_pull_result(pr, result)
+
+    async def _on_pull_result(self, pr: PullRequest, result: Any) -> None:
+        pq, mq = pr.process_queue, pr.message_queue
+        status = result.pull_status
+        if status is PullStatus.FOUND:
+            pr.next_offset = result.next_begin_offset
+            msgs: list[MessageExt] = result.msg_found_list
+            if msgs:
+                pq.put_messages(msgs)
+                assert self._consume is not None
+                self._consume.submit_consume_request(msgs, pq, mq)
+            elif pq.msg_count == 0:
+                self.offset_store.update_offset(mq, pr.next_offset, True)
+            if self.config.pull_interval > 0:
+                self._pull_service.execute_pull_request_later(pr, self.config.pull_interval)
+            else:
+                self._pull_service.execute_pull_request_immediately(pr)
+        elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+            pr.next_offset = result.next_begin_offset
+            if pq.msg_count == 0:  # correctTagsOffset
+                self.offset_store.update_offset(mq, pr.next_offset, True)
+            self._pull_service.execute_pull_request_immediately(pr)
+        else:  # OFFSET_ILLEGAL
+            log.warning("the pull request offset illegal, %s next offset %d", mq, result.next_begin_offset)
+            pr.next_offset = result.next_begin_offset
+            pq.dropped = True
+
+            async def fix() -> None:
+                self.offset_store.update_offset(mq, pr.next_offset, False)
+                await self.offset_store.persist(mq)
+                self.rebalancer.process_queue_table.pop(mq, None)
+                self.instance.rebalance_immediately()
+
+            self._pull_service.execute_task_later(fix, 10.0)
+
+    # -- retries -------------------------------------------------------------------------------
+
+    async def send_message_back(self, msg: MessageExt, delay_level: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK to the message's broker; on failure re-send a copy to
+        ``%RETRY%<group>`` through the inner producer. Mirrors ``sendMessageBack``."""
+        max_times = self.config.effective_max_reconsume_times
+        try:
+            addr = self.instance.find_broker_address_in_publish(msg.broker_name) or msg.store_host
+            await self.instance.api.consumer_send_message_back(
+                addr, msg, self.group_name, delay_level, max_times, self.config.mq_client_api_timeout
+            )
+            return True
+        except TideMQError as exc:
+            log.warning("send back of %s failed (%s); resending to the retry topic", msg.msg_id, exc)
+        try:
+            copy = Message(
+                retry_topic(self.group_name), msg.body, flag=msg.flag, properties=dict(msg.properties)
+            )
+            copy.properties.setdefault(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
+            copy.properties.setdefault(MessageConst.PROPERTY_RETRY_TOPIC, msg.topic)
+            copy.properties[MessageConst.PROPERTY_RECONSUME_TIME] = str(msg.reconsume_times + 1)
+            copy.properties[MessageConst.PROPERTY_MAX_RECONSUME_TIMES] = str(max_times)
+            copy.properties.pop(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, None)
+            copy.delay_time_level = 3 + msg.reconsume_times
+            producer = await self.instance.get_inner_producer()
+            await producer.send(copy)
+            return True
+        except TideMQError as exc:
+            log.warning("resending %s to the retry topic failed: %s", msg.msg_id, exc)
+            return False
+
+
+class PushConsumer:
+    """Blocking push consumer. Mirrors ``DefaultMQPushConsumer``; runs :class:`AsyncPushConsumer`
+    on a background loop. Sync listeners run in a pool of ``consume_thread_max`` threads.
+
+    Example::
+
+        consumer = PushConsumer(namesrv_addr=addr, consumer_group="cg")
+        consumer.subscribe("TopicA", "*")
+        consumer.register_message_listener(lambda msgs, ctx: print(msgs))
+        consumer.start()
+        ...
+        consumer.shutdown()
+    """
+
+    def __init__(self, config: PushConsumerConfig | None = None, **overrides: Any) -> None:
+        self._core = AsyncPushConsumer(config, **overrides)
+        self._loop = acquire_loop_thread(self._core.client_id)
+        self._released = False
+
+    @property
+    def core(self) -> AsyncPushConsumer:
+        """The asyncio consumer underneath."""
+        return self._core
+
+    @property
+    def client_id(self) -> str:
+        return self._core.client_id
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """See :meth:`AsyncPushConsumer.subscribe`."""
+        self._loop.run(_call(self._core.subscribe, topic, expression))
+
+    def register_message_listener(self, listener: MessageListener) -> None:
+        """See :meth:`AsyncPushConsumer.register_message_listener`."""
+        self._core.register_message_listener(listener)
+
+    def set_queue_listener(self, listener: QueueListener) -> None:
+        """Called (on the loop thread) as ``listener(topic, mq_all, mq_divided)`` when queues change."""
+        self._core.queue_listener = listener
+
+    def start(self) -> None:
+        """See :meth:`AsyncPushConsumer.start`."""
+        self._loop.run(self._core.start())
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """See :meth:`AsyncPushConsumer.shutdown`; also stops the background loop when unused."""
+        if self._released:
+            return
+        try:
+            self._loop.run(self._core.shutdown(timeout), timeout=timeout + 30)
+        finally:
+            self._released = True
+            release_loop_thread(self._core.client_id)
+
+    def assignment(self) -> list[MessageQueue]:
+        """See :meth:`AsyncPushConsumer.assignment`."""
+        return self._loop.run(_call(self._core.assignment))
+
+    def __enter__(self) -> PushConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)

@@ -1,0 +1,494 @@
+"""ClientInstance: the shared core of every producer and consumer with one client id.
+
+Mirrors RocketMQ's ``MQClientInstance``. One per client id and event loop; it owns the
+``RemotingClient`` + ``ClientAPI``, the route and broker-address tables, and the timers:
+
+* route refresh from the name server every ``poll_name_server_interval`` (30 s),
+* heartbeat to every broker every ``heartbeat_broker_interval`` (30 s),
+* consumer offsets persisted every ``persist_consumer_offset_interval`` (5 s),
+* rebalance every ``rebalance_interval`` (20 s) and at once on NOTIFY_CONSUMER_IDS_CHANGED.
+
+Everything runs on one asyncio loop; producers and consumers register themselves and the
+instance shuts down when the last one leaves. The blocking facades get their loop from
+:func:`acquire_loop_thread` (one ``LoopThread`` per client id, reference counted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from tidemq.client.api import ClientAPI
+from tidemq.client.config import ClientConfig
+from tidemq.client.route import TopicPublishInfo, route_to_publish_info, route_to_subscribe_queues
+from tidemq.errors import ClientError, NoRouteError, TideMQError
+from tidemq.protocol.body import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.message import MessageQueue
+from tidemq.protocol.topic import MASTER_ID
+from tidemq.remoting.channel import Channel
+from tidemq.remoting.client import RemotingClient
+from tidemq.remoting.loop import LoopThread
+
+__all__ = ["ClientInstance", "ConsumerInner", "ProducerInner", "acquire_loop_thread", "release_loop_thread"]
+
+log = logging.getLogger(__name__)
+
+
+class ConsumerInner(Protocol):
+    """What a consumer exposes to its instance. Mirrors ``MQConsumerInner``."""
+
+    group_name: str
+
+    def consumer_data(self) -> ConsumerData:
+        """This consumer's part of a heartbeat."""
+        ...
+
+    def subscribed_topics(self) -> set[str]:
+        """Topics whose routes the instance must keep fresh."""
+        ...
+
+    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
+        """New readable queues of a subscribed topic."""
+        ...
+
+    async def do_rebalance(self) -> None:
+        """One rebalance round."""
+        ...
+
+    async def persist_consumer_offset(self) -> None:
+        """Persist the offsets of owned queues."""
+        ...
+
+
+class ProducerInner(Protocol):
+    """What a producer exposes to its instance. Mirrors ``MQProducerInner``."""
+
+    group_name: str
+
+    def publish_topics(self) -> set[str]:
+        """Topics this producer has sent to."""
+        ...
+
+    def update_topic_publish_info(self, topic: str, info: TopicPublishInfo) -> None:
+        """New writable queues of a topic."""
+        ...
+
+
+class ClientInstance:
+    """The asyncio core shared by the producers and consumers of one client id. Mirrors ``MQClientInstance``.
+
+    Use :meth:`acquire` (not the constructor) so one client id maps to one instance.
+
+    Args:
+        config: the client settings of the first producer/consumer of this client id.
+        client_id: ``ip@instance``.
+    """
+
+    _instances: dict[str, ClientInstance] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, config: ClientConfig, client_id: str) -> None:
+        self.config = config
+        self.client_id = client_id
+        self.loop = asyncio.get_running_loop()
+        self.remoting = RemotingClient()
+        self.api = ClientAPI(self.remoting, language=config.language)
+        self.namesrv_addrs = config.namesrv_addrs()
+        self._namesrv_index = random.randrange(len(self.namesrv_addrs))
+        self.producers: dict[str, ProducerInner] = {}
+        self.consumers: dict[str, ConsumerInner] = {}
+        self.topic_route_table: dict[str, TopicRouteData] = {}
+        self.broker_addr_table: dict[str, dict[int, str]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebalance_wakeup = asyncio.Event()
+        self._started = False
+        self._route_lock = asyncio.Lock()
+        self._heartbeat_lock = asyncio.Lock()
+        self._rebalance_lock = asyncio.Lock()
+        self.rebalance_interval = 20.0
+        self.inner_producer: Any = None  # AsyncProducer for send-back fallbacks, created lazily
+
+    # -- registry ----------------------------------------------------------------------------
+
+    @classmethod
+    def acquire(cls, config: ClientConfig) -> ClientInstance:
+        """The instance for ``config``'s client id on the running loop (created on first use).
+
+        Raises:
+            ClientError: an instance with this client id already runs on another event loop.
+        """
+        cid = config.build_client_id()
+        loop = asyncio.get_running_loop()
+        with cls._registry_lock:
+            inst = cls._instances.get(cid)
+            if inst is not None and inst.loop is not loop:
+                if inst.loop.is_closed() or not (inst.producers or inst.consumers):
+                    inst = None
+                else:
+                    raise ClientError(
+                        f"client id {cid} is already in use on another event loop; set a distinct instance_name"
+                    )
+            if inst is None:
+                inst = cls(config, cid)
+                cls._instances[cid] = inst
+            return inst
+
+    def register_producer(self, group: str, producer: ProducerInner) -> None:
+        """Add a producer group. Raises ClientError if the group is already registered here."""
+        if group in self.producers:
+            raise ClientError(f"producer group {group} is already running in client {self.client_id}")
+        self.producers[group] = producer
+
+    def register_consumer(self, group: str, consumer: ConsumerInner) -> None:
+        """Add a consumer group. Raises ClientError if the group is already registered here."""
+        if group in self.consumers:
+            raise ClientError(
+                f"consumer group {group} is already running in client {self.client_id}; "
+                "use another instance_name for a second member in one process"
+            )
+        self.consumers[group] = consumer
+
+    async def unregister_producer(self, group: str) -> None:
+        """Remove a producer group and tell every broker (UNREGISTER_CLIENT)."""
+        if self.producers.pop(group, None) is not None:
+            await self._unregister_client(producer_group=group)
+        await self._shutdown_if_unused()
+
+    async def unregister_consumer(self, group: str) -> None:
+        """Remove a consumer group and tell every broker (UNREGISTER_CLIENT)."""
+        if self.consumers.pop(group, None) is not None:
+            await self._unregister_client(consumer_group=group)
+        await self._shutdown_if_unused()
+
+    async def _unregister_client(
+        self, *, producer_group: str | None = None, consumer_group: str | None = None
+    ) -> None:
+        for addr in self._all_broker_addrs():
+            try:
+                await self.api.unregister_client(
+                    addr,
+                    self.client_id,
+                    producer_group=producer_group,
+                    consumer_group=consumer_group,
+                    timeout=self.config.mq_client_api_timeout,
+                )
+            except TideMQError as exc:
+                log.warning("unregister %s from %s failed: %s", self.client_id, addr, exc)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Register the server-initiated request handlers and start the timers (idempotent)."""
+        if self._started:
+            return
+        self._started = True
+        self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, _ClientProcessor(self))
+        self.remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, _ClientProcessor(self))
+        cfg = self.config
+        self._spawn(
+            self._every(cfg.poll_name_server_interval, self.update_topic_route_info_from_name_server, 0.01)
+        )
+        self._spawn(self._every(cfg.heartbeat_broker_interval, self.send_heartbeat_to_all_brokers, 1.0))
+        self._spawn(
+            self._every(cfg.persist_consumer_offset_interval, self.persist_all_consumer_offsets, 10.0)
+        )
+        self._spawn(self._rebalance_service())
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        self._tasks.append(asyncio.ensure_future(coro))
+
+    async def _every(self, interval: float, fn: Callable[[], Awaitable[Any]], first_delay: float) -> None:
+        await asyncio.sleep(first_delay)
+        while True:
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("scheduled task %s failed", getattr(fn, "__name__", fn))
+            await asyncio.sleep(interval)
+
+    async def _rebalance_service(self) -> None:
+        """Mirrors ``RebalanceService``: wait up to the interval (or a wakeup), rebalance."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._rebalance_wakeup.wait(), self.rebalance_interval)
+            self._rebalance_wakeup.clear()
+            try:
+                await self.do_rebalance()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("rebalance failed")
+
+    def rebalance_immediately(self) -> None:
+        """Wake the rebalance service now (``MQClientInstance.rebalanceImmediately``)."""
+        self._rebalance_wakeup.set()
+
+    async def _shutdown_if_unused(self) -> None:
+        if self.producers or self.consumers:
+            return
+        if self.inner_producer is not None and not self.consumers:
+            inner, self.inner_producer = self.inner_producer, None
+            await inner.shutdown()
+            if self.producers or self.consumers:
+                return
+        await self.shutdown()
+
+    async def shutdown(self) -> None:
+        """Stop the timers and close connections. Mirrors ``MQClientInstance.shutdown``."""
+        with self._registry_lock:
+            if self._instances.get(self.client_id) is self:
+                del self._instances[self.client_id]
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.remoting.close()
+        self._started = False
+
+    # -- routes ------------------------------------------------------------------------------
+
+    async def get_route(self, topic: str, timeout: float | None = None) -> TopicRouteData:  # noqa: ASYNC109
+        """GET_ROUTEINFO_BY_TOPIC from the name servers (tries each once).
+
+        Raises:
+            NoRouteError: no name server knows ``topic``.
+            RemotingError: no name server could be reached.
+        """
+        timeout = self.config.mq_client_api_timeout if timeout is None else timeout
+        last: Exception | None = None
+        n = len(self.namesrv_addrs)
+        for k in range(n):
+            addr = self.namesrv_addrs[(self._namesrv_index + k) % n]
+            try:
+                route = await self.api.get_topic_route_info_from_name_server(addr, topic, timeout)
+            except NoRouteError:
+                raise
+            except TideMQError as exc:
+                last = exc
+                continue
+            self._namesrv_index = (self._namesrv_index + k) % n
+            return route
+        assert last is not None
+        raise last
+
+    async def update_topic_route_info_from_name_server(self, topic: str | None = None) -> bool:
+        """Refresh one topic's route (or every topic in use). Mirrors ``updateTopicRouteInfoFromNameServer``.
+
+        Returns:
+            True when ``topic``'s route was fetched (and tables updated).
+        """
+        if topic is None:
+            topics: set[str] = set()
+            for c in self.consumers.values():
+                topics |= c.subscribed_topics()
+            for p in self.producers.values():
+                topics |= p.publish_topics()
+            for t in sorted(topics):
+                with contextlib.suppress(TideMQError):
+                    await self.update_topic_route_info_from_name_server(t)
+            return True
+        async with self._route_lock:
+            try:
+                route = await self.get_route(topic)
+            except NoRouteError:
+                log.debug("no route for %s", topic)
+                return False
+            self.apply_route(topic, route)
+            return True
+
+    def apply_route(self, topic: str, route: TopicRouteData) -> None:
+        """Store ``route`` and push publish/subscribe queue lists to producers and consumers."""
+        self.topic_route_table[topic] = route
+        self.remember_brokers(route)
+        if self.producers:
+            info = route_to_publish_info(topic, route)
+            for p in self.producers.values():
+                if topic in p.publish_topics():
+                    p.update_topic_publish_info(topic, info)
+        mqs = route_to_subscribe_queues(topic, route)
+        for c in self.consumers.values():
+            if topic in c.subscribed_topics():
+                c.update_topic_subscribe_info(topic, mqs)
+
+    def remember_brokers(self, route: TopicRouteData) -> None:
+        """Add ``route``'s broker addresses to the address table (without storing the route)."""
+        for bd in route.broker_datas:
+            self.broker_addr_table[bd.broker_name] = {int(k): v for k, v in bd.broker_addrs.items()}
+
+    def _all_broker_addrs(self) -> list[str]:
+        return sorted({a for addrs in self.broker_addr_table.values() for a in addrs.values()})
+
+    def find_broker_address_in_publish(self, broker_name: str) -> str | None:
+        """The master address of ``broker_name``. Mirrors ``findBrokerAddressInPublish``."""
+        return self.broker_addr_table.get(broker_name, {}).get(MASTER_ID)
+
+    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
+        """``broker_id``'s address, else any address of ``broker_name``. Mirrors ``findBrokerAddressInSubscribe``."""
+        addrs = self.broker_addr_table.get(broker_name)
+        if not addrs:
+            return None
+        return addrs.get(broker_id) or addrs[min(addrs)]
+
+    async def find_broker_addr(self, broker_name: str, *, topic: str | None = None) -> str:
+        """Master (or any) address of ``broker_name``, refreshing ``topic``'s route once if unknown.
+
+        Raises:
+            ClientError: the broker is unknown.
+        """
+        addr = self.find_broker_address_in_subscribe(broker_name)
+        if addr is None and topic is not None:
+            await self.update_topic_route_info_from_name_server(topic)
+            addr = self.find_broker_address_in_subscribe(broker_name)
+        if addr is None:
+            raise ClientError(f"the broker {broker_name} does not exist (no address known)")
+        return addr
+
+    # -- heartbeats / rebalance / offsets -------------------------------------------------------
+
+    def prepare_heartbeat_data(self) -> HeartbeatData:
+        """This client's producers and consumers. Mirrors ``prepareHeartbeatData``."""
+        return HeartbeatData(
+            client_id=self.client_id,
+            producer_data_set=[ProducerData(group_name=g) for g in self.producers],
+            consumer_data_set=[c.consumer_data() for c in self.consumers.values()],
+        )
+
+    async def send_heartbeat_to_all_brokers(self) -> None:
+        """HEART_BEAT to every known broker address (masters only when there are no consumers)."""
+        if not self.producers and not self.consumers:
+            return
+        async with self._heartbeat_lock:
+            data = self.prepare_heartbeat_data()
+            for name, addrs in list(self.broker_addr_table.items()):
+                for broker_id, addr in addrs.items():
+                    if not self.consumers and broker_id != MASTER_ID:
+                        continue
+                    try:
+                        await self.api.send_heartbeat(addr, data, self.config.mq_client_api_timeout)
+                    except TideMQError as exc:
+                        log.warning("heartbeat to %s (%s) failed: %s", name, addr, exc)
+
+    async def do_rebalance(self) -> None:
+        """One rebalance round for every consumer. Mirrors ``MQClientInstance.doRebalance``."""
+        async with self._rebalance_lock:
+            for c in list(self.consumers.values()):
+                try:
+                    await c.do_rebalance()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("rebalance of group %s failed", c.group_name)
+
+    async def persist_all_consumer_offsets(self) -> None:
+        """Persist every consumer's offsets. Mirrors ``persistAllConsumerOffset``."""
+        for c in list(self.consumers.values()):
+            await c.persist_consumer_offset()
+
+    async def find_consumer_id_list(self, topic: str, group: str) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP on one broker of ``topic``. Mirrors ``findConsumerIdList``."""
+        route = self.topic_route_table.get(topic)
+        names = sorted(bd.broker_name for bd in route.broker_datas) if route else []
+        if not names:
+            return []
+        addr = self.find_broker_address_in_subscribe(random.choice(names))
+        if addr is None:
+            return []
+        try:
+            return await self.api.get_consumer_id_list_by_group(
+                addr, group, self.config.mq_client_api_timeout
+            )
+        except TideMQError as exc:
+            log.warning("getting the consumer list of %s from %s failed: %s", group, addr, exc)
+            return []
+
+    # OffsetBackend for RemoteBrokerOffsetStore
+    async def query_consumer_offset(self, group: str, mq: MessageQueue) -> int:
+        """QUERY_CONSUMER_OFFSET at ``mq``'s broker."""
+        addr = await self.find_broker_addr(mq.broker_name, topic=mq.topic)
+        return await self.api.query_consumer_offset(addr, group, mq, self.config.mq_client_api_timeout)
+
+    async def update_consumer_offset(
+        self, group: str, mq: MessageQueue, offset: int, *, oneway: bool
+    ) -> None:
+        """UPDATE_CONSUMER_OFFSET at ``mq``'s broker."""
+        addr = await self.find_broker_addr(mq.broker_name, topic=mq.topic)
+        await self.api.update_consumer_offset(
+            addr, group, mq, offset, self.config.mq_client_api_timeout, oneway=oneway
+        )
+
+    async def get_inner_producer(self) -> Any:
+        """The ``CLIENT_INNER_PRODUCER`` used for send-back fallbacks (started on first use)."""
+        if self.inner_producer is None:
+            from tidemq.client.producer.producer import AsyncProducer
+
+            producer = AsyncProducer(
+                namesrv_addr=self.config.namesrv_addr,
+                producer_group="CLIENT_INNER_PRODUCER",
+                client_ip=self.config.client_ip,
+                instance_name=self.config.instance_name,
+                unit_name=self.config.unit_name,
+            )
+            await producer.start()
+            self.inner_producer = producer
+        return self.inner_producer
+
+
+class _ClientProcessor:
+    """Server-initiated requests. Mirrors ``ClientRemotingProcessor`` (NOTIFY_CONSUMER_IDS_CHANGED)."""
+
+    def __init__(self, instance: ClientInstance) -> None:
+        self.instance = instance
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            log.info(
+                "receive broker's notification[%s], the consumer group: %s changed, rebalance immediately",
+                channel.remote_addr,
+                request.ext_fields.get("consumerGroup"),
+            )
+            self.instance.rebalance_immediately()
+            return None
+        return RemotingCommand.create_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+        )
+
+
+# -- loop threads for the blocking facades ------------------------------------------------------
+
+_loop_threads: dict[str, tuple[LoopThread, int]] = {}
+_loop_threads_lock = threading.Lock()
+
+
+def acquire_loop_thread(client_id: str) -> LoopThread:
+    """The background loop for ``client_id`` (one per client id, reference counted)."""
+    with _loop_threads_lock:
+        entry = _loop_threads.get(client_id)
+        if entry is None or not entry[0].is_running:
+            lt = LoopThread(f"tidemq-client-{client_id}")
+            _loop_threads[client_id] = (lt, 1)
+            return lt
+        _loop_threads[client_id] = (entry[0], entry[1] + 1)
+        return entry[0]
+
+
+def release_loop_thread(client_id: str) -> None:
+    """Drop one reference; the last one stops the loop thread."""
+    with _loop_threads_lock:
+        entry = _loop_threads.get(client_id)
+        if entry is None:
+            return
+        lt, refs = entry
+        if refs > 1:
+            _loop_threads[client_id] = (lt, refs - 1)
+            return
+        del _loop_threads[client_id]
+    lt.stop()

@@ -1,0 +1,511 @@
+"""Producers: ``AsyncProducer`` (asyncio) and ``Producer`` (blocking facade over the same core).
+
+Mirrors RocketMQ's ``DefaultMQProducer`` / ``DefaultMQProducerImpl``: sync send with
+``retry_times_when_send_failed`` (2) retries on another queue/broker within one
+``send_msg_timeout`` (3 s) budget; async and oneway sends; sends to a chosen queue or through a
+``MessageQueueSelector``; batches (one SEND_BATCH_MESSAGE; :func:`split_batch` for lists over
+4 MiB); ``UNIQ_KEY`` message ids; zlib for bodies of at least 4 KiB; topic auto-creation
+through ``TBW102``. Errors are typed: ``NoRouteError``, ``BrokerError`` (code, remark, broker
+address), ``RemotingTimeoutError``, ``ClientError`` for bad messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from tidemq.client.config import ProducerConfig, apply_overrides
+from tidemq.client.instance import ClientInstance, acquire_loop_thread, release_loop_thread
+from tidemq.client.producer.selector import SelectorLike, select_queue
+from tidemq.client.route import TopicPublishInfo, route_to_publish_info
+from tidemq.errors import BrokerError, ClientError, NoRouteError, RemotingError, RemotingTimeoutError
+from tidemq.protocol.headers import SendMessageRequestHeader
+from tidemq.protocol.message import Message, MessageConst, MessageQueue, SendResult, properties_to_string
+from tidemq.protocol.message_codec import MessageSysFlag, compress_body, create_unique_id, encode_batch_body
+from tidemq.protocol.topic import is_retry_topic, validate_topic
+
+__all__ = ["AsyncProducer", "Producer", "split_batch"]
+
+_RETRY_CODES = {
+    1,
+    14,
+    16,
+    17,
+    204,
+    205,
+}  # SYSTEM_ERROR, SERVICE_NOT_AVAILABLE, NO_PERMISSION, TOPIC_NOT_EXIST, ...
+_BATCH_ITEM_OVERHEAD = 20 + 2
+
+
+def split_batch(msgs: Sequence[Message], max_bytes: int = 4 * 1024 * 1024) -> list[list[Message]]:
+    """Split ``msgs`` into consecutive batches whose encoded bodies stay within ``max_bytes``.
+
+    The size of one item is its batch-body record (20 + body + 2 + properties bytes, protocol.md
+    §5.6) plus room for the ``UNIQ_KEY`` property the producer adds.
+
+    Raises:
+        ClientError: a single message is larger than ``max_bytes``.
+    """
+    batches: list[list[Message]] = []
+    current: list[Message] = []
+    size = 0
+    for msg in msgs:
+        item = _BATCH_ITEM_OVERHEAD + len(msg.body) + len(properties_to_string(msg.properties).encode()) + 48
+        if item > max_bytes:
+            raise ClientError(f"message of {item} bytes does not fit in a batch of at most {max_bytes} bytes")
+        if current and size + item > max_bytes:
+            batches.append(current)
+            current, size = [], 0
+        current.append(msg)
+        size += item
+    if current:
+        batches.append(current)
+    return batches
+
+
+class AsyncProducer:
+    """An asyncio producer. Mirrors ``DefaultMQProducer``.
+
+    Args:
+        config: a :class:`ProducerConfig`; keyword ``overrides`` replace its fields
+            (``AsyncProducer(namesrv_addr="127.0.0.1:9876", producer_group="g")``).
+
+    Example::
+
+        producer = AsyncProducer(namesrv_addr=addr, producer_group="pg")
+        await producer.start()
+        result = await producer.send(Message("TopicA", b"hello", tags="TagA"))
+        await producer.shutdown()
+    """
+
+    def __init__(self, config: ProducerConfig | None = None, **overrides: Any) -> None:
+        self.config = apply_overrides(config, ProducerConfig, overrides)
+        self.client_id = self.config.build_client_id()
+        self.group_name = self.config.producer_group
+        self._publish_table: dict[str, TopicPublishInfo] = {}
+        self._instance: ClientInstance | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Join the ClientInstance of this client id and start it.
+
+        Raises:
+            ClientError: bad group name, or the group already runs in this client.
+        """
+        if self._instance is not None:
+            return
+        if not self.group_name:
+            raise ClientError("producer_group is required")
+        inst = ClientInstance.acquire(self.config)
+        inst.register_producer(self.group_name, self)
+        self._instance = inst
+        await inst.start()
+
+    async def shutdown(self) -> None:
+        """Unregister from every broker and stop the instance if nothing else uses it."""
+        inst, self._instance = self._instance, None
+        if inst is not None:
+            await inst.unregister_producer(self.group_name)
+
+    async def __aenter__(self) -> AsyncProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The running ClientInstance. Raises ClientError before start()."""
+        if self._instance is None:
+            raise ClientError("the producer is not started; call start() first")
+        return self._instance
+
+    # ProducerInner
+    def publish_topics(self) -> set[str]:
+        """Topics this producer has sent to (their routes are refreshed every 30 s)."""
+        return set(self._publish_table)
+
+    def update_topic_publish_info(self, topic: str, info: TopicPublishInfo) -> None:
+        """Take a refreshed route (called by the instance)."""
+        if info.ok or topic not in self._publish_table:
+            self._publish_table[topic] = info
+
+    # -- routing -----------------------------------------------------------------------------
+
+    async def _find_publish_info(self, topic: str) -> TopicPublishInfo:
+        """Mirrors ``tryToFindTopicPublishInfo``: route, else the ``TBW102`` route for auto-creation."""
+        info = self._publish_table.get(topic)
+        if info is not None and info.ok:
+            return info
+        self._publish_table.setdefault(topic, TopicPublishInfo(topic))
+        await self.instance.update_topic_route_info_from_name_server(topic)
+        info = self._publish_table.get(topic)
+        if info is not None and info.ok:
+            return info
+        key = self.config.create_topic_key
+        try:
+            route = await self.instance.get_route(key)
+        except NoRouteError:
+            raise NoRouteError(
+                f"no route info for topic {topic} and no {key} route to auto-create it "
+                f"(name server {self.config.namesrv_addr})"
+            ) from None
+        self.instance.remember_brokers(route)
+        info = route_to_publish_info(topic, route, max_queue_nums=self.config.default_topic_queue_nums)
+        if not info.ok:
+            raise NoRouteError(
+                f"no writable queue for topic {topic} (name server {self.config.namesrv_addr})"
+            )
+        self._publish_table[topic] = info
+        return info
+
+    async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The writable queues of ``topic``. Mirrors ``fetchPublishMessageQueues``."""
+        return list((await self._find_publish_info(topic)).message_queue_list)
+
+    # -- send --------------------------------------------------------------------------------
+
+    def _check_message(self, msg: Message) -> None:
+        validate_topic(msg.topic)
+        if not msg.body:
+            raise ClientError(f"message body of topic {msg.topic} is empty")
+        if len(msg.body) > self.config.max_message_size:
+            raise ClientError(
+                f"message body is {len(msg.body)} bytes, more than max_message_size {self.config.max_message_size}"
+            )
+
+    async def send(
+        self,
+        msg: Message,
+        timeout: float | None = None,  # noqa: ASYNC109
+        *,
+        queue: MessageQueue | None = None,
+        selector: SelectorLike | None = None,
+        arg: Any = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer. Mirrors ``send`` (sync).
+
+        Args:
+            msg: the message; its ``UNIQ_KEY`` is set if missing.
+            timeout: seconds for all attempts together (default ``send_msg_timeout``).
+            queue: send to exactly this queue (no retries).
+            selector: pick the queue with ``selector(mqs, msg, arg)`` (no retries; orderly sends).
+            arg: passed to ``selector``.
+
+        Raises:
+            ClientError: invalid message (empty body, bad topic, too large).
+            NoRouteError: no route for the topic.
+            BrokerError: the broker refused (after retries where retriable).
+            RemotingTimeoutError: the time budget ran out.
+        """
+        self._check_message(msg)
+        timeout = self.config.send_msg_timeout if timeout is None else timeout
+        if queue is not None or selector is not None:
+            mq = await self._choose_queue(msg, queue, selector, arg)
+            return await self._send_kernel(msg, mq, timeout)
+        return await self._send_default(msg, timeout, self.config.retry_times_when_send_failed)
+
+    async def _choose_queue(
+        self, msg: Message, queue: MessageQueue | None, selector: SelectorLike | None, arg: Any
+    ) -> MessageQueue:
+        if queue is not None:
+            if queue.topic != msg.topic:
+                raise ClientError(f"message topic {msg.topic} does not match queue topic {queue.topic}")
+            return queue
+        assert selector is not None
+        info = await self._find_publish_info(msg.topic)
+        return select_queue(selector, info.message_queue_list, msg, arg)
+
+    async def _send_default(self, msg: Message, timeout: float, retries: int) -> SendResult:  # noqa: ASYNC109
+        """Mirrors ``sendDefaultImpl``: up to 1 + ``retries`` attempts, each on another queue."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        info = await self._find_publish_info(msg.topic)
+        last_broker: str | None = None
+        last_exc: Exception | None = None
+        brokers_sent: list[str] = []
+        attempts = 1 + max(0, retries)
+        for attempt in range(attempts):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            mq = info.select_one_message_queue(last_broker)
+            last_broker = mq.broker_name
+            brokers_sent.append(mq.broker_name)
+            try:
+                result = await self._send_kernel(msg, mq, remaining)
+            except (RemotingError, ClientError) as exc:
+                if isinstance(exc, NoRouteError):
+                    raise
+                last_exc = exc
+                continue
+            except BrokerError as exc:
+                if exc.code in _RETRY_CODES and attempt + 1 < attempts:
+                    last_exc = exc
+                    continue
+                raise
+            if result.send_status != "SEND_OK" and self.config.retry_another_broker_when_not_store_ok:
+                continue
+            return result
+        if last_exc is None:
+            last_exc = RemotingTimeoutError(f"send to topic {msg.topic} timed out after {timeout:g}s")
+        last_exc.add_note(
+            f"send of topic {msg.topic} failed after {len(brokers_sent)} attempt(s) within {timeout:g}s, "
+            f"brokers tried: {brokers_sent}"
+        )
+        raise last_exc
+
+    def _build_header(
+        self, msg: Message, mq: MessageQueue, sys_flag: int, *, batch: bool
+    ) -> SendMessageRequestHeader:
+        props = dict(msg.properties)
+        reconsume_times = 0
+        max_reconsume: int | None = None
+        if is_retry_topic(msg.topic):
+            rt = props.pop(MessageConst.PROPERTY_RECONSUME_TIME, None)
+            mr = props.pop(MessageConst.PROPERTY_MAX_RECONSUME_TIMES, None)
+            reconsume_times = int(rt) if rt and rt.isdigit() else 0
+            max_reconsume = int(mr) if mr and mr.lstrip("-").isdigit() else None
+        return SendMessageRequestHeader(
+            producer_group=self.group_name,
+            topic=msg.topic,
+            default_topic=self.config.create_topic_key,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
+            queue_id=mq.queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=int(time.time() * 1000),
+            flag=msg.flag,
+            properties=properties_to_string(props),
+            reconsume_times=reconsume_times,
+            unit_mode=False,
+            max_reconsume_times=max_reconsume,
+            batch=batch,
+        )
+
+    async def _broker_addr(self, mq: MessageQueue) -> str:
+        addr = self.instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            await self.instance.update_topic_route_info_from_name_server(mq.topic)
+            addr = self.instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"the broker {mq.broker_name} does not exist (topic {mq.topic})")
+        return addr
+
+    def _prepare(self, msg: Message) -> tuple[bytes, int, str]:
+        uniq = msg.unique_key
+        if not uniq:
+            uniq = create_unique_id()
+            msg.properties[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
+        body, sys_flag = msg.body, 0
+        if len(body) >= self.config.compress_msg_body_over_howmuch:
+            body = compress_body(body, self.config.compress_level)
+            sys_flag |= MessageSysFlag.COMPRESSED_FLAG
+        return body, sys_flag, uniq
+
+    async def _send_kernel(self, msg: Message, mq: MessageQueue, timeout: float) -> SendResult:  # noqa: ASYNC109
+        """Mirrors ``sendKernelImpl``: UNIQ_KEY, compression, header, one request."""
+        addr = await self._broker_addr(mq)
+        body, sys_flag, uniq = self._prepare(msg)
+        header = self._build_header(msg, mq, sys_flag, batch=False)
+        return await self.instance.api.send_message(addr, mq.broker_name, header, body, timeout, uniq_id=uniq)
+
+    async def send_oneway(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: SelectorLike | None = None,
+        arg: Any = None,
+    ) -> None:
+        """Send without waiting for an answer (no retries). Mirrors ``sendOneway``."""
+        self._check_message(msg)
+        if queue is not None or selector is not None:
+            mq = await self._choose_queue(msg, queue, selector, arg)
+        else:
+            mq = (await self._find_publish_info(msg.topic)).select_one_message_queue()
+        addr = await self._broker_addr(mq)
+        body, sys_flag, _ = self._prepare(msg)
+        await self.instance.api.send_message_oneway(
+            addr, self._build_header(msg, mq, sys_flag, batch=False), body
+        )
+
+    def send_async(
+        self,
+        msg: Message,
+        timeout: float | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: SelectorLike | None = None,
+        arg: Any = None,
+    ) -> asyncio.Task[SendResult]:
+        """Start a send and return a task (await it, or add a done callback). Mirrors ``send`` with a SendCallback.
+
+        Retries up to ``retry_times_when_send_async_failed`` times like the sync send.
+        Must be called on the producer's event loop.
+        """
+
+        async def run() -> SendResult:
+            if queue is not None or selector is not None:
+                return await self.send(msg, timeout, queue=queue, selector=selector, arg=arg)
+            self._check_message(msg)
+            t = self.config.send_msg_timeout if timeout is None else timeout
+            return await self._send_default(msg, t, self.config.retry_times_when_send_async_failed)
+
+        return asyncio.ensure_future(run())
+
+    async def send_batch(
+        self,
+        msgs: Iterable[Message],
+        timeout: float | None = None,  # noqa: ASYNC109
+        *,
+        queue: MessageQueue | None = None,
+    ) -> SendResult:
+        """Send several messages of one topic in one SEND_BATCH_MESSAGE request. Mirrors ``send(Collection)``.
+
+        ``SendResult.msg_id`` is the comma-joined ``UNIQ_KEY``s. Use :func:`split_batch` for
+        lists over 4 MiB. Batches are never compressed.
+
+        Raises:
+            ClientError: empty list, mixed topics, delayed or retry-topic messages, body too large.
+        """
+        batch = list(msgs)
+        if not batch:
+            raise ClientError("send_batch needs at least one message")
+        topic = batch[0].topic
+        for m in batch:
+            self._check_message(m)
+            if m.topic != topic:
+                raise ClientError(f"all messages of a batch must have one topic: {topic} != {m.topic}")
+            if m.delay_time_level > 0:
+                raise ClientError("delayed messages cannot be sent in a batch")
+            if is_retry_topic(m.topic):
+                raise ClientError("retry-topic messages cannot be sent in a batch")
+            if not m.unique_key:
+                m.properties[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_unique_id()
+        body = encode_batch_body(batch)
+        if len(body) > self.config.max_message_size:
+            raise ClientError(
+                f"batch body is {len(body)} bytes, more than max_message_size {self.config.max_message_size}; "
+                "use split_batch()"
+            )
+        timeout = self.config.send_msg_timeout if timeout is None else timeout
+        uniq = ",".join(str(m.unique_key) for m in batch)
+        carrier = Message(topic, body)
+        if queue is not None:
+            mqs = [queue]
+        else:
+            info = await self._find_publish_info(topic)
+            mqs = [info.select_one_message_queue()]
+        mq = mqs[0]
+        addr = await self._broker_addr(mq)
+        header = self._build_header(carrier, mq, 0, batch=True)
+        return await self.instance.api.send_message(addr, mq.broker_name, header, body, timeout, uniq_id=uniq)
+
+
+class Producer:
+    """Blocking producer. Mirrors ``DefaultMQProducer``; runs :class:`AsyncProducer` on a background loop.
+
+    Example::
+
+        producer = Producer(namesrv_addr="127.0.0.1:9876", producer_group="pg")
+        producer.start()
+        print(producer.send(Message("TopicA", b"hi")).msg_id)
+        producer.shutdown()
+    """
+
+    def __init__(self, config: ProducerConfig | None = None, **overrides: Any) -> None:
+        self._core = AsyncProducer(config, **overrides)
+        self._loop = acquire_loop_thread(self._core.client_id)
+        self._released = False
+
+    @property
+    def config(self) -> ProducerConfig:
+        return self._core.config
+
+    @property
+    def client_id(self) -> str:
+        return self._core.client_id
+
+    def start(self) -> None:
+        """See :meth:`AsyncProducer.start`."""
+        self._loop.run(self._core.start())
+
+    def shutdown(self) -> None:
+        """See :meth:`AsyncProducer.shutdown`; also stops the background loop when unused."""
+        if self._released:
+            return
+        try:
+            self._loop.run(self._core.shutdown(), timeout=30)
+        finally:
+            self._released = True
+            release_loop_thread(self._core.client_id)
+
+    def __enter__(self) -> Producer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def send(
+        self,
+        msg: Message,
+        timeout: float | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: SelectorLike | None = None,
+        arg: Any = None,
+    ) -> SendResult:
+        """See :meth:`AsyncProducer.send`."""
+        return self._loop.run(self._core.send(msg, timeout, queue=queue, selector=selector, arg=arg))
+
+    def send_oneway(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: SelectorLike | None = None,
+        arg: Any = None,
+    ) -> None:
+        """See :meth:`AsyncProducer.send_oneway`."""
+        self._loop.run(self._core.send_oneway(msg, queue=queue, selector=selector, arg=arg))
+
+    def send_async(
+        self,
+        msg: Message,
+        callback: Callable[[SendResult | None, BaseException | None], object] | None = None,
+        timeout: float | None = None,
+        *,
+        queue: MessageQueue | None = None,
+        selector: SelectorLike | None = None,
+        arg: Any = None,
+    ) -> concurrent.futures.Future[SendResult]:
+        """Start a send; returns a ``concurrent.futures.Future``. ``callback(result, error)`` runs on completion."""
+
+        async def run() -> SendResult:
+            return await self._core.send_async(msg, timeout, queue=queue, selector=selector, arg=arg)
+
+        fut = self._loop.submit(run())
+        if callback is not None:
+
+            def done(f: concurrent.futures.Future[SendResult]) -> None:
+                exc = f.exception()
+                callback(None if exc else f.result(), exc)
+
+            fut.add_done_callback(done)
+        return fut
+
+    def send_batch(
+        self, msgs: Iterable[Message], timeout: float | None = None, *, queue: MessageQueue | None = None
+    ) -> SendResult:
+        """See :meth:`AsyncProducer.send_batch`."""
+        return self._loop.run(self._core.send_batch(list(msgs), timeout, queue=queue))
+
+    def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
+        """See :meth:`AsyncProducer.fetch_publish_message_queues`."""
+        return self._loop.run(self._core.fetch_publish_message_queues(topic))

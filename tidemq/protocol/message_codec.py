@@ -1,0 +1,543 @@
+"""The stored-message codec: commit-log records, message ids, batch bodies (protocol.md §5).
+
+Mirrors RocketMQ's ``MessageDecoder``, ``MessageSysFlag``, ``MessageClientIDSetter`` and the record
+encoding in ``CommitLog.DefaultAppendMessageCallback``. The same bytes are written to the commit log,
+served in PULL_MESSAGE / VIEW_MESSAGE_BY_ID bodies and decoded by the client, so one codec serves
+store, broker and client. All integers are big-endian; timestamps are milliseconds.
+
+Record layout (IPv4 hosts, 91 + body + topic + properties bytes)::
+
+    TOTALSIZE 4 | MAGICCODE 4 | BODYCRC 4 | QUEUEID 4 | FLAG 4 | QUEUEOFFSET 8 | PHYSICALOFFSET 8 |
+    SYSFLAG 4 | BORNTIMESTAMP 8 | BORNHOST 8 | STORETIMESTAMP 8 | STOREHOST 8 | RECONSUMETIMES 4 |
+    PREPARED TRANSACTION OFFSET 8 | BODY 4+n | TOPIC 1+n | PROPERTIES 2+n
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import os
+import random
+import socket
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from tidemq.errors import ProtocolError
+from tidemq.protocol.message import Message, MessageExt, properties_to_string, string_to_properties
+
+MESSAGE_MAGIC_CODE: Final = -626843481  # 0xDAA320A7
+MESSAGE_MAGIC_CODE_V2: Final = -626843480  # 0xDAA320A8 (RocketMQ 5: 2-byte topic length)
+BLANK_MAGIC_CODE: Final = -875286124  # 0xCBD43194, end-of-file filler inside commit-log segments
+
+MAX_TOPIC_BYTES: Final = 127
+MAX_PROPERTIES_BYTES: Final = 32767
+IPV4_FIXED_SIZE: Final = 91
+"""Record size without body, topic and properties bytes when both hosts are IPv4."""
+
+# Byte positions inside a record (IPv4 born host; the store timestamp moves with a v6 born host).
+POS_TOTAL_SIZE: Final = 0
+POS_MAGIC: Final = 4
+POS_BODY_CRC: Final = 8
+POS_QUEUE_ID: Final = 12
+POS_FLAG: Final = 16
+POS_QUEUE_OFFSET: Final = 20
+POS_PHYSICAL_OFFSET: Final = 28
+POS_SYS_FLAG: Final = 36
+POS_BORN_TIMESTAMP: Final = 40
+POS_BORN_HOST: Final = 48
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # total .. born timestamp: 48 bytes
+_HOST4 = struct.Struct(">4si")
+_HOST6 = struct.Struct(">16si")
+_TAIL = struct.Struct(">iq")  # reconsume times, prepared transaction offset
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U8 = struct.Struct(">B")
+_U16 = struct.Struct(">H")
+_BATCH_HEAD = struct.Struct(">iiii")  # total, magic, crc, flag
+_SIZE_MAGIC = struct.Struct(">ii")
+
+
+class MessageSysFlag:
+    """Bits of a record's SYSFLAG (RocketMQ's ``MessageSysFlag``)."""
+
+    COMPRESSED_FLAG: Final = 0x1
+    MULTI_TAGS_FLAG: Final = 0x2
+    TRANSACTION_NOT_TYPE: Final = 0x0
+    TRANSACTION_PREPARED_TYPE: Final = 0x4
+    TRANSACTION_COMMIT_TYPE: Final = 0x8
+    TRANSACTION_ROLLBACK_TYPE: Final = 0xC
+    BORNHOST_V6_FLAG: Final = 0x10
+    STOREHOSTADDRESS_V6_FLAG: Final = 0x20
+    NEED_UNWRAP_FLAG: Final = 0x40
+    INNER_BATCH_FLAG: Final = 0x80
+    COMPRESSION_TYPE_MASK: Final = 0x700
+    COMPRESSION_ZLIB: Final = 0x300
+
+    @staticmethod
+    def get_transaction_value(flag: int) -> int:
+        """The transaction type bits (``flag & 0xC``)."""
+        return flag & 0xC
+
+    @staticmethod
+    def reset_transaction_value(flag: int, tran_type: int) -> int:
+        """``flag`` with its transaction bits replaced by ``tran_type``."""
+        return (flag & ~0xC) | tran_type
+
+
+# --------------------------------------------------------------------------------------------- hosts
+
+
+@functools.lru_cache(maxsize=4096)
+def _pack_host(host: str) -> tuple[bytes, bool]:
+    """``"ip:port"`` (or ``"[v6]:port"``) -> (packed ip + 4-byte port, is_v6). IPv4-mapped v6 -> v4."""
+    ip_text, sep, port_text = host.rpartition(":")
+    if not sep:
+        raise ProtocolError(f"host {host!r} is not 'ip:port'")
+    try:
+        port = int(port_text)
+        ip = ipaddress.ip_address(ip_text.strip("[]"))
+    except ValueError as exc:
+        raise ProtocolError(f"host {host!r} is not 'ip:port': {exc}") from exc
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if not 0 <= port <= 0x7FFFFFFF:
+        raise ProtocolError(f"host {host!r}: port out of range")
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _HOST4.pack(ip.packed, port), False
+    return _HOST6.pack(ip.packed, port), True
+
+
+def _unpack_host(raw: bytes | memoryview) -> str:
+    ip = bytes(raw[:-4])
+    port = _I32.unpack(raw[-4:])[0]
+    if len(ip) == 4:
+        return f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}:{port}"
+    return f"[{ipaddress.IPv6Address(ip)}]:{port}"
+
+
+# ------------------------------------------------------------------------------------------ body CRC
+
+
+def body_crc(body: bytes | bytearray | memoryview) -> int:
+    """RocketMQ's ``UtilAll.crc32``: IEEE CRC32 of ``body`` masked to 31 bits (``& 0x7FFFFFFF``)."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def compress_body(body: bytes, level: int = 5) -> bytes:
+    """zlib stream (RFC 1950) of ``body`` at ``level`` (5, as Java and C++ producers use)."""
+    return zlib.compress(body, level)
+
+
+def decompress_body(body: bytes | memoryview) -> bytes:
+    """Inflate a zlib stream. Raises ``ProtocolError`` if ``body`` is not valid zlib data."""
+    try:
+        return zlib.decompress(body)
+    except zlib.error as exc:
+        raise ProtocolError(f"compressed message body is not valid zlib data: {exc}") from exc
+
+
+# ---------------------------------------------------------------------------------------- encoding
+
+
+def encode_stored_message(
+    *,
+    topic: str,
+    body: bytes,
+    properties: str | dict[str, str] = "",
+    queue_id: int = 0,
+    flag: int = 0,
+    queue_offset: int = 0,
+    commit_log_offset: int = 0,
+    sys_flag: int = 0,
+    born_timestamp: int = 0,
+    born_host: str = "0.0.0.0:0",
+    store_timestamp: int = 0,
+    store_host: str = "0.0.0.0:0",
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+) -> bytes:
+    """Encode one commit-log record (protocol.md §5.1); ``body`` is stored as given.
+
+    BODYCRC is computed here over ``body``. The v6 bits of ``sys_flag`` are set or cleared to
+    match the hosts (an IPv4-mapped IPv6 address is stored as IPv4, which every client decodes).
+
+    Raises:
+        ProtocolError: topic longer than 127 UTF-8 bytes, properties longer than 32767 bytes, or a
+            host that is not ``"ip:port"``.
+    """
+    topic_raw = topic.encode()
+    if len(topic_raw) > MAX_TOPIC_BYTES:
+        raise ProtocolError(f"topic is {len(topic_raw)} bytes, more than {MAX_TOPIC_BYTES}")
+    props_text = properties if isinstance(properties, str) else properties_to_string(properties)
+    props_raw = props_text.encode()
+    if len(props_raw) > MAX_PROPERTIES_BYTES:
+        raise ProtocolError(f"properties are {len(props_raw)} bytes, more than {MAX_PROPERTIES_BYTES}")
+    born_raw, born_v6 = _pack_host(born_host)
+    store_raw, store_v6 = _pack_host(store_host)
+    sys_flag &= ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+    if born_v6:
+        sys_flag |= MessageSysFlag.BORNHOST_V6_FLAG
+    if store_v6:
+        sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+    total = 75 + len(born_raw) + len(store_raw) + len(body) + len(topic_raw) + len(props_raw)
+    return b"".join(
+        (
+            _HEAD.pack(
+                total,
+                MESSAGE_MAGIC_CODE,
+                body_crc(body),
+                queue_id,
+                flag,
+                queue_offset,
+                commit_log_offset,
+                sys_flag,
+                born_timestamp,
+            ),
+            born_raw,
+            _I64.pack(store_timestamp),
+            store_raw,
+            _TAIL.pack(reconsume_times, prepared_transaction_offset),
+            _I32.pack(len(body)),
+            body,
+            _U8.pack(len(topic_raw)),
+            topic_raw,
+            _U16.pack(len(props_raw)),
+            props_raw,
+        )
+    )
+
+
+def store_timestamp_position(sys_flag: int) -> int:
+    """Byte position of STORETIMESTAMP in a record with ``sys_flag`` (56 for an IPv4 born host)."""
+    return POS_BORN_HOST + (20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8)
+
+
+def patch_stored_message(
+    buf: bytearray, pos: int, *, queue_offset: int, commit_log_offset: int, store_timestamp: int
+) -> None:
+    """Set QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP of the record at ``buf[pos:]`` in place.
+
+    The store encodes a record before taking its lock and fills in these three under the lock,
+    as ``CommitLog.DefaultAppendMessageCallback`` does.
+    """
+    _I64.pack_into(buf, pos + POS_QUEUE_OFFSET, queue_offset)
+    _I64.pack_into(buf, pos + POS_PHYSICAL_OFFSET, commit_log_offset)
+    sys_flag = _I32.unpack_from(buf, pos + POS_SYS_FLAG)[0]
+    _I64.pack_into(buf, pos + store_timestamp_position(sys_flag), store_timestamp)
+
+
+# ---------------------------------------------------------------------------------------- decoding
+
+
+@dataclass(slots=True)
+class RecordInfo:
+    """What the store needs from a record to dispatch it to a consume queue (``DispatchRequest``)."""
+
+    total_size: int
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    store_timestamp: int
+    body_crc: int
+    properties: str
+    body_offset: int
+    """Position of the body bytes, relative to the record start."""
+    body_length: int
+
+
+def read_record_info(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordInfo:
+    """Parse the header fields, topic and properties of the record at ``buf[pos:]`` (body untouched).
+
+    Raises:
+        ProtocolError: the bytes do not form a complete record.
+    """
+    view = memoryview(buf)
+    try:
+        total, magic, crc, queue_id, _flag, queue_offset, phy, sys_flag, _born = _HEAD.unpack_from(view, pos)
+        p = pos + POS_BORN_HOST + (20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8)
+        store_ts = _I64.unpack_from(view, p)[0]
+        p += 8 + (20 if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 8) + 12
+        body_len = _I32.unpack_from(view, p)[0]
+        body_off = p + 4
+        p = body_off + body_len
+        if magic == MESSAGE_MAGIC_CODE_V2:
+            topic_len = _U16.unpack_from(view, p)[0]
+            p += 2
+        else:
+            topic_len = view[p]
+            p += 1
+        topic = bytes(view[p : p + topic_len]).decode()
+        p += topic_len
+        props_len = _U16.unpack_from(view, p)[0]
+        p += 2
+        props = bytes(view[p : p + props_len]).decode()
+        p += props_len
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"truncated or malformed message record at {pos}: {exc}") from exc
+    if body_len < 0 or p - pos != total or p > len(view):
+        raise ProtocolError(f"message record at {pos}: TOTALSIZE {total} does not match its fields")
+    return RecordInfo(
+        total, topic, queue_id, queue_offset, phy, sys_flag, store_ts, crc, props, body_off - pos, body_len
+    )
+
+
+def decode_message(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, decompress: bool = True, read_body: bool = True
+) -> tuple[MessageExt, int]:
+    """Decode the record at ``buf[pos:]``. Mirrors ``MessageDecoder.decode``.
+
+    Returns:
+        ``(message, next_pos)``; ``message.offset_msg_id`` is filled from store host and
+        physical offset. With ``decompress`` a COMPRESSED body is inflated (zlib).
+
+    Raises:
+        ProtocolError: truncated or inconsistent record, or a compressed body that is not zlib.
+    """
+    view = memoryview(buf)
+    try:
+        total, _magic, crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts = _HEAD.unpack_from(
+            view, pos
+        )
+        p = pos + POS_BORN_HOST
+        hl = 20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8
+        born_host = _unpack_host(view[p : p + hl])
+        p += hl
+        store_ts = _I64.unpack_from(view, p)[0]
+        p += 8
+        hl = 20 if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else 8
+        store_host = _unpack_host(view[p : p + hl])
+        p += hl
+        reconsume, prepared = _TAIL.unpack_from(view, p)
+        p += 12
+        body_len = _I32.unpack_from(view, p)[0]
+        p += 4
+        body = bytes(view[p : p + body_len]) if read_body else b""
+        p += body_len
+        if _magic == MESSAGE_MAGIC_CODE_V2:
+            topic_len = _U16.unpack_from(view, p)[0]
+            p += 2
+        else:
+            topic_len = view[p]
+            p += 1
+        topic = bytes(view[p : p + topic_len]).decode()
+        p += topic_len
+        props_len = _U16.unpack_from(view, p)[0]
+        p += 2
+        props = string_to_properties(bytes(view[p : p + props_len]).decode()) if props_len else {}
+        p += props_len
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(f"truncated or malformed message record at {pos}: {exc}") from exc
+    if body_len < 0 or p - pos != total or p > len(view):
+        raise ProtocolError(f"message record at {pos}: TOTALSIZE {total} does not match its fields")
+    if decompress and read_body and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+        body = decompress_body(body)
+    msg = MessageExt(
+        topic,
+        body,
+        flag=flag,
+        properties=props,
+        queue_id=queue_id,
+        store_size=total,
+        queue_offset=queue_offset,
+        sys_flag=sys_flag,
+        born_timestamp=born_ts,
+        born_host=born_host,
+        store_timestamp=store_ts,
+        store_host=store_host,
+        offset_msg_id=create_offset_msg_id(store_host, phy),
+        commit_log_offset=phy,
+        body_crc=crc,
+        reconsume_times=reconsume,
+        prepared_transaction_offset=prepared,
+    )
+    return msg, p
+
+
+def decode_messages(buf: bytes | bytearray | memoryview, *, decompress: bool = True) -> list[MessageExt]:
+    """Decode records laid back to back (a PULL_MESSAGE body). Mirrors ``MessageDecoder.decodes``.
+
+    Raises:
+        ProtocolError: a truncated or malformed record.
+    """
+    view = memoryview(buf)
+    out: list[MessageExt] = []
+    pos, end = 0, len(view)
+    while pos < end:
+        msg, pos = decode_message(view, pos, decompress=decompress)
+        out.append(msg)
+    return out
+
+
+def read_size_and_magic(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
+    """``(TOTALSIZE, MAGICCODE)`` of the record (or blank filler) at ``buf[pos:]``."""
+    size, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    return int(size), int(magic)
+
+
+# -------------------------------------------------------------------------------------- message ids
+
+
+def create_offset_msg_id(store_host: str, commit_log_offset: int) -> str:
+    """The broker's message id: hex of store IP + port (int) + commit-log offset (protocol.md §5.3).
+
+    32 upper-case hex characters for IPv4 (56 for IPv6). Mirrors ``MessageDecoder.createMessageId``.
+    """
+    raw, _ = _pack_host(store_host)
+    return (raw + _I64.pack(commit_log_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
+    """Inverse of :func:`create_offset_msg_id`: ``(store host "ip:port", commit-log offset)``.
+
+    Raises:
+        ProtocolError: not 32 / 56 hex characters.
+    """
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as exc:
+        raise ProtocolError(f"message id {msg_id!r} is not hex") from exc
+    if len(raw) not in (16, 28):
+        raise ProtocolError(f"message id {msg_id!r} must be 32 (IPv4) or 56 (IPv6) hex characters")
+    return _unpack_host(raw[:-8]), _I64.unpack(raw[-8:])[0]
+
+
+class _UniqueIdGenerator:
+    """``MessageClientIDSetter``: IP(4) + pid(2) + random(4) + ms since month start(4) + counter(2)."""
+
+    def __init__(self, ip: str | None = None) -> None:
+        self._lock = threading.Lock()
+        self._counter = random.getrandbits(16)
+        self._fixed = b""
+        self._ip = ip
+        self._start = 0
+        self._next_start = 0
+
+    def _fixed_part(self) -> bytes:
+        if not self._fixed:
+            ip = self._ip or _local_ipv4()
+            self._fixed = (
+                ipaddress.IPv4Address(ip).packed
+                + struct.pack(">H", os.getpid() & 0xFFFF)
+                + random.getrandbits(32).to_bytes(4, "big")
+            )
+        return self._fixed
+
+    def _set_start_time(self, now_ms: int) -> None:
+        now = datetime.fromtimestamp(now_ms / 1000)
+        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        nxt = (
+            start.replace(year=start.year + 1, month=1)
+            if start.month == 12
+            else start.replace(month=start.month + 1)
+        )
+        self._start = int(start.timestamp() * 1000)
+        self._next_start = int(nxt.timestamp() * 1000)
+
+    def create(self) -> str:
+        now_ms = int(time.time() * 1000)
+        with self._lock:
+            fixed = self._fixed_part()
+            if now_ms >= self._next_start:
+                self._set_start_time(now_ms)
+            self._counter = (self._counter + 1) & 0xFFFF
+            counter = self._counter
+        diff = (now_ms - self._start) & 0xFFFFFFFF
+        return (fixed + struct.pack(">IH", diff, counter)).hex().upper()
+
+
+def _local_ipv4() -> str:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # no packet is sent; picks the outgoing interface
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+_ID_GENERATOR = _UniqueIdGenerator()
+
+
+def create_unique_id() -> str:
+    """A new client message id (``UNIQ_KEY``), 32 upper-case hex chars (protocol.md §5.3).
+
+    Mirrors ``MessageClientIDSetter.createUniqID``; thread-safe; only the last 6 bytes vary.
+    """
+    return _ID_GENERATOR.create()
+
+
+# ------------------------------------------------------------------------------------- batch bodies
+
+
+@dataclass(slots=True)
+class BatchItem:
+    """One message of a batch body (protocol.md §5.6): user flag, body and properties."""
+
+    flag: int
+    body: bytes
+    properties: dict[str, str]
+    properties_string: str
+    """The properties exactly as sent (the broker appends the batch-level ones to this text)."""
+
+
+def encode_batch_body(msgs: Iterable[Message]) -> bytes:
+    """Encode messages as a SEND_BATCH_MESSAGE body. Mirrors ``MessageDecoder.encodeMessages``.
+
+    Raises:
+        ProtocolError: a message's properties exceed 32767 bytes.
+    """
+    parts: list[bytes] = []
+    for msg in msgs:
+        props = properties_to_string(msg.properties).encode()
+        if len(props) > MAX_PROPERTIES_BYTES:
+            raise ProtocolError(f"properties are {len(props)} bytes, more than {MAX_PROPERTIES_BYTES}")
+        parts.append(_BATCH_HEAD.pack(20 + len(msg.body) + 2 + len(props), 0, 0, msg.flag))
+        parts.append(_I32.pack(len(msg.body)))
+        parts.append(msg.body)
+        parts.append(_U16.pack(len(props)))
+        parts.append(props)
+    return b"".join(parts)
+
+
+def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchItem]:
+    """Decode a SEND_BATCH_MESSAGE body. Mirrors ``MessageDecoder.decodesBatch``.
+
+    Raises:
+        ProtocolError: truncated, or a TOTALSIZE that does not match the inner fields.
+    """
+    view = memoryview(body)
+    items: list[BatchItem] = []
+    pos, end = 0, len(view)
+    while pos < end:
+        try:
+            total, _magic, _crc, flag = _BATCH_HEAD.unpack_from(view, pos)
+            p = pos + 16
+            body_len = _I32.unpack_from(view, p)[0]
+            p += 4
+            if body_len < 0 or p + body_len > end:
+                raise ProtocolError(f"batch item at {pos}: body length {body_len} runs past the end")
+            raw = bytes(view[p : p + body_len])
+            p += body_len
+            props_len = _U16.unpack_from(view, p)[0]
+            p += 2
+            if p + props_len > end:
+                raise ProtocolError(f"batch item at {pos}: properties run past the end")
+            props = bytes(view[p : p + props_len]).decode()
+            p += props_len
+        except (struct.error, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"truncated or malformed batch item at {pos}: {exc}") from exc
+        if p - pos != total:
+            raise ProtocolError(
+                f"batch item at {pos}: TOTALSIZE {total} does not match its fields ({p - pos})"
+            )
+        items.append(BatchItem(flag, raw, string_to_properties(props), props))
+        pos = p
+    return items

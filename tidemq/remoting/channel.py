@@ -1,0 +1,345 @@
+"""Channel: one TCP connection carrying RemotingCommands in both directions.
+
+Mirrors the per-connection half of RocketMQ's ``NettyRemotingAbstract`` (``responseTable``,
+``invokeSyncImpl`` / ``invokeOnewayImpl``, ``processMessageReceived``) plus Netty's
+``NettyDecoder`` / ``NettyEncoder`` pipeline, over an ``asyncio.Protocol``.
+
+Invariants:
+
+* one :class:`~tidemq.protocol.command.FrameDecoder` per connection; a malformed or oversized
+  frame closes this connection only (warning logged with the peer address and the reason);
+* responses are matched to requests by ``opaque`` within this connection (``_pending``);
+* every incoming request runs in its own task (``RequestDispatcher.process``);
+* writes made in one event-loop iteration are coalesced into one ``transport.write``; writers of
+  requests, oneway requests and late responses wait while the transport is paused (backpressure);
+* when the connection closes every pending request fails with ``RemotingSendRequestError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any, cast
+
+from tidemq.errors import (
+    RemotingCommandError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+)
+from tidemq.protocol.command import MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, encode_command, next_opaque
+from tidemq.remoting.processor import RequestDispatcher
+
+log = logging.getLogger(__name__)
+
+ChannelCallback = Callable[["Channel"], None]
+
+
+def format_addr(sockname: Any) -> str:
+    """``("10.0.0.5", 9876)`` -> ``"10.0.0.5:9876"``; IPv6 hosts are bracketed (``"[::1]:9876"``)."""
+    if isinstance(sockname, tuple) and len(sockname) >= 2:
+        host, port = sockname[0], sockname[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return str(sockname)
+
+
+class _ChannelProtocol(asyncio.Protocol):
+    """asyncio glue: forwards transport events to its :class:`Channel`."""
+
+    __slots__ = ("channel",)
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.channel._attach(cast(asyncio.Transport, transport))
+
+    def data_received(self, data: bytes) -> None:
+        self.channel._on_data(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.channel._on_lost(exc)
+
+    def pause_writing(self) -> None:
+        self.channel._set_write_paused(True)
+
+    def resume_writing(self) -> None:
+        self.channel._set_write_paused(False)
+
+
+class Channel:
+    """One connection to a peer. Mirrors Netty's ``Channel`` as RocketMQ's remoting uses it.
+
+    Created by :class:`~tidemq.remoting.server.RemotingServer` (accepted connections) and
+    :class:`~tidemq.remoting.client.RemotingClient` (outgoing ones); not built by users.
+
+    Attributes:
+        remote_addr: the peer as ``"ip:port"``.
+        local_addr: our end as ``"ip:port"``.
+        attrs: free-use dict for upper layers (client id, ACL identity...).
+
+    Args:
+        dispatcher: processor table for requests arriving on this connection.
+        max_frame_size: largest accepted frame (bytes).
+        on_open, on_close: called once when the connection is made / lost.
+        pause_reading_on_backpressure: stop reading from the peer while our writes to it are
+            paused (server side: a peer that does not read responses cannot make us buffer
+            without bound). Clients leave it off, so two tidemq peers never deadlock.
+    """
+
+    def __init__(
+        self,
+        dispatcher: RequestDispatcher,
+        *,
+        max_frame_size: int = MAX_FRAME_SIZE,
+        on_open: ChannelCallback | None = None,
+        on_close: ChannelCallback | None = None,
+        pause_reading_on_backpressure: bool = False,
+    ) -> None:
+        self.remote_addr = "?"
+        self.local_addr = "?"
+        self.attrs: dict[str, Any] = {}
+        self.max_frame_size = max_frame_size
+        self._dispatcher = dispatcher
+        self._on_open = on_open
+        self._on_close = on_close
+        self._pause_reading_on_backpressure = pause_reading_on_backpressure
+        self._decoder = FrameDecoder(max_frame_size)
+        self._transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_running_loop()
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wbuf: list[bytes] = []
+        self._flush_scheduled = False
+        self._write_paused = False
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._closed = False
+        self._closed_event = asyncio.Event()
+        self.close_reason: str | None = None
+
+    def protocol(self) -> asyncio.Protocol:
+        """The ``asyncio.Protocol`` to hand to ``create_server`` / ``create_connection``."""
+        return _ChannelProtocol(self)
+
+    def __repr__(self) -> str:
+        state = "active" if self.is_active else "closed"
+        return f"<Channel {self.local_addr} -> {self.remote_addr} {state}>"
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def is_active(self) -> bool:
+        """True while the connection is open and not closing."""
+        return self._transport is not None and not self._closed and not self._transport.is_closing()
+
+    @property
+    def pending_count(self) -> int:
+        """Requests sent on this channel still waiting for a response."""
+        return len(self._pending)
+
+    async def invoke(
+        self,
+        request: RemotingCommand,
+        timeout: float,  # noqa: ASYNC109 (API contract: seconds, like RocketMQ timeoutMillis)
+        *,
+        deadline: float | None = None,
+    ) -> RemotingCommand:
+        """Send ``request`` and wait for its response. Mirrors ``invokeSyncImpl``.
+
+        Args:
+            request: a request command (its ``opaque`` is replaced if already in flight here).
+            timeout: seconds to wait for the response (including any backpressure wait).
+            deadline: optional ``loop.time()`` by which to give up instead of ``now + timeout``
+                (for callers that already spent part of ``timeout``, e.g. connecting).
+
+        Raises:
+            RemotingTimeoutError: no response within ``timeout`` (names the peer, code, timeout).
+            RemotingSendRequestError: the channel is closed or closes before the response.
+            LocalProtocolError: the request cannot be encoded (e.g. larger than the frame cap).
+        """
+        if deadline is None:
+            deadline = self._loop.time() + timeout
+        if self._write_paused:
+            await self._wait_drain(deadline, request, timeout)
+        if request.opaque in self._pending:
+            request.opaque = next_opaque()
+        opaque = request.opaque
+        fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        self.write_command(request)
+        self._pending[opaque] = fut
+        handle = self._loop.call_at(deadline, self._on_timeout, fut, request.code, timeout)
+        try:
+            return await fut
+        finally:
+            handle.cancel()
+            if self._pending.get(opaque) is fut:
+                del self._pending[opaque]
+
+    async def invoke_oneway(self, request: RemotingCommand) -> None:
+        """Send ``request`` with the oneway flag; no response is expected. Mirrors ``invokeOnewayImpl``.
+
+        Waits while the transport is paused (backpressure).
+
+        Raises:
+            RemotingSendRequestError: the channel is closed.
+        """
+        request.mark_oneway()
+        self.write_command(request)
+        if self._write_paused:
+            await self._wait_drain(None, request, None)
+
+    async def send_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Answer ``request`` later (after a processor returned ``None``, e.g. long polling).
+
+        Sets the response's opaque and flag. Does nothing for oneway requests. Waits while the
+        transport is paused.
+
+        Raises:
+            RemotingSendRequestError: the channel is closed.
+        """
+        if request.is_oneway:
+            return
+        response.response_to(request)
+        self.write_command(response)
+        if self._write_paused:
+            await self._wait_drain(None, request, None)
+
+    def write_command(self, cmd: RemotingCommand) -> None:
+        """Encode ``cmd`` and queue it; queued frames go out together at the end of this loop turn.
+
+        Raises:
+            RemotingSendRequestError: the channel is closed.
+            LocalProtocolError: ``cmd`` cannot be encoded or exceeds the frame cap.
+        """
+        if not self.is_active:
+            raise RemotingSendRequestError(
+                f"channel to {self.remote_addr} is closed, cannot send code {cmd.code}"
+            )
+        self._wbuf.append(encode_command(cmd, self.max_frame_size))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def close(self, reason: str | None = None) -> None:
+        """Close the connection (queued writes are flushed first). Idempotent."""
+        if reason and self.close_reason is None:
+            self.close_reason = reason
+        if self._transport is not None and not self._transport.is_closing():
+            self._flush()
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Close the connection at once, discarding queued writes."""
+        if self._transport is not None:
+            self._transport.abort()
+
+    async def wait_closed(self) -> None:
+        """Wait until the connection is closed and pending requests have been failed."""
+        await self._closed_event.wait()
+
+    def cancel_tasks(self) -> None:
+        """Cancel the request tasks still running for this channel (used at shutdown)."""
+        for task in list(self._tasks):
+            task.cancel()
+
+    # ------------------------------------------------------------------ internals
+
+    def _attach(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self.remote_addr = format_addr(transport.get_extra_info("peername"))
+        self.local_addr = format_addr(transport.get_extra_info("sockname"))
+        if self._on_open is not None:
+            self._on_open(self)
+
+    def _on_data(self, data: bytes) -> None:
+        try:
+            commands = self._decoder.feed(data)
+        except RemotingCommandError as exc:
+            log.warning("closing connection from %s: %s", self.remote_addr, exc)
+            self.close(f"malformed frame: {exc}")
+            return
+        for cmd in commands:
+            if cmd.is_response:
+                fut = self._pending.pop(cmd.opaque, None)
+                if fut is None:
+                    log.debug("%s: response to unknown opaque %d (timed out?)", self.remote_addr, cmd.opaque)
+                elif not fut.done():
+                    fut.set_result(cmd)
+            else:
+                task = self._loop.create_task(self._dispatcher.process(self, cmd))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    def _on_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._wbuf.clear()
+        if exc is not None and self.close_reason is None:
+            self.close_reason = str(exc)
+        if self._pending:
+            why = f" ({self.close_reason})" if self.close_reason else ""
+            for fut in self._pending.values():
+                if not fut.done():
+                    fut.set_exception(
+                        RemotingSendRequestError(f"connection to {self.remote_addr} closed{why}")
+                    )
+            self._pending.clear()
+        self._drained.set()
+        self._closed_event.set()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if not self._wbuf:
+            return
+        data = self._wbuf[0] if len(self._wbuf) == 1 else b"".join(self._wbuf)
+        self._wbuf.clear()
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(data)
+
+    def _set_write_paused(self, paused: bool) -> None:
+        self._write_paused = paused
+        if paused:
+            self._drained.clear()
+        else:
+            self._drained.set()
+        transport = self._transport
+        if self._pause_reading_on_backpressure and transport is not None and not transport.is_closing():
+            # A peer that sends requests but does not read our responses stops being read.
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
+    @property
+    def write_paused(self) -> bool:
+        """True while the transport's write buffer is above its high-water mark."""
+        return self._write_paused
+
+    def _on_timeout(self, fut: asyncio.Future[RemotingCommand], code: int, timeout: float) -> None:
+        if not fut.done():
+            fut.set_exception(
+                RemotingTimeoutError(
+                    f"wait response on the channel <{self.remote_addr}> timeout, "
+                    f"{timeout:g}s, request code {code}"
+                )
+            )
+
+    async def _wait_drain(
+        self, deadline: float | None, request: RemotingCommand, budget: float | None
+    ) -> None:
+        if deadline is None:
+            await self._drained.wait()
+        else:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await self._drained.wait()
+            except TimeoutError:
+                raise RemotingTimeoutError(
+                    f"send to <{self.remote_addr}> blocked by backpressure for {budget:g}s, "
+                    f"request code {request.code}"
+                ) from None
+        if self._closed:
+            raise RemotingSendRequestError(f"connection to {self.remote_addr} closed")

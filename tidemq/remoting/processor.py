@@ -1,0 +1,164 @@
+"""Request processors, channel listeners, RPC hooks and the processor table.
+
+Mirrors RocketMQ's ``NettyRequestProcessor``, ``ChannelEventListener``, ``RPCHook`` and the
+request-dispatch half of ``NettyRemotingAbstract.processRequestCommand``.
+
+Rules the dispatcher enforces (protocol.md §1.3):
+
+* an unknown request code gets ``REQUEST_CODE_NOT_SUPPORTED`` with the remark
+  ``" request type N not supported"`` (leading space, as Java writes it);
+* a :class:`~tidemq.errors.ProtocolError` from a processor or hook gets ``SYSTEM_ERROR`` with the
+  error text as remark; any other exception gets ``SYSTEM_ERROR`` with ``"<Type>: <text>"`` and a
+  logged traceback;
+* a oneway request (``flag & 2``) never gets a response, not even an error;
+* a processor returning ``None`` answers later through ``channel.send_response`` (or never).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from tidemq.errors import LocalProtocolError, ProtocolError
+from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from tidemq.remoting.channel import Channel
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class RequestProcessor(Protocol):
+    """Handles requests of the codes it is registered for. Mirrors ``NettyRequestProcessor``.
+
+    ``process_request`` returns the response (the transport sets its opaque and response flag),
+    or ``None`` to answer later via :meth:`Channel.send_response` (long polling) or not at all.
+    """
+
+    async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """Handle one request received on ``channel``."""
+        ...
+
+
+class ChannelListener(Protocol):
+    """Told when a connection opens or closes. Mirrors ``ChannelEventListener``.
+
+    Methods may be plain functions or coroutines (a coroutine is run as a task). Exceptions
+    are logged and otherwise ignored.
+    """
+
+    def on_channel_connect(self, channel: Channel) -> object:
+        """``channel`` was just established."""
+        ...
+
+    def on_channel_close(self, channel: Channel) -> object:
+        """``channel`` was closed (by either side); its pending requests have been failed."""
+        ...
+
+
+class RPCHook(Protocol):
+    """Called around requests. Mirrors RocketMQ's ``RPCHook`` (used for ACL signing/checking).
+
+    On a :class:`~tidemq.remoting.server.RemotingServer` hooks see *incoming* requests: an
+    exception from ``do_before_request`` rejects the request with ``SYSTEM_ERROR`` and the
+    exception text (how RocketMQ's broker ACL answers). On a
+    :class:`~tidemq.remoting.client.RemotingClient` hooks see *outgoing* requests (e.g. to add
+    ``AccessKey``/``Signature`` ext fields) and their responses.
+    """
+
+    def do_before_request(self, remote_addr: str, request: RemotingCommand) -> None:
+        """Inspect or modify ``request`` before it is processed (server) or sent (client)."""
+        ...
+
+    def do_after_response(
+        self, remote_addr: str, request: RemotingCommand, response: RemotingCommand
+    ) -> None:
+        """Inspect ``response`` to ``request``."""
+        ...
+
+
+def not_supported_response(code: int) -> RemotingCommand:
+    """REQUEST_CODE_NOT_SUPPORTED with RocketMQ's remark ``" request type N not supported"``."""
+    return RemotingCommand.create_response(
+        ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported"
+    )
+
+
+_listener_tasks: set[asyncio.Task[None]] = set()
+
+
+async def _await_listener(aw: Awaitable[object]) -> None:
+    try:
+        await aw
+    except Exception:
+        log.exception("channel listener failed")
+
+
+def call_listener(result: object) -> None:
+    """Run ``result`` as a task when a listener callback returned an awaitable."""
+    if inspect.isawaitable(result):
+        task = asyncio.ensure_future(_await_listener(result))
+        _listener_tasks.add(task)
+        task.add_done_callback(_listener_tasks.discard)
+
+
+class RequestDispatcher:
+    """The request-code -> processor table shared by server and client channels.
+
+    Mirrors the ``processorTable`` / ``defaultRequestProcessor`` of ``NettyRemotingAbstract``.
+    """
+
+    def __init__(self) -> None:
+        self.processors: dict[int, RequestProcessor] = {}
+        self.default_processor: RequestProcessor | None = None
+        self.rpc_hooks: list[RPCHook] = []
+
+    def register_processor(self, code: int, processor: RequestProcessor) -> None:
+        """Route requests with ``code`` to ``processor`` (replacing any previous one)."""
+        self.processors[int(code)] = processor
+
+    def register_default_processor(self, processor: RequestProcessor) -> None:
+        """Route requests with no registered processor to ``processor``."""
+        self.default_processor = processor
+
+    async def process(self, channel: Channel, request: RemotingCommand) -> None:
+        """Handle ``request`` and write its response on ``channel`` (unless oneway or deferred)."""
+        response = await self.make_response(channel, request)
+        if response is None or request.is_oneway:
+            return
+        response.response_to(request)
+        if not channel.is_active:
+            log.debug("%s: channel closed before the response to code %d", channel.remote_addr, request.code)
+            return
+        try:
+            channel.write_command(response)
+        except LocalProtocolError as exc:
+            log.error("%s: cannot send the response to code %d: %s", channel.remote_addr, request.code, exc)
+            error = RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, str(exc)).response_to(request)
+            channel.write_command(error)
+
+    async def make_response(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """Run the processor for ``request`` with the error mapping described in the module doc."""
+        processor = self.processors.get(request.code, self.default_processor)
+        if processor is None:
+            log.debug("%s: request code %d not supported", channel.remote_addr, request.code)
+            return not_supported_response(request.code)
+        try:
+            for hook in self.rpc_hooks:
+                hook.do_before_request(channel.remote_addr, request)
+            response = await processor.process_request(channel, request)
+            if response is not None:
+                for hook in self.rpc_hooks:
+                    hook.do_after_response(channel.remote_addr, request, response)
+        except ProtocolError as exc:
+            log.info("%s: bad request code %d: %s", channel.remote_addr, request.code, exc)
+            return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, str(exc))
+        except Exception as exc:
+            log.exception("%s: processor for request code %d failed", channel.remote_addr, request.code)
+            return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        return response

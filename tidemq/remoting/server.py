@@ -1,0 +1,150 @@
+"""RemotingServer: accepts connections and routes their requests to processors by code.
+
+Mirrors RocketMQ's ``NettyRemotingServer`` (``registerProcessor``, ``registerDefaultProcessor``,
+``ChannelEventListener``), on asyncio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from tidemq.protocol.command import MAX_FRAME_SIZE
+from tidemq.remoting.channel import Channel
+from tidemq.remoting.processor import (
+    ChannelListener,
+    RequestDispatcher,
+    RequestProcessor,
+    RPCHook,
+    call_listener,
+)
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE = 2.0
+"""Seconds :meth:`RemotingServer.shutdown` waits for connections to close before aborting them."""
+
+
+class RemotingServer:
+    """A RocketMQ remoting server. Mirrors ``NettyRemotingServer``.
+
+    Args:
+        host: address to listen on (default all interfaces).
+        port: TCP port; 0 picks a free one (read :attr:`port` after :meth:`start`).
+        max_frame_size: largest accepted frame in bytes (default 16 MiB); a larger frame
+            closes that connection.
+
+    Example::
+
+        server = RemotingServer("127.0.0.1", 0)
+        server.register_processor(RequestCode.GET_ROUTEINFO_BY_TOPIC, processor)
+        await server.start()
+        ...
+        await server.shutdown()
+    """
+
+    def __init__(self, host: str = "0.0.0.0", port: int = 0, *, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+        self.host = host
+        self._requested_port = port
+        self.max_frame_size = max_frame_size
+        self._dispatcher = RequestDispatcher()
+        self._listeners: list[ChannelListener] = []
+        self._channels: set[Channel] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._port = port
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the real one once started, even when created with port 0)."""
+        return self._port
+
+    @property
+    def channels(self) -> list[Channel]:
+        """Currently open connections."""
+        return list(self._channels)
+
+    def register_processor(self, code: int, processor: RequestProcessor) -> None:
+        """Route requests with ``code`` to ``processor``. Mirrors ``registerProcessor``."""
+        self._dispatcher.register_processor(code, processor)
+
+    def register_default_processor(self, processor: RequestProcessor) -> None:
+        """Route requests with no registered processor to ``processor``."""
+        self._dispatcher.register_default_processor(processor)
+
+    def register_rpc_hook(self, hook: RPCHook) -> None:
+        """Call ``hook`` around every incoming request (e.g. ACL checks)."""
+        self._dispatcher.rpc_hooks.append(hook)
+
+    def add_channel_listener(self, listener: ChannelListener) -> None:
+        """Tell ``listener`` about connections opening and closing."""
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        """Bind and start accepting connections.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        if self._server is not None:
+            return
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._new_protocol,
+            self.host,
+            self._requested_port,
+            reuse_address=True,
+        )
+        sockets = self._server.sockets
+        if sockets:
+            self._port = int(sockets[0].getsockname()[1])
+        log.info("remoting server listening on %s:%d", self.host, self._port)
+
+    async def shutdown(self) -> None:
+        """Stop accepting, close every connection and cancel in-flight request tasks."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        channels = list(self._channels)
+        for channel in channels:
+            channel.cancel_tasks()
+            channel.close("server shutdown")
+        if channels:
+            waits = [asyncio.ensure_future(c.wait_closed()) for c in channels]
+            _, pending = await asyncio.wait(waits, timeout=SHUTDOWN_GRACE)
+            for fut in pending:
+                fut.cancel()
+            for channel in channels:
+                if channel.is_active:
+                    channel.abort()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server.wait_closed(), SHUTDOWN_GRACE)
+
+    def _new_protocol(self) -> asyncio.Protocol:
+        channel = Channel(
+            self._dispatcher,
+            max_frame_size=self.max_frame_size,
+            on_open=self._on_open,
+            on_close=self._on_close,
+            pause_reading_on_backpressure=True,
+        )
+        return channel.protocol()
+
+    def _on_open(self, channel: Channel) -> None:
+        self._channels.add(channel)
+        log.debug("connection from %s", channel.remote_addr)
+        for listener in self._listeners:
+            try:
+                call_listener(listener.on_channel_connect(channel))
+            except Exception:
+                log.exception("channel listener failed on connect of %s", channel.remote_addr)
+
+    def _on_close(self, channel: Channel) -> None:
+        self._channels.discard(channel)
+        log.debug("connection from %s closed (%s)", channel.remote_addr, channel.close_reason or "peer")
+        for listener in self._listeners:
+            try:
+                call_listener(listener.on_channel_close(channel))
+            except Exception:
+                log.exception("channel listener failed on close of %s", channel.remote_addr)

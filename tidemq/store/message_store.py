@@ -1,0 +1,710 @@
+"""The message store: commit log + consume queues + recovery + retention.
+
+Mirrors RocketMQ's ``DefaultMessageStore`` (with the dispatch of ``ReputMessageService`` done
+synchronously inside the put). Plain synchronous Python over files: no threads, no asyncio. Puts
+are serialised by one lock; reads run concurrently; ``flush()`` may be called from another thread
+while puts happen (the broker calls it periodically for ASYNC_FLUSH and before answering a
+SYNC_FLUSH send).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import struct
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tidemq.errors import ProtocolError, StoreError
+from tidemq.protocol.message import MessageConst, MessageExt, string_to_properties
+from tidemq.protocol.message_codec import (
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES,
+    MessageSysFlag,
+    RecordInfo,
+    create_offset_msg_id,
+    decode_message,
+    encode_stored_message,
+    patch_stored_message,
+)
+from tidemq.store.checkpoint import StoreCheckpoint
+from tidemq.store.commit_log import CommitLog
+from tidemq.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
+from tidemq.store.consume_queue import ConsumeQueue, CqUnit
+from tidemq.store.results import (
+    AppendMessageResult,
+    AppendMessageStatus,
+    GetMessageResult,
+    GetMessageStatus,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TopicQueueKey = tuple[str, int]
+MessageArrivingListener = Callable[[str, int, int, int, int], None]
+"""``(topic, queue_id, max_offset_after_put, tags_code, store_timestamp_ms)``, after every put."""
+
+_CONSUMABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+_I32 = struct.Struct(">i")
+
+
+def tags_string_to_tags_code(tags: str | None) -> int:
+    """Consume-queue tag code: Java ``String.hashCode`` of the tag (signed 32 bit), 0 for none."""
+    if not tags:
+        return 0
+    raw = tags.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", raw):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def _total_physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+class MessageStore:
+    """RocketMQ's ``DefaultMessageStore`` for one broker.
+
+    Args:
+        config: store options (paths, segment sizes, limits).
+        store_host: ``"ip:port"`` (IPv4) of the broker as clients reach it; written into every record
+            and into offset msg ids.
+
+    Call :meth:`load` before use and :meth:`shutdown` at the end.
+    """
+
+    def __init__(self, config: MessageStoreConfig, *, store_host: str) -> None:
+        self.config = config
+        self.store_host = store_host
+        self.root = Path(config.store_path_root_dir)
+        self.commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
+        self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
+        self.consume_queue_table: dict[TopicQueueKey, ConsumeQueue] = {}
+        self.topic_queue_table: dict[TopicQueueKey, int] = {}
+        """Next queue offset of each queue (``CommitLog.topicQueueTable``)."""
+        self.message_arriving_listener: MessageArrivingListener | None = None
+        self._put_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._delay_table = config.delay_level_table()
+        self._max_delay_level = max(self._delay_table, default=0)
+        self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
+        self._last_store_timestamp = 0
+        self._flushed_offset = 0
+        self._last_cq_flush = 0.0
+        self._running = False
+        self.clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+        """Wall clock in ms used for store timestamps (tests may replace it)."""
+        self.recovered_abnormally = False
+        """Whether :meth:`load` found an ``abort`` file (the last run did not shut down cleanly)."""
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # ------------------------------------------------------------------------------- lifecycle
+    def load(self) -> None:
+        """Open the store and recover it (``DefaultMessageStore.load`` + ``recover``).
+
+        Clean start (no ``abort`` file): trust the segments, re-validate the last one. After a crash:
+        re-scan the commit log from the checkpoint, verify magic code and CRC, truncate the torn
+        tail, and repair consume queues (drop entries past the end, re-dispatch missing ones).
+
+        Raises:
+            StoreError: the directory cannot be used (segment of the wrong size, not writable...).
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            Path(self.config.consume_queue_dir).mkdir(parents=True, exist_ok=True)
+            abort = self.root / "abort"
+            abnormal = abort.exists()
+            abort.touch()
+        except OSError as exc:
+            raise StoreError(f"cannot use store directory {self.root}: {exc}") from exc
+        self.recovered_abnormally = abnormal
+        self.commit_log.load()
+        self._load_consume_queues()
+        cp = self.checkpoint
+        cp.load()
+        for cq in self.consume_queue_table.values():
+            cq.recover(thorough=abnormal)
+        last = self.commit_log.queue.last()
+        dispatch_from = cp.logics_offset if cp.valid else 0
+        if abnormal:
+            start = min(cp.physic_offset, cp.logics_offset) if cp.valid else 0
+            log.warning("store %s was not shut down cleanly; recovering from offset %d", self.root, start)
+        else:
+            start = min(last.file_from_offset if last else 0, dispatch_from)
+        end = self.commit_log.recover(
+            start,
+            self.config.check_crc_on_recover or abnormal,
+            lambda info: self._redispatch(info, dispatch_from),
+        )
+        min_phy = self.commit_log.get_min_offset()
+        for key, cq in self.consume_queue_table.items():
+            cq.truncate_dirty_logic_files(end)
+            cq.correct_min_offset(min_phy)
+            self.topic_queue_table[key] = cq.get_max_offset_in_queue()
+        self._flushed_offset = end
+        cp.physic_offset = cp.logics_offset = end
+        self.checkpoint.flush()
+        self._last_cq_flush = time.monotonic()
+        self._running = True
+
+    def _load_consume_queues(self) -> None:
+        root = Path(self.config.consume_queue_dir)
+        for topic_dir in sorted(p for p in root.iterdir() if p.is_dir()):
+            for qdir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
+                if not qdir.name.isdigit():
+                    log.warning("ignoring %s: not a queue id", qdir)
+                    continue
+                cq = ConsumeQueue(
+                    topic_dir.name, int(qdir.name), root, self.config.mapped_file_size_consume_queue
+                )
+                cq.load()
+                self.consume_queue_table[(topic_dir.name, int(qdir.name))] = cq
+
+    def _redispatch(self, info: RecordInfo, dispatch_from: int) -> None:
+        if info.commit_log_offset < dispatch_from:
+            return
+        if MessageSysFlag.get_transaction_value(info.sys_flag) not in _CONSUMABLE:
+            return
+        tags_code = self._tags_code(info.topic, string_to_properties(info.properties), info.store_timestamp)
+        cq = self.find_consume_queue(info.topic, info.queue_id, create=True)
+        assert cq is not None
+        cq.put_message_position_info(
+            [CqUnit(info.commit_log_offset, info.total_size, tags_code)], info.queue_offset
+        )
+        self._last_store_timestamp = max(self._last_store_timestamp, info.store_timestamp)
+
+    def shutdown(self) -> None:
+        """Flush everything, write the checkpoint, remove ``abort`` and close the files."""
+        if not self._running:
+            return
+        self.flush()
+        self.flush_consume_queue()
+        self._running = False
+        with self._put_lock:
+            self.commit_log.close()
+            for cq in self.consume_queue_table.values():
+                cq.close()
+        try:
+            (self.root / "abort").unlink()
+        except FileNotFoundError:
+            pass
+
+    # ------------------------------------------------------------------------------------- put
+    def find_consume_queue(self, topic: str, queue_id: int, create: bool = False) -> ConsumeQueue | None:
+        """The consume queue of (topic, queue_id); created (empty) when ``create``."""
+        key = (topic, queue_id)
+        cq = self.consume_queue_table.get(key)
+        if cq is None and create:
+            cq = ConsumeQueue(
+                topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue
+            )
+            self.consume_queue_table[key] = cq
+        return cq
+
+    def _tags_code(self, topic: str, properties: dict[str, str], store_timestamp: int) -> int:
+        if topic == SCHEDULE_TOPIC:
+            level = int(properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
+            if level > 0:
+                return store_timestamp + self._delay_table.get(level, 1000)
+        return tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS))
+
+    def _apply_delay(self, inner: MessageExtBrokerInner) -> None:
+        """A message with ``DELAY`` goes to SCHEDULE_TOPIC_XXXX (as RocketMQ's ``CommitLog.putMessage``)."""
+        if (
+            MessageSysFlag.get_transaction_value(inner.sys_flag) not in _CONSUMABLE
+            or inner.topic == SCHEDULE_TOPIC
+        ):
+            return
+        props = (
+            string_to_properties(inner.properties_string)
+            if inner.properties_string is not None
+            else inner.properties
+        )
+        try:
+            level = int(props.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
+        except ValueError:
+            return
+        if level <= 0 or not self._max_delay_level:
+            return
+        level = min(level, self._max_delay_level)
+        props = dict(props)
+        props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
+        props[MessageConst.PROPERTY_REAL_TOPIC] = inner.topic
+        props[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(inner.queue_id)
+        inner.properties = props
+        inner.properties_string = None
+        inner.topic = SCHEDULE_TOPIC
+        inner.queue_id = level - 1
+
+    def put_message(self, inner: MessageExtBrokerInner) -> PutMessageResult:
+        """Append one message; assigns queue and commit-log offsets and the store timestamp.
+
+        Mirrors ``DefaultMessageStore.putMessage``. The consume-queue entry is written before this
+        returns; durability needs :meth:`flush` (the broker awaits it for SYNC_FLUSH).
+
+        Returns:
+            ``PUT_OK`` with ``append_result``, or MESSAGE_ILLEGAL (topic > 127 bytes, record larger
+            than ``max_message_size``), PROPERTIES_SIZE_EXCEEDED, SERVICE_NOT_AVAILABLE (not loaded
+            or shut down), UNKNOWN_ERROR (I/O failure) with a ``remark``.
+        """
+        return self.put_messages([inner])
+
+    def put_messages(self, inners: list[MessageExtBrokerInner]) -> PutMessageResult:
+        """Append a batch as contiguous records (contiguous queue offsets per queue).
+
+        Mirrors ``DefaultMessageStore.putMessages``; statuses as :meth:`put_message`; the whole
+        batch must fit in ``max_message_size``. ``append_result.msg_id`` joins the ids with ``,``.
+        """
+        if not self._running:
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is not running"
+            )
+        if not inners:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        records: list[bytes] = []
+        for inner in inners:
+            self._apply_delay(inner)
+            if len(inner.topic.encode()) > MAX_TOPIC_BYTES:
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL, remark=f"topic longer than {MAX_TOPIC_BYTES} bytes"
+                )
+            props = inner.stored_properties_string()
+            if len(props.encode()) > MAX_PROPERTIES_BYTES:
+                return PutMessageResult(
+                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                    remark=f"properties longer than {MAX_PROPERTIES_BYTES} bytes",
+                )
+            try:
+                record = encode_stored_message(
+                    topic=inner.topic,
+                    body=inner.body,
+                    properties=props,
+                    queue_id=inner.queue_id,
+                    flag=inner.flag,
+                    sys_flag=inner.sys_flag,
+                    born_timestamp=inner.born_timestamp,
+                    born_host=inner.born_host or "0.0.0.0:0",
+                    store_host=self.store_host,
+                    reconsume_times=inner.reconsume_times,
+                    prepared_transaction_offset=inner.prepared_transaction_offset,
+                )
+            except ProtocolError as exc:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
+            if len(record) > self.config.max_message_size:
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL,
+                    remark=f"message of {len(record)} bytes exceeds max_message_size {self.config.max_message_size}",
+                )
+            records.append(record)
+        buf = bytearray(b"".join(records))
+        if len(records) > 1 and len(buf) > self.config.max_message_size:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                remark=f"batch of {len(buf)} bytes exceeds max_message_size {self.config.max_message_size}",
+            )
+        props_cache = [
+            inner.properties
+            if inner.properties_string is None
+            else string_to_properties(inner.properties_string)
+            for inner in inners
+        ]
+        try:
+            with self._put_lock:
+                if not self._running:
+                    return PutMessageResult(
+                        PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is shut down"
+                    )
+                now = max(self.clock_ms(), self._last_store_timestamp)
+                mf, pos = self.commit_log.reserve(len(buf))
+                phy = mf.file_from_offset + pos
+                next_offsets: dict[TopicQueueKey, int] = {}
+                units: dict[TopicQueueKey, tuple[int, list[CqUnit]]] = {}
+                queue_offsets: list[int] = []
+                off = 0
+                for inner, record, props_map in zip(inners, records, props_cache, strict=True):
+                    key = (inner.topic, inner.queue_id)
+                    consumable = MessageSysFlag.get_transaction_value(inner.sys_flag) in _CONSUMABLE
+                    q = next_offsets.get(key, self.topic_queue_table.get(key, 0)) if consumable else 0
+                    patch_stored_message(
+                        buf, off, queue_offset=q, commit_log_offset=phy + off, store_timestamp=now
+                    )
+                    if consumable:
+                        next_offsets[key] = q + 1
+                        unit = CqUnit(phy + off, len(record), self._tags_code(inner.topic, props_map, now))
+                        units.setdefault(key, (q, []))[1].append(unit)
+                    queue_offsets.append(q)
+                    off += len(record)
+                mf.write(pos, buf)
+                self.topic_queue_table.update(next_offsets)
+                self._last_store_timestamp = now
+                for key, (first, cq_units) in units.items():
+                    cq = self.find_consume_queue(key[0], key[1], create=True)
+                    assert cq is not None
+                    cq.put_message_position_info(cq_units, first)
+        except (OSError, StoreError) as exc:
+            log.exception("put failed in %s", self.root)
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
+        msg_ids = []
+        off = 0
+        for record in records:
+            msg_ids.append(create_offset_msg_id(self.store_host, phy + off))
+            off += len(record)
+        for inner, q, msg_id in zip(inners, queue_offsets, msg_ids, strict=True):
+            inner.queue_offset = q
+            inner.store_timestamp = now
+            inner.store_host = self.store_host
+            inner.offset_msg_id = msg_id
+        result = AppendMessageResult(
+            AppendMessageStatus.PUT_OK,
+            wrote_offset=phy,
+            wrote_bytes=len(buf),
+            msg_id=",".join(msg_ids),
+            store_timestamp=now,
+            logics_offset=queue_offsets[0],
+            msg_num=len(records),
+            msg_ids=msg_ids,
+            queue_offsets=queue_offsets,
+        )
+        listener = self.message_arriving_listener
+        if listener is not None:
+            for key, (first, cq_units) in units.items():
+                try:
+                    listener(key[0], key[1], first + len(cq_units), cq_units[-1].tags_code, now)
+                except Exception:
+                    log.exception("message arriving listener failed")
+        return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    # ------------------------------------------------------------------------------------ flush
+    def flush(self) -> int:
+        """fsync the commit log; returns the flushed commit-log offset. Thread-safe.
+
+        Concurrent callers are serialised (a later caller returns at once if an earlier flush
+        already covered its data: group commit). At most every ``flush_interval_consume_queue`` ms
+        it also fsyncs the consume queues and writes the checkpoint.
+        """
+        with self._flush_lock:
+            if self.commit_log.get_max_offset() > self._flushed_offset:
+                self._flushed_offset = self.commit_log.flush()
+            flushed = self._flushed_offset
+            if (time.monotonic() - self._last_cq_flush) * 1000 >= self.config.flush_interval_consume_queue:
+                self._flush_consume_queue_locked()
+            return flushed
+
+    def flush_consume_queue(self) -> None:
+        """fsync every consume queue and write the checkpoint (``FlushConsumeQueueService``)."""
+        with self._flush_lock:
+            self._flush_consume_queue_locked()
+
+    def _flush_consume_queue_locked(self) -> None:
+        with self._put_lock:
+            logics_offset = self.commit_log.get_max_offset()
+            timestamp = self._last_store_timestamp
+        for cq in list(self.consume_queue_table.values()):
+            cq.flush()
+        self._flushed_offset = max(self._flushed_offset, self.commit_log.flush())
+        cp = self.checkpoint
+        cp.logics_offset = logics_offset
+        cp.physic_offset = self._flushed_offset
+        cp.physic_msg_timestamp = cp.logics_msg_timestamp = timestamp
+        cp.flush()
+        self._last_cq_flush = time.monotonic()
+
+    # ------------------------------------------------------------------------------------- get
+    def _is_in_disk(self, offset_py: int, max_offset_py: int) -> bool:
+        return (max_offset_py - offset_py) > self._memory_limit
+
+    def _is_the_batch_full(
+        self, size_py: int, max_msg_nums: int, total: int, count: int, in_disk: bool
+    ) -> bool:
+        if total == 0 or count == 0:
+            return False
+        if max_msg_nums <= count:
+            return True
+        cfg = self.config
+        if in_disk:
+            return (
+                total + size_py > cfg.max_transfer_bytes_on_message_in_disk
+                or count > cfg.max_transfer_count_on_message_in_disk - 1
+            )
+        return (
+            total + size_py > cfg.max_transfer_bytes_on_message_in_memory
+            or count > cfg.max_transfer_count_on_message_in_memory - 1
+        )
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        tag_codes: set[int] | None,
+    ) -> GetMessageResult:
+        """Read up to ``max_msg_nums`` records of a queue from logical ``offset``.
+
+        Mirrors ``DefaultMessageStore.getMessage`` (status table of protocol.md §3.4). ``tag_codes``
+        None means all tags; otherwise an entry matches when its tag code is in the set. Stops at
+        ``max_msg_nums``, 256 KiB / 32 records (64 KiB / 8 when far behind), and scans at most
+        ``max(16000, max_msg_nums * 20)`` bytes of consume queue. ``group`` is informational.
+        """
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+        min_offset = cq.get_min_offset_in_queue()
+        max_offset = cq.get_max_offset_in_queue()
+        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
+        if max_offset == 0:
+            result.next_begin_offset = 0
+        elif offset < min_offset:
+            result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, min_offset
+        elif offset == max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+        elif offset > max_offset:
+            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            result.next_begin_offset = min_offset if min_offset == 0 else max_offset
+        else:
+            max_filter_bytes = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE)
+            buf = cq.get_index_buffer(offset, max_filter_bytes)
+            if buf is None:
+                result.status = GetMessageStatus.OFFSET_FOUND_NULL
+                result.next_begin_offset = cq.roll_next_file(offset)
+            else:
+                self._scan_consume_queue(result, buf, offset, max_msg_nums, tag_codes)
+        return result
+
+    def _scan_consume_queue(
+        self, result: GetMessageResult, buf: bytes, offset: int, max_msg_nums: int, tag_codes: set[int] | None
+    ) -> None:
+        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+        max_offset_py = self.commit_log.get_max_offset()
+        next_phy_file_start = -1
+        max_phy_pulling = 0
+        scanned = 0
+        total = 0
+        picked: list[tuple[int, int, int]] = []  # (phy, size, queue offset)
+        for i, (offset_py, size_py, tags_code) in enumerate(struct.iter_unpack(">qiq", buf)):
+            scanned = i + 1
+            max_phy_pulling = offset_py
+            if next_phy_file_start >= 0 and offset_py < next_phy_file_start:
+                continue
+            if self._is_the_batch_full(
+                size_py, max_msg_nums, total, len(picked), self._is_in_disk(offset_py, max_offset_py)
+            ):
+                scanned = i
+                break
+            if tag_codes is not None and tags_code not in tag_codes:
+                continue
+            if offset_py < self.commit_log.get_min_offset() or offset_py + size_py > max_offset_py:
+                if not picked:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_phy_file_start = self.commit_log.roll_next_file(offset_py)
+                continue
+            picked.append((offset_py, size_py, offset + i))
+            total += size_py
+            next_phy_file_start = -1
+        for queue_offset, data in self._read_records(picked):
+            if data is None:
+                if not result.message_buffers:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                continue
+            result.add_message(data, queue_offset)
+        if result.message_buffers:
+            result.status = GetMessageStatus.FOUND
+        result.next_begin_offset = offset + scanned
+        result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > self._memory_limit
+
+    def _read_records(self, picked: list[tuple[int, int, int]]) -> list[tuple[int, bytes | None]]:
+        """Read picked ``(phy, size, queue offset)`` records -> ``(queue offset, record or None)``,
+        coalescing contiguous records of one segment into one pread."""
+        out: list[tuple[int, bytes | None]] = []
+        seg = self.config.mapped_file_size_commit_log
+        i = 0
+        while i < len(picked):
+            start, size, _ = picked[i]
+            j = i + 1
+            end = start + size
+            while j < len(picked) and picked[j][0] == end and picked[j][0] // seg == start // seg:
+                end += picked[j][1]
+                j += 1
+            data = self.commit_log.get_message(start, end - start)
+            pos = 0
+            for _phy, sz, q in picked[i:j]:
+                out.append((q, data[pos : pos + sz] if data is not None else None))
+                pos += sz
+            i = j
+        return out
+
+    # ----------------------------------------------------------------------------- offsets/time
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Next logical offset to be written (number of entries); 0 for an unknown queue."""
+        cq = self.find_consume_queue(topic, queue_id)
+        return cq.get_max_offset_in_queue() if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """First logical offset whose message still exists; 0 for an unknown queue."""
+        cq = self.find_consume_queue(topic, queue_id)
+        return cq.get_min_offset_in_queue() if cq is not None else 0
+
+    def get_max_phy_offset(self) -> int:
+        return self.commit_log.get_max_offset()
+
+    def get_min_phy_offset(self) -> int:
+        return self.commit_log.get_min_offset()
+
+    def _unit_store_time(self, cq: ConsumeQueue, index: int) -> int:
+        unit = cq.get_unit(index)
+        if unit is None or not unit.is_valid:
+            return -1
+        return self.commit_log.pickup_store_timestamp(unit.commit_log_offset, unit.size)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        """STORETIMESTAMP (ms) of the message at a queue offset; -1 if there is none."""
+        cq = self.find_consume_queue(topic, queue_id)
+        if (
+            cq is None
+            or not cq.get_min_offset_in_queue() <= consume_queue_offset < cq.get_max_offset_in_queue()
+        ):
+            return -1
+        return self._unit_store_time(cq, consume_queue_offset)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time (ms) of the message at the queue's min offset, -1 if none (code 32)."""
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.get_min_offset_in_queue())
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """Queue offset for a store time in ms (SEARCH_OFFSET_BY_TIMESTAMP, protocol.md §3.5).
+
+        Binary search on store time: an exact match, else the closer of the two neighbours (the
+        earlier one on a tie); 0 if the queue is unknown or empty. Mirrors
+        ``ConsumeQueue.getOffsetInQueueByTime``.
+        """
+        cq = self.find_consume_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        low, high = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue() - 1
+        left = right = -1
+        left_value = right_value = -1
+        while low <= high:
+            mid = (low + high) // 2
+            store_time = self._unit_store_time(cq, mid)
+            if store_time < 0:
+                low, left = mid + 1, mid
+                continue
+            if store_time == timestamp:
+                return mid
+            if store_time > timestamp:
+                high, right, right_value = mid - 1, mid, store_time
+            else:
+                low, left, left_value = mid + 1, mid, store_time
+        if left_value == -1:
+            return max(right, 0)
+        if right_value == -1:
+            return max(left, 0)
+        return right if abs(timestamp - left_value) > abs(timestamp - right_value) else left
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
+        """Whether the message at a queue offset lies further than the in-memory ratio of RAM from the end."""
+        cq = self.find_consume_queue(topic, queue_id)
+        unit = cq.get_unit(consume_offset) if cq is not None else None
+        if unit is None:
+            return False
+        return self._is_in_disk(unit.commit_log_offset, self.commit_log.get_max_offset())
+
+    # ------------------------------------------------------------------------- by commit offset
+    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
+        """The raw record at a commit-log offset (VIEW_MESSAGE_BY_ID); None if absent."""
+        if size is not None:
+            return self.commit_log.get_message(commit_log_offset, size)
+        return self.commit_log.get_record(commit_log_offset)
+
+    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
+        """The decoded message at a commit-log offset (body left compressed); None if absent."""
+        record = self.commit_log.get_record(commit_log_offset)
+        if record is None:
+            return None
+        try:
+            return decode_message(record, decompress=False)[0]
+        except ProtocolError:
+            log.warning("no valid record at commit-log offset %d", commit_log_offset)
+            return None
+
+    # ----------------------------------------------------------------------- topics / retention
+    def topics_and_queues(self) -> dict[str, list[int]]:
+        """``{topic: sorted queue ids}`` of every consume queue in the store."""
+        out: dict[str, list[int]] = {}
+        for topic, qid in sorted(self.consume_queue_table):
+            out.setdefault(topic, []).append(qid)
+        return out
+
+    def delete_topics(self, topics: set[str]) -> int:
+        """Delete the consume queues of ``topics`` (``DefaultMessageStore.deleteTopics``); returns count."""
+        count = 0
+        with self._put_lock:
+            for key in [k for k in self.consume_queue_table if k[0] in topics]:
+                self.consume_queue_table.pop(key).destroy()
+                self.topic_queue_table.pop(key, None)
+                count += 1
+            for topic in topics:
+                shutil.rmtree(Path(self.config.consume_queue_dir) / topic, ignore_errors=True)
+        return count
+
+    def disk_used_ratio(self) -> float:
+        """Percent used of the filesystem holding the commit log (tests may replace this)."""
+        try:
+            st = os.statvfs(
+                self.config.commit_log_dir if os.path.isdir(self.config.commit_log_dir) else self.root
+            )
+        except OSError:
+            return 0.0
+        if st.f_blocks == 0:
+            return 0.0
+        return 100.0 * (st.f_blocks - st.f_bavail) / st.f_blocks
+
+    def delete_expired_files(self, force: bool = False, *, now_ms: int | None = None) -> int:
+        """Delete commit-log segments (never the one being written); returns how many.
+
+        Deletes, oldest first, segments last modified more than ``file_reserved_time`` hours before
+        ``now_ms`` (default: now); then, while :meth:`disk_used_ratio` is above
+        ``disk_max_used_space_ratio``, the oldest remaining ones regardless of age. ``force`` deletes
+        all but the current segment at once (RocketMQ's ``cleanImmediately``). Then moves consume
+        queues' min offsets (:meth:`clean_expired_consume_queue`).
+        """
+        now = self.clock_ms() if now_ms is None else now_ms
+        expired_ms = self.config.file_reserved_time * 3_600_000
+        deleted = self.commit_log.delete_expired_file(expired_ms, now, force, max_count=1 << 30)
+        while self.disk_used_ratio() > self.config.disk_max_used_space_ratio:
+            n = self.commit_log.delete_expired_file(expired_ms, now, True, max_count=1)
+            if not n:
+                break
+            log.warning(
+                "disk above %d%%: deleted the oldest commit-log segment",
+                self.config.disk_max_used_space_ratio,
+            )
+            deleted += n
+        if deleted:
+            log.info("deleted %d expired commit-log segment(s) in %s", deleted, self.root)
+            self.clean_expired_consume_queue()
+        return deleted
+
+    def clean_expired_consume_queue(self) -> None:
+        """Drop consume-queue files pointing only below the commit log's min offset; move min offsets."""
+        min_phy = self.commit_log.get_min_offset()
+        for cq in list(self.consume_queue_table.values()):
+            cq.delete_expired_file(min_phy)

@@ -1,0 +1,164 @@
+"""What goes into and comes out of the store: ``MessageExtBrokerInner``, put and get results.
+
+Mirrors RocketMQ's ``MessageExtBrokerInner``, ``PutMessageStatus``, ``AppendMessageStatus``,
+``AppendMessageResult``, ``PutMessageResult``, ``GetMessageStatus`` and ``GetMessageResult``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidemq.protocol.message import MessageExt, properties_to_string
+
+
+class MessageExtBrokerInner(MessageExt):
+    """A message as the broker hands it to :meth:`MessageStore.put_message`.
+
+    Set ``topic``, ``body``, ``flag``, ``properties``, ``queue_id``, ``sys_flag``,
+    ``born_timestamp`` (ms), ``born_host`` (``"ip:port"``, IPv4), ``reconsume_times`` and
+    ``prepared_transaction_offset``. ``properties_string``, when not None, is stored verbatim
+    instead of ``properties`` (the broker uses it for batch items with appended batch properties).
+    The store sets ``store_host``, ``store_timestamp``, ``queue_offset`` and ``commit_log_offset``.
+    ``tags_code`` is informational: the store computes the consume-queue tag code from the
+    stored ``TAGS`` property (Java ``String.hashCode``), as RocketMQ's dispatcher does.
+    """
+
+    __slots__ = ("properties_string", "tags_code")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes | str = b"",
+        *,
+        properties_string: str | None = None,
+        tags_code: int = 0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(topic, body, **kwargs)
+        self.properties_string = properties_string
+        self.tags_code = tags_code
+
+    def stored_properties_string(self) -> str:
+        """The properties text the store will write."""
+        if self.properties_string is not None:
+            return self.properties_string
+        return properties_to_string(self.properties)
+
+
+class PutMessageStatus(enum.Enum):
+    """Outcome of a put (``PutMessageStatus``); the broker maps it to a response code."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPEDFILE_FAILED = "CREATE_MAPEDFILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class AppendMessageStatus(enum.Enum):
+    """Outcome of the commit-log append (``AppendMessageStatus``)."""
+
+    PUT_OK = "PUT_OK"
+    END_OF_FILE = "END_OF_FILE"
+    MESSAGE_SIZE_EXCEEDED = "MESSAGE_SIZE_EXCEEDED"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+@dataclass(slots=True)
+class AppendMessageResult:
+    """Where a put landed (``AppendMessageResult``).
+
+    Attributes:
+        wrote_offset: commit-log offset of the first record.
+        wrote_bytes: bytes written (all records of a batch).
+        msg_id: offset msg id; for a batch the ids joined with ``,``.
+        store_timestamp: ms.
+        logics_offset: queue offset of the first message.
+        msg_num: number of messages.
+        msg_ids: one offset msg id per message.
+        queue_offsets: one queue offset per message.
+    """
+
+    status: AppendMessageStatus
+    wrote_offset: int = 0
+    wrote_bytes: int = 0
+    msg_id: str = ""
+    store_timestamp: int = 0
+    logics_offset: int = 0
+    msg_num: int = 1
+    msg_ids: list[str] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status is AppendMessageStatus.PUT_OK
+
+
+@dataclass(slots=True)
+class PutMessageResult:
+    """``PutMessageResult``: ``status`` plus ``append_result`` (None unless the append happened).
+
+    ``remark`` says what was wrong for a refused put (for the response remark).
+    """
+
+    status: PutMessageStatus
+    append_result: AppendMessageResult | None = None
+    remark: str = ""
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status is PutMessageStatus.PUT_OK
+
+
+class GetMessageStatus(enum.Enum):
+    """Outcome of a read (``GetMessageStatus``); see protocol.md §3.4 for the pull mapping."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class GetMessageResult:
+    """``GetMessageResult``: the records found (raw §5.1 bytes, one per message) and next offsets.
+
+    Attributes:
+        next_begin_offset: queue offset the consumer should pull from next.
+        min_offset / max_offset: the queue's min and max (next to be written) logical offsets.
+        message_buffers: stored records, ready to be concatenated into a pull body.
+        message_queue_offsets: queue offset of each returned record.
+        buffer_total_size: sum of the record sizes in bytes.
+        suggest_pulling_from_slave: the consumer lags by more than the in-memory ratio.
+    """
+
+    status: GetMessageStatus
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    message_buffers: list[bytes] = field(default_factory=list)
+    message_queue_offsets: list[int] = field(default_factory=list)
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        return len(self.message_buffers)
+
+    def add_message(self, record: bytes, queue_offset: int) -> None:
+        self.message_buffers.append(record)
+        self.message_queue_offsets.append(queue_offset)
+        self.buffer_total_size += len(record)

@@ -1,0 +1,348 @@
+"""Test harness: a name server + broker in-process, in a background thread, or as ``tidemq serve``.
+
+* :func:`run_cluster` -- async context manager for asyncio tests (ephemeral ports, store under
+  ``tmp_path``), yielding a :class:`Cluster`.
+* :class:`ClusterThread` -- the same on a :class:`~tidemq.remoting.loop.LoopThread`, for sync tests and
+  for subprocess clients (C++ client interop).
+* :class:`ServeProcess` -- ``python -m tidemq serve`` as a real subprocess (SIGTERM / SIGKILL tests).
+
+Example::
+
+    async with run_cluster(tmp_path) as cluster:
+        client = RemotingClient()
+        await client.invoke(cluster.broker_addr, request, 3.0)
+
+    with ClusterThread(tmp_path) as cluster:
+        run_cpp_producer(cluster.namesrv_addr)
+
+    with ServeProcess(tmp_path / "store", flush="sync") as proc:
+        ...; proc.kill()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tidemq.broker.broker import Broker
+from tidemq.broker.config import BrokerConfig
+from tidemq.namesrv.config import NamesrvConfig
+from tidemq.namesrv.server import NameServer
+from tidemq.remoting.loop import LoopThread
+from tidemq.store.config import MessageStoreConfig
+
+LOCALHOST = "127.0.0.1"
+
+
+def make_broker_configs(
+    store_dir: str | Path, namesrv_addr: str | None, **overrides: Any
+) -> tuple[BrokerConfig, MessageStoreConfig]:
+    """Test configs: broker ``broker-a`` on 127.0.0.1 port 0, store at ``store_dir``.
+
+    ``overrides`` name fields of :class:`BrokerConfig` or :class:`MessageStoreConfig`
+    (e.g. ``flush_disk_type="SYNC_FLUSH"``, ``auto_create_topic_enable=False``).
+
+    Raises:
+        TypeError: an override names no field of either config.
+    """
+    broker_fields = {f.name for f in dataclasses.fields(BrokerConfig)}
+    store_fields = {f.name for f in dataclasses.fields(MessageStoreConfig)}
+    b_kw: dict[str, Any] = {
+        "broker_name": "broker-a",
+        "listen_host": LOCALHOST,
+        "listen_port": 0,
+        "namesrv_addr": namesrv_addr,
+    }
+    s_kw: dict[str, Any] = {"store_path_root_dir": str(store_dir)}
+    for key, value in overrides.items():
+        if key in broker_fields:
+            b_kw[key] = value
+        elif key in store_fields:
+            s_kw[key] = value
+        else:
+            raise TypeError(f"unknown broker/store option {key!r}")
+    return BrokerConfig(**b_kw), MessageStoreConfig(**s_kw)
+
+
+@dataclass
+class Cluster:
+    """A running name server + broker.
+
+    Attributes:
+        namesrv_addr: ``"127.0.0.1:port"`` of the name server.
+        broker_addr: ``"127.0.0.1:port"`` of the broker (stable across :meth:`restart_broker`).
+        namesrv / broker: the server objects (for white-box assertions).
+    """
+
+    namesrv_addr: str
+    broker_addr: str
+    namesrv: NameServer
+    broker: Broker
+
+    async def restart_broker(self, **overrides: Any) -> Broker:
+        """Stop the broker cleanly and start a new one on the same store and port."""
+        old = self.broker
+        await old.shutdown()
+        cfg = dataclasses.replace(old.config, listen_port=old.port)
+        store_cfg = dataclasses.replace(old.store_config)
+        for key, value in overrides.items():
+            target = cfg if hasattr(cfg, key) else store_cfg
+            setattr(target, key, value)
+        self.broker = Broker(cfg, store_cfg)
+        await self.broker.start()
+        self.broker_addr = self.broker.addr
+        return self.broker
+
+
+@contextlib.asynccontextmanager
+async def run_cluster(tmp_path: str | Path, **broker_overrides: Any) -> AsyncIterator[Cluster]:
+    """Run a name server and a broker (``broker-a``) on 127.0.0.1 with ephemeral ports.
+
+    The store lives in ``tmp_path/store``. ``broker_overrides`` set BrokerConfig or
+    MessageStoreConfig fields. Both servers are shut down cleanly on exit.
+    """
+    namesrv = NameServer(NamesrvConfig(), LOCALHOST, 0)
+    await namesrv.start()
+    try:
+        ns_addr = f"{LOCALHOST}:{namesrv.port}"
+        bc, sc = make_broker_configs(Path(tmp_path) / "store", ns_addr, **broker_overrides)
+        broker = Broker(bc, sc)
+        await broker.start()
+        cluster = Cluster(ns_addr, broker.addr, namesrv, broker)
+        try:
+            yield cluster
+        finally:
+            await cluster.broker.shutdown()
+    finally:
+        await namesrv.shutdown()
+
+
+class ClusterThread:
+    """:func:`run_cluster` on a background event-loop thread, for synchronous code.
+
+    Args:
+        tmp_path: directory for the store (``tmp_path/store``).
+        broker_overrides: BrokerConfig / MessageStoreConfig fields.
+
+    Use as a context manager or call :meth:`start` / :meth:`stop`; :meth:`restart` restarts the
+    broker on the same store and port. ``namesrv_addr`` / ``broker_addr`` are set once started.
+    """
+
+    def __init__(self, tmp_path: str | Path, **broker_overrides: Any) -> None:
+        self.tmp_path = Path(tmp_path)
+        self.overrides = broker_overrides
+        self.loop_thread: LoopThread | None = None
+        self.cluster: Cluster | None = None
+        self._cm: contextlib.AbstractAsyncContextManager[Cluster] | None = None
+
+    @property
+    def namesrv_addr(self) -> str:
+        assert self.cluster is not None, "cluster not started"
+        return self.cluster.namesrv_addr
+
+    @property
+    def broker_addr(self) -> str:
+        assert self.cluster is not None, "cluster not started"
+        return self.cluster.broker_addr
+
+    @property
+    def broker(self) -> Broker:
+        assert self.cluster is not None, "cluster not started"
+        return self.cluster.broker
+
+    def start(self, timeout: float = 30.0) -> ClusterThread:
+        """Start both servers; returns self."""
+        self.loop_thread = LoopThread("tidemq-cluster")
+        cm = run_cluster(self.tmp_path, **self.overrides)
+        self._cm = cm
+        self.cluster = self.loop_thread.run(cm.__aenter__(), timeout)
+        return self
+
+    def restart(self, timeout: float = 30.0, **overrides: Any) -> None:
+        """Restart the broker (clean shutdown, same store and port)."""
+        assert self.loop_thread is not None and self.cluster is not None, "cluster not started"
+        self.loop_thread.run(self.cluster.restart_broker(**overrides), timeout)
+
+    def run(self, coro: Any, timeout: float | None = 30.0) -> Any:
+        """Run a coroutine on the cluster's loop thread and return its result."""
+        assert self.loop_thread is not None, "cluster not started"
+        return self.loop_thread.run(coro, timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop both servers and the loop thread. Idempotent."""
+        if self.loop_thread is None:
+            return
+        try:
+            if self._cm is not None:
+                self.loop_thread.run(self._cm.__aexit__(None, None, None), timeout)
+        finally:
+            self._cm = None
+            self.loop_thread.stop()
+            self.loop_thread = None
+
+    def __enter__(self) -> ClusterThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class ServeProcess:
+    """``python -m tidemq serve`` as a subprocess on 127.0.0.1 with free ports.
+
+    Args:
+        store: store directory.
+        flush: ``"async"`` or ``"sync"``.
+        extra_args: more ``tidemq serve`` options.
+        ready_timeout: seconds to wait for the ready line.
+        log_path: where the process's stderr goes (default ``<store>/../serve-<pid>.log`` style file
+            next to the store; None keeps it in a temporary file).
+
+    Attributes (after start): ``namesrv_addr``, ``broker_addr``, ``proc`` (the Popen).
+
+    Raises (from :meth:`start`):
+        RuntimeError: the process exited or printed nothing ready within ``ready_timeout``
+            (the message includes the tail of its log).
+    """
+
+    READY_PREFIX = "tidemq ready "
+
+    def __init__(
+        self,
+        store: str | Path,
+        *,
+        flush: str = "async",
+        extra_args: list[str] | None = None,
+        ready_timeout: float = 30.0,
+        log_path: str | Path | None = None,
+    ) -> None:
+        self.store = Path(store)
+        self.flush = flush
+        self.extra_args = list(extra_args or [])
+        self.ready_timeout = ready_timeout
+        self.log_path = Path(log_path) if log_path else self.store.parent / f"serve-{self.store.name}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.namesrv_addr = ""
+        self.broker_addr = ""
+
+    def command(self) -> list[str]:
+        """The command line that is run."""
+        return [
+            sys.executable,
+            "-m",
+            "tidemq",
+            "serve",
+            "--store",
+            str(self.store),
+            "--host",
+            LOCALHOST,
+            "--namesrv-port",
+            "0",
+            "--broker-port",
+            "0",
+            "--flush",
+            self.flush,
+            *self.extra_args,
+        ]
+
+    def start(self) -> ServeProcess:
+        """Start the process and wait for its ready line; returns self."""
+        self.store.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_file = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        try:
+            self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=log_file, env=env)
+        finally:
+            log_file.close()
+        line = self._read_ready_line()
+        fields = dict(part.split("=", 1) for part in line[len(self.READY_PREFIX) :].split() if "=" in part)
+        self.namesrv_addr = fields.get("namesrv", "")
+        self.broker_addr = fields.get("broker", "")
+        return self
+
+    def _read_ready_line(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        deadline = time.monotonic() + self.ready_timeout
+        buf = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                    chunk = os.read(self.proc.stdout.fileno(), 4096)
+                    if not chunk:
+                        break
+                    buf += chunk
+                    for raw in buf.split(b"\n")[:-1]:
+                        text = raw.decode(errors="replace").strip()
+                        if text.startswith(self.READY_PREFIX):
+                            return text
+        code = self.proc.poll()
+        self.kill()
+        raise RuntimeError(
+            f"tidemq serve did not become ready within {self.ready_timeout:g}s (exit code {code}); "
+            f"stdout={buf[-500:]!r}; log tail:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last lines of the process's stderr log."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait; returns the exit code (0 after a clean stop)."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._close()
+        return code
+
+    def kill(self) -> int:
+        """SIGKILL (a crash) and wait; returns the exit code."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.kill()
+        code = self.proc.wait()
+        self._close()
+        return code
+
+    def _close(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self) -> ServeProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.stop()
+
+
+def serve_subprocess(store: str | Path, *, flush: str = "async", **kwargs: Any) -> ServeProcess:
+    """Start ``tidemq serve`` on ``store`` and return the running :class:`ServeProcess`."""
+    return ServeProcess(store, flush=flush, **kwargs).start()
