@@ -8,12 +8,13 @@ order, and a C++ pull consumer must read them back.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
 from tests.interop.conftest import Spawn
 from tests.interop.harness import stored_count, stored_messages, wait_for
-from tidemq.testing import ClusterThread
+from tidemq.testing import ClusterThread, ServeProcess
 
 pytest.importorskip("rocketmq.client")
 pytestmark = pytest.mark.interop
@@ -109,3 +110,49 @@ def test_sync_oneway_orderly_sends_are_all_stored(cluster: ClusterThread, spawn:
                 order[key_of[body]].append(int(body.split("-")[1]))
     assert all(len(qs) == 1 for qs in queues_of_key.values()), queues_of_key
     assert all(seq == sorted(seq) for seq in order.values())
+
+
+def test_against_tidemq_serve_everything_sent_is_consumed(tmp_path: Path, spawn: Spawn) -> None:
+    """The same three send modes against a real ``tidemq serve`` process, checked by consuming."""
+    topic, group = "CppServeTopic", "CppServeGroup"
+    with ServeProcess(tmp_path / "store") as serve:
+        ns = serve.namesrv_addr
+        producers = [
+            spawn(
+                "cpp_producer.py",
+                "--namesrv",
+                ns,
+                "--topic",
+                topic,
+                "--mode",
+                mode,
+                "--count",
+                str(n),
+                "--prefix",
+                mode,
+                "--group",
+                f"PG_{mode}",
+            )
+            for mode, n in (("sync", 1000), ("oneway", 100), ("orderly", 300))
+        ]
+        for proc in producers:
+            assert proc.wait_event("done", 60) and proc.wait_exit(15) == 0, proc.describe()
+        consumer = spawn(
+            "cpp_push_consumer.py",
+            "--namesrv",
+            ns,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--duration",
+            "60",
+            name="serve-consumer",
+        )
+        expected = {f"sync-{i}" for i in range(1000)} | {f"oneway-{i}" for i in range(100)}
+        expected |= {f"orderly-{i}" for i in range(300)}
+        assert consumer.wait_until(lambda p: {m["body"] for m in p.of("msg")} >= expected, 45), (
+            consumer.describe() + "\n" + serve.log_tail()
+        )
+        got = [m["body"] for m in consumer.of("msg")]
+        assert set(got) == expected

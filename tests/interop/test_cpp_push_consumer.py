@@ -182,3 +182,72 @@ def test_tag_expression_gets_only_those_tags(cluster: ClusterThread, spawn: Spaw
     got = [m for m in consumer.of("msg") if m["body"].startswith("t-")]
     assert {m["tags"] for m in got} == {"TagA", "TagB"}
     assert sorted(m["body"] for m in got) == sorted(wanted)
+
+
+def test_orderly_consumer_locks_queues_and_keeps_key_order(cluster: ClusterThread, spawn: Spawn) -> None:
+    ns, topic, group = cluster.namesrv_addr, "CppOrderTopic", "CppOrderGroup"
+    driver = Driver(spawn, ns, topic)
+    sent = driver.send(mode="orderly", shard="key", count=200, prefix="o")
+    consumer = spawn(
+        "cpp_push_consumer.py",
+        "--namesrv",
+        ns,
+        "--group",
+        group,
+        "--topic",
+        topic,
+        "--orderly",
+        "--duration",
+        "60",
+        name="orderly",
+    )
+    assert consumer.wait_until(lambda p: len(bodies(p, "o")) >= 200, 30), consumer.describe()
+    key_of = {e["body"]: e["key"] for e in sent}
+    seq: dict[str, list[int]] = defaultdict(list)
+    for m in consumer.of("msg"):
+        if m["body"].startswith("o-"):
+            seq[key_of[m["body"]]].append(int(m["body"].split("-")[1]))
+    assert all(s == sorted(s) for s in seq.values()), seq
+    assert sum(len(s) for s in seq.values()) == 200
+    # the consumer holds broker-side locks on the queues it consumes
+    client_ids = group_client_ids(cluster.broker, group)
+    assert len(client_ids) == 1
+    locks = cluster.broker.rebalance_lock_manager.lock_table().get(group, {})
+    assert {mq.queue_id for mq in locks} == set(range(QUEUES))
+    assert {e.client_id for e in locks.values()} == set(client_ids)
+
+
+def test_survivor_takes_over_when_a_member_exits(cluster: ClusterThread, spawn: Spawn) -> None:
+    ns, topic, group = cluster.namesrv_addr, "CppFailoverTopic", "CppFailoverGroup"
+    driver = Driver(spawn, ns, topic)
+    driver.send(mode="sync", count=QUEUES, prefix="create")
+    members = [
+        spawn(
+            "cpp_push_consumer.py",
+            "--namesrv",
+            ns,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--duration",
+            "90",
+            name=f"fo{i}",
+        )
+        for i in range(2)
+    ]
+    assert wait_for(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30)
+
+    def settled(prefix: str) -> bool:
+        got = [bodies(m, prefix) for m in members]
+        return sorted(b for g in got for b in g) == sorted(f"{prefix}-{i}" for i in range(QUEUES)) and all(
+            got
+        )
+
+    warm_up(driver, members, settled)
+    members[1].stop()  # SIGTERM: the C++ client shuts down (unregisters) or its connection drops
+    assert wait_for(lambda: len(group_client_ids(cluster.broker, group)) == 1, 30)
+    # the survivor is notified, rebalances and gets all queues
+    driver.send(mode="orderly", shard="index", count=QUEUES * 5, prefix="after")
+    survivor = members[0]
+    assert survivor.wait_until(lambda p: len(set(bodies(p, "after"))) == QUEUES * 5, 30), survivor.describe()

@@ -33,7 +33,7 @@ from tidemq.protocol.message_codec import (
 from tidemq.store.checkpoint import StoreCheckpoint
 from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
-from tidemq.store.consume_queue import ConsumeQueue, CqUnit
+from tidemq.store.consume_queue import PRE_BLANK_SIZE, ConsumeQueue, CqUnit
 from tidemq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -498,6 +498,8 @@ class MessageStore:
         picked: list[tuple[int, int, int]] = []  # (phy, size, queue offset)
         for i, (offset_py, size_py, tags_code) in enumerate(struct.iter_unpack(">qiq", buf)):
             scanned = i + 1
+            if size_py <= 0 or size_py == PRE_BLANK_SIZE:  # padding, nothing stored there
+                continue
             max_phy_pulling = offset_py
             if next_phy_file_start >= 0 and offset_py < next_phy_file_start:
                 continue
