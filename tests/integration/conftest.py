@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +36,10 @@ class Wire:
         return self.cluster.broker_addr
 
     async def invoke(
-        self, code: int, ext: dict[str, str] | None = None, body: bytes = b"", timeout: float = TIMEOUT
+        self, code: int, ext: dict[str, str] | None = None, body: bytes = b"", rpc_timeout: float = TIMEOUT
     ) -> RemotingCommand:
         request = RemotingCommand.create_request(code, ext or {}, body)
-        return await self.client.invoke(self.addr, request, timeout)
+        return await self.client.invoke(self.addr, request, rpc_timeout)
 
     def send_header(
         self,
@@ -51,7 +50,11 @@ class Wire:
         batch: bool = False,
         **kw: Any,
     ) -> SendMessageRequestHeader:
-        props = properties if isinstance(properties, str) or properties is None else properties_to_string(properties)
+        props = (
+            properties
+            if isinstance(properties, str) or properties is None
+            else properties_to_string(properties)
+        )
         return SendMessageRequestHeader(
             producer_group=kw.pop("producer_group", "PG"),
             topic=topic,
@@ -74,16 +77,21 @@ class Wire:
         code: int = RequestCode.SEND_MESSAGE_V2,
         queue_id: int = 0,
         properties: dict[str, str] | str | None = None,
-        timeout: float = TIMEOUT,
+        rpc_timeout: float = TIMEOUT,
         **kw: Any,
     ) -> RemotingCommand:
         """SEND_MESSAGE_V2 (or ``code``) of one message."""
         header = self.send_header(topic, queue_id=queue_id, properties=properties, **kw)
         ext = header.to_ext_fields() if code == RequestCode.SEND_MESSAGE else header.to_v2_ext_fields()
-        return await self.invoke(code, ext, body, timeout=timeout)
+        return await self.invoke(code, ext, body, rpc_timeout=rpc_timeout)
 
     async def send_batch(
-        self, topic: str, msgs: list[Message], *, code: int = RequestCode.SEND_BATCH_MESSAGE, queue_id: int = 0
+        self,
+        topic: str,
+        msgs: list[Message],
+        *,
+        code: int = RequestCode.SEND_BATCH_MESSAGE,
+        queue_id: int = 0,
     ) -> RemotingCommand:
         header = self.send_header(topic, queue_id=queue_id, batch=True)
         ext = header.to_ext_fields() if code == RequestCode.SEND_MESSAGE else header.to_v2_ext_fields()
@@ -118,10 +126,12 @@ class Wire:
             sub_version=sub_version,
         )
 
-    async def pull(self, topic: str, offset: int, *, timeout: float = TIMEOUT, **kw: Any) -> RemotingCommand:
+    async def pull(
+        self, topic: str, offset: int, *, rpc_timeout: float = TIMEOUT, **kw: Any
+    ) -> RemotingCommand:
         """PULL_MESSAGE; ``suspend_ms`` sets FLAG_SUSPEND, ``subscription=None`` clears FLAG_SUBSCRIPTION."""
         header = self.pull_header(topic, offset, **kw)
-        return await self.invoke(RequestCode.PULL_MESSAGE, header.to_ext_fields(), timeout=timeout)
+        return await self.invoke(RequestCode.PULL_MESSAGE, header.to_ext_fields(), rpc_timeout=rpc_timeout)
 
     async def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> None:
         from tidemq.protocol.headers import CreateTopicRequestHeader
@@ -136,15 +146,6 @@ class Wire:
         )
         r = await self.invoke(RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields())
         assert r.code == ResponseCode.SUCCESS, r.remark
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    """Wait until ``predicate()`` is true (polling the loop), failing after ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture

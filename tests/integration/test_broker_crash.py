@@ -50,7 +50,9 @@ async def read_queue(client: RemotingClient, addr: str, topic: str, queue_id: in
             subscription="*",
             sub_version=0,
         )
-        r = await client.invoke(addr, RemotingCommand.create_request(RequestCode.PULL_MESSAGE, h.to_ext_fields()), 5)
+        r = await client.invoke(
+            addr, RemotingCommand.create_request(RequestCode.PULL_MESSAGE, h.to_ext_fields()), 5
+        )
         if r.code != ResponseCode.SUCCESS:
             return out
         for m in decode_messages(r.body):
@@ -98,7 +100,9 @@ def test_sync_flush_survives_sigkill(tmp_path: Path) -> None:
                     counter += 1
                     body = b"w%d-%08d" % (worker, counter) + b"." * 200
                     try:
-                        r = await client.invoke(proc.broker_addr, send_request("Crash", counter % QUEUES, body), 5)
+                        r = await client.invoke(
+                            proc.broker_addr, send_request("Crash", counter % QUEUES, body), 5
+                        )
                     except Exception:
                         return  # the broker died under us
                     if r.code == ResponseCode.SUCCESS:
@@ -152,7 +156,8 @@ def test_sync_flush_survives_sigkill(tmp_path: Path) -> None:
                 r = await client.invoke(
                     proc2.broker_addr,
                     RemotingCommand.create_request(
-                        RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "CG", "topic": "Crash", "queueId": "0"}
+                        RequestCode.QUERY_CONSUMER_OFFSET,
+                        {"consumerGroup": "CG", "topic": "Crash", "queueId": "0"},
                     ),
                     5,
                 )

@@ -24,7 +24,9 @@ async def query_offset(wire: Wire, group: str, topic: str, queue_id: int = 0) ->
 
 
 async def update_offset(wire: Wire, group: str, topic: str, queue_id: int, offset: int) -> None:
-    h = UpdateConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id, commit_offset=offset)
+    h = UpdateConsumerOffsetRequestHeader(
+        consumer_group=group, topic=topic, queue_id=queue_id, commit_offset=offset
+    )
     r = await wire.invoke(RequestCode.UPDATE_CONSUMER_OFFSET, h.to_ext_fields())
     assert r.code == ResponseCode.SUCCESS
 

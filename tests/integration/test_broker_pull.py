@@ -52,9 +52,13 @@ def heartbeat_body(client_id: str, group: str, topic: str, sub: str = "*", sub_v
 
 def offsets(r) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
     """(nextBeginOffset, minOffset, maxOffset) of a pull response; every field must be present."""
-    assert HEADER_FIELDS <= set(r.ext_fields), r.ext_fields
+    assert set(r.ext_fields) >= HEADER_FIELDS, r.ext_fields
     assert r.ext_fields["suggestWhichBrokerId"] == "0"
-    return int(r.ext_fields["nextBeginOffset"]), int(r.ext_fields["minOffset"]), int(r.ext_fields["maxOffset"])
+    return (
+        int(r.ext_fields["nextBeginOffset"]),
+        int(r.ext_fields["minOffset"]),
+        int(r.ext_fields["maxOffset"]),
+    )
 
 
 async def fill(wire: Wire, topic: str, n: int, *, tags: str | None = None, size: int = 10) -> None:
@@ -174,7 +178,9 @@ async def test_commit_offset_piggy_backed(wire: Wire) -> None:
     await fill(wire, "CO", 3)
     r = await wire.pull("CO", 3, group="COG", commit_offset=2)
     assert r.code == ResponseCode.PULL_NOT_FOUND
-    r = await wire.invoke(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "COG", "topic": "CO", "queueId": "0"})
+    r = await wire.invoke(
+        RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "COG", "topic": "CO", "queueId": "0"}
+    )
     assert r.code == ResponseCode.SUCCESS and r.ext_fields["offset"] == "2"
 
 
@@ -182,7 +188,7 @@ async def test_long_poll_answers_when_message_arrives(wire: Wire, cluster: Clust
     """A held pull (suspend 20 s) is answered with the new message as soon as it is sent."""
     await wire.create_topic("LP", 4)
     start = time.monotonic()
-    pull = asyncio.ensure_future(wire.pull("LP", 0, suspend_ms=20_000, timeout=30))
+    pull = asyncio.ensure_future(wire.pull("LP", 0, suspend_ms=20_000, rpc_timeout=30))
     deadline = time.monotonic() + 5
     while cluster.broker.pull_request_hold_service.held_count == 0:
         assert time.monotonic() < deadline, "pull was never held"
@@ -206,7 +212,7 @@ async def test_long_poll_times_out_with_not_found(wire: Wire) -> None:
     """A held pull with nothing arriving answers PULL_NOT_FOUND after its suspend time, offset unchanged."""
     await fill(wire, "LPT", 1)
     start = time.monotonic()
-    r = await wire.pull("LPT", 1, suspend_ms=300, timeout=10)
+    r = await wire.pull("LPT", 1, suspend_ms=300, rpc_timeout=10)
     elapsed = time.monotonic() - start
     assert r.code == ResponseCode.PULL_NOT_FOUND
     assert offsets(r)[0] == 1
@@ -216,7 +222,7 @@ async def test_long_poll_times_out_with_not_found(wire: Wire) -> None:
 async def test_long_poll_ignores_non_matching_tag(wire: Wire, cluster: Cluster) -> None:
     """A held pull filtered on TagA is not woken by a TagB message; a TagA message wakes it."""
     await wire.create_topic("LPF", 1)
-    pull = asyncio.ensure_future(wire.pull("LPF", 0, suspend_ms=20_000, subscription="TagA", timeout=30))
+    pull = asyncio.ensure_future(wire.pull("LPF", 0, suspend_ms=20_000, subscription="TagA", rpc_timeout=30))
     hold = cluster.broker.pull_request_hold_service
     deadline = time.monotonic() + 5
     while hold.held_count == 0:

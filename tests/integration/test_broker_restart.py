@@ -70,8 +70,8 @@ async def test_corrupt_consumer_offset_file_recovered_from_bak(tmp_path: Path) -
             cluster.broker.consumer_offset_manager.persist()
             await cluster.broker.shutdown()  # persists again: consumerOffset.json and .bak both hold it
             path = tmp_path / "store" / "config" / "consumerOffset.json"
-            assert Path(str(path) + ".bak").exists()
-            path.write_bytes(b'{"offsetTable": {"Off@OG": {0: 1')  # torn write
+            assert Path(str(path) + ".bak").exists()  # noqa: ASYNC240
+            path.write_bytes(b'{"offsetTable": {"Off@OG": {0: 1')
             cluster.broker = Broker(cluster.broker.config, cluster.broker.store_config)
             await cluster.broker.start()
             cluster.broker_addr = cluster.broker.addr

@@ -48,7 +48,9 @@ async def test_send_v2_then_pull_back_byte_exact(wire: Wire) -> None:
 
 async def test_send_v1_long_names_with_cpp_trailing_separator(wire: Wire) -> None:
     """SEND_MESSAGE (10) with long field names and a C++-style trailing \\x02 in properties."""
-    r = await wire.send("TopicV1", b"v1-body", code=RequestCode.SEND_MESSAGE, properties="TAGS\x01x\x02a\x01b\x02")
+    r = await wire.send(
+        "TopicV1", b"v1-body", code=RequestCode.SEND_MESSAGE, properties="TAGS\x01x\x02a\x01b\x02"
+    )
     assert r.code == ResponseCode.SUCCESS, r.remark
     (msg,) = await pull_all(wire, "TopicV1")
     assert msg.body == b"v1-body" and msg.tags == "x" and msg.properties["a"] == "b"
@@ -71,7 +73,9 @@ async def test_random_queue_when_queue_id_negative(wire: Wire) -> None:
 )
 async def test_batch_send_pulls_back_every_message(wire: Wire, code: int) -> None:
     """A batch (code 320, or the batch flag on 310/10) stores each message with contiguous offsets."""
-    msgs = [Message("TopicB", b"m%d" % i, tags=f"T{i % 2}", properties={"UNIQ_KEY": f"U{i}"}) for i in range(5)]
+    msgs = [
+        Message("TopicB", b"m%d" % i, tags=f"T{i % 2}", properties={"UNIQ_KEY": f"U{i}"}) for i in range(5)
+    ]
     header = wire.send_header("TopicB", batch=True)
     if code == RequestCode.SEND_MESSAGE:
         ext = header.to_ext_fields()
@@ -102,7 +106,9 @@ async def test_auto_create_from_tbw102_registers_route(wire: Wire, cluster: Clus
     try:
         deadline = asyncio.get_running_loop().time() + 5
         while True:
-            req = RemotingCommand.create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BrandNewTopic"})
+            req = RemotingCommand.create_request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "BrandNewTopic"}
+            )
             resp = await client.invoke(cluster.namesrv_addr, req, 3.0)
             if resp.code == ResponseCode.SUCCESS:
                 break
@@ -173,7 +179,7 @@ async def test_queue_id_out_of_range(wire: Wire) -> None:
 
 async def test_oversized_body_rejected_broker_keeps_serving(wire: Wire) -> None:
     """A body above max_message_size (4 MiB) gets MESSAGE_ILLEGAL; the next send works."""
-    r = await wire.send("TopicBig", b"x" * (4 * 1024 * 1024 + 1), timeout=10)
+    r = await wire.send("TopicBig", b"x" * (4 * 1024 * 1024 + 1), rpc_timeout=10)
     assert r.code == ResponseCode.MESSAGE_ILLEGAL
     assert "larger than the limit" in (r.remark or "")
     r = await wire.send("TopicBig", b"small")

@@ -31,6 +31,7 @@ class MessageStoreConfig:
         flush_disk_type: ``"ASYNC_FLUSH"`` or ``"SYNC_FLUSH"`` (the broker awaits ``flush()`` before
             answering a SYNC_FLUSH send).
         flush_interval_commit_log: ms between periodic commit-log flushes (the broker's timer).
+        sync_flush_timeout: ms a SYNC_FLUSH send waits for its flush before FLUSH_DISK_TIMEOUT.
         flush_interval_consume_queue: ms; ``flush()`` also fsyncs consume queues and writes the
             checkpoint when at least this long has passed since it last did.
         file_reserved_time: hours a commit-log segment is kept after its last modification.
@@ -55,6 +56,7 @@ class MessageStoreConfig:
     flush_disk_type: str = ASYNC_FLUSH
     flush_interval_commit_log: int = 500
     flush_interval_consume_queue: int = 1000
+    sync_flush_timeout: int = 5000
     file_reserved_time: int = 72
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75

@@ -32,13 +32,13 @@ from tidemq.protocol.message_codec import (
 )
 from tidemq.store.checkpoint import StoreCheckpoint
 from tidemq.store.commit_log import CommitLog
-from tidemq.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
-from tidemq.store.consume_queue import PRE_BLANK_SIZE, ConsumeQueue, CqUnit
+from tidemq.store.config import MessageStoreConfig
+from tidemq.store.consume_queue import ConsumeQueue, CqUnit
+from tidemq.store.message_reader import MessageReader
 from tidemq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
     GetMessageResult,
-    GetMessageStatus,
     MessageExtBrokerInner,
     PutMessageResult,
     PutMessageStatus,
@@ -52,7 +52,6 @@ MessageArrivingListener = Callable[[str, int, int, int, int], None]
 """``(topic, queue_id, max_offset_after_put, tags_code, store_timestamp_ms)``, after every put."""
 
 _CONSUMABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
-_I32 = struct.Struct(">i")
 
 
 def tags_string_to_tags_code(tags: str | None) -> int:
@@ -99,6 +98,7 @@ class MessageStore:
         self._delay_table = config.delay_level_table()
         self._max_delay_level = max(self._delay_table, default=0)
         self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
+        self._reader = MessageReader(self.commit_log, config, self._memory_limit)
         self._last_store_timestamp = 0
         self._flushed_offset = 0
         self._last_cq_flush = 0.0
@@ -126,6 +126,7 @@ class MessageStore:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             Path(self.config.consume_queue_dir).mkdir(parents=True, exist_ok=True)
+            Path(self.config.commit_log_dir).mkdir(parents=True, exist_ok=True)
             abort = self.root / "abort"
             abnormal = abort.exists()
             abort.touch()
@@ -424,27 +425,7 @@ class MessageStore:
         self._last_cq_flush = time.monotonic()
 
     # ------------------------------------------------------------------------------------- get
-    def _is_in_disk(self, offset_py: int, max_offset_py: int) -> bool:
-        return (max_offset_py - offset_py) > self._memory_limit
-
-    def _is_the_batch_full(
-        self, size_py: int, max_msg_nums: int, total: int, count: int, in_disk: bool
-    ) -> bool:
-        if total == 0 or count == 0:
-            return False
-        if max_msg_nums <= count:
-            return True
-        cfg = self.config
-        if in_disk:
-            return (
-                total + size_py > cfg.max_transfer_bytes_on_message_in_disk
-                or count > cfg.max_transfer_count_on_message_in_disk - 1
-            )
-        return (
-            total + size_py > cfg.max_transfer_bytes_on_message_in_memory
-            or count > cfg.max_transfer_count_on_message_in_memory - 1
-        )
-
+    # ----------------------------------------------------------------------------- offsets/time
     def get_message(
         self,
         group: str,
@@ -461,96 +442,10 @@ class MessageStore:
         ``max_msg_nums``, 256 KiB / 32 records (64 KiB / 8 when far behind), and scans at most
         ``max(16000, max_msg_nums * 20)`` bytes of consume queue. ``group`` is informational.
         """
-        cq = self.find_consume_queue(topic, queue_id)
-        if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
-        min_offset = cq.get_min_offset_in_queue()
-        max_offset = cq.get_max_offset_in_queue()
-        result = GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, offset, min_offset, max_offset)
-        if max_offset == 0:
-            result.next_begin_offset = 0
-        elif offset < min_offset:
-            result.status, result.next_begin_offset = GetMessageStatus.OFFSET_TOO_SMALL, min_offset
-        elif offset == max_offset:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-        elif offset > max_offset:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            result.next_begin_offset = min_offset if min_offset == 0 else max_offset
-        else:
-            max_filter_bytes = max(16000, max_msg_nums * CQ_STORE_UNIT_SIZE)
-            buf = cq.get_index_buffer(offset, max_filter_bytes)
-            if buf is None:
-                result.status = GetMessageStatus.OFFSET_FOUND_NULL
-                result.next_begin_offset = cq.roll_next_file(offset)
-            else:
-                self._scan_consume_queue(result, buf, offset, max_msg_nums, tag_codes)
-        return result
+        return self._reader.get_message(
+            self.find_consume_queue(topic, queue_id), offset, max_msg_nums, tag_codes
+        )
 
-    def _scan_consume_queue(
-        self, result: GetMessageResult, buf: bytes, offset: int, max_msg_nums: int, tag_codes: set[int] | None
-    ) -> None:
-        result.status = GetMessageStatus.NO_MATCHED_MESSAGE
-        max_offset_py = self.commit_log.get_max_offset()
-        next_phy_file_start = -1
-        max_phy_pulling = 0
-        scanned = 0
-        total = 0
-        picked: list[tuple[int, int, int]] = []  # (phy, size, queue offset)
-        for i, (offset_py, size_py, tags_code) in enumerate(struct.iter_unpack(">qiq", buf)):
-            scanned = i + 1
-            if size_py <= 0 or size_py == PRE_BLANK_SIZE:  # padding, nothing stored there
-                continue
-            max_phy_pulling = offset_py
-            if next_phy_file_start >= 0 and offset_py < next_phy_file_start:
-                continue
-            if self._is_the_batch_full(
-                size_py, max_msg_nums, total, len(picked), self._is_in_disk(offset_py, max_offset_py)
-            ):
-                scanned = i
-                break
-            if tag_codes is not None and tags_code not in tag_codes:
-                continue
-            if offset_py < self.commit_log.get_min_offset() or offset_py + size_py > max_offset_py:
-                if not picked:
-                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                next_phy_file_start = self.commit_log.roll_next_file(offset_py)
-                continue
-            picked.append((offset_py, size_py, offset + i))
-            total += size_py
-            next_phy_file_start = -1
-        for queue_offset, data in self._read_records(picked):
-            if data is None:
-                if not result.message_buffers:
-                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                continue
-            result.add_message(data, queue_offset)
-        if result.message_buffers:
-            result.status = GetMessageStatus.FOUND
-        result.next_begin_offset = offset + scanned
-        result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > self._memory_limit
-
-    def _read_records(self, picked: list[tuple[int, int, int]]) -> list[tuple[int, bytes | None]]:
-        """Read picked ``(phy, size, queue offset)`` records -> ``(queue offset, record or None)``,
-        coalescing contiguous records of one segment into one pread."""
-        out: list[tuple[int, bytes | None]] = []
-        seg = self.config.mapped_file_size_commit_log
-        i = 0
-        while i < len(picked):
-            start, size, _ = picked[i]
-            j = i + 1
-            end = start + size
-            while j < len(picked) and picked[j][0] == end and picked[j][0] // seg == start // seg:
-                end += picked[j][1]
-                j += 1
-            data = self.commit_log.get_message(start, end - start)
-            pos = 0
-            for _phy, sz, q in picked[i:j]:
-                out.append((q, data[pos : pos + sz] if data is not None else None))
-                pos += sz
-            i = j
-        return out
-
-    # ----------------------------------------------------------------------------- offsets/time
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """Next logical offset to be written (number of entries); 0 for an unknown queue."""
         cq = self.find_consume_queue(topic, queue_id)
@@ -627,7 +522,7 @@ class MessageStore:
         unit = cq.get_unit(consume_offset) if cq is not None else None
         if unit is None:
             return False
-        return self._is_in_disk(unit.commit_log_offset, self.commit_log.get_max_offset())
+        return self._reader.is_in_disk(unit.commit_log_offset, self.commit_log.get_max_offset())
 
     # ------------------------------------------------------------------------- by commit offset
     def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:

@@ -178,7 +178,8 @@ class ConsumeMessageConcurrentlyService:
                 if not await self.host.send_message_back(m, context.delay_level_when_next_consume):
                     m.reconsume_times += 1
                     not_sent_back.append(m)
-        done = [m for m in msgs if m not in not_sent_back] if not_sent_back else msgs
+        keep = {id(m) for m in not_sent_back}
+        done = [m for m in msgs if id(m) not in keep]
         if not_sent_back:
             self.submit_consume_request_later(not_sent_back, pq, mq)
         offset = pq.remove_messages(done)

@@ -1,0 +1,82 @@
+"""BROADCASTING: every member gets everything; a restart resumes from the local offsets file.
+Also the blocking facades (Producer / PushConsumer) on their background loops."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
+from tidemq.client.consumer.push import PushConsumer
+from tidemq.client.producer.producer import Producer
+from tidemq.protocol.message import Message, MessageExt
+from tidemq.testing import ClusterThread
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.bodies: list[bytes] = []
+
+    def __call__(self, msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
+        with self.lock:
+            self.bodies.extend(m.body for m in msgs)
+
+    def distinct(self) -> set[bytes]:
+        with self.lock:
+            return set(self.bodies)
+
+
+def broadcaster(addr: str, store: Path, name: str, sink: Sink) -> PushConsumer:
+    c = PushConsumer(
+        namesrv_addr=addr,
+        consumer_group="bc",
+        message_model="BROADCASTING",
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        offset_store_dir=store,
+        instance_name=name,
+    )
+    c.subscribe("BcT", "*")
+    c.register_message_listener(sink)
+    c.start()
+    return c
+
+
+def test_broadcasting_members_each_get_everything_and_resume(tmp_path: Path) -> None:
+    """Two BROADCASTING members each see every message; a restarted member resumes from its file."""
+    with ClusterThread(tmp_path / "cluster") as cluster:
+        addr = cluster.namesrv_addr
+        offsets = tmp_path / "offsets"
+        producer = Producer(namesrv_addr=addr, producer_group="pbc")
+        producer.start()
+        first = {f"a{i}".encode() for i in range(20)}
+        for body in sorted(first):
+            producer.send(Message("BcT", body))
+        s1, s2 = Sink(), Sink()
+        c1 = broadcaster(addr, offsets, "one", s1)
+        c2 = broadcaster(addr, offsets, "two", s2)
+        wait_until(lambda: s1.distinct() >= first and s2.distinct() >= first, 10, "both members got all")
+        c1.shutdown()
+        assert any((offsets).rglob("offsets.json"))
+        second = {f"b{i}".encode() for i in range(10)}
+        for body in sorted(second):
+            producer.send(Message("BcT", body))
+        wait_until(lambda: s2.distinct() >= second, 10, "running member got the second wave")
+        r1 = Sink()
+        c1 = broadcaster(addr, offsets, "one", r1)
+        wait_until(lambda: r1.distinct() >= second, 10, "restarted member got the second wave")
+        time.sleep(0.3)
+        assert not (r1.distinct() & first), "restart must resume from the local offsets, not from the start"
+        c1.shutdown()
+        c2.shutdown()
+        producer.shutdown()

@@ -1,0 +1,64 @@
+"""The stored-record -> Arrow decoder matches the schema Spark expects and the message codec."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tidemq.protocol.message_codec import MessageSysFlag, compress_body, create_offset_msg_id, encode_stored_message
+from tidemq.spark.arrow import ARROW_SCHEMA, SOURCE_SCHEMA_DDL, RecordBatchBuilder, tag_predicate
+
+
+def _record(offset: int, body: bytes, props: dict[str, str], *, compressed: bool = False) -> bytes:
+    return encode_stored_message(
+        topic="T",
+        body=compress_body(body) if compressed else body,
+        properties=props,
+        queue_id=3,
+        queue_offset=offset,
+        commit_log_offset=1000 + offset,
+        sys_flag=MessageSysFlag.COMPRESSED_FLAG if compressed else 0,
+        born_timestamp=1_700_000_000_123,
+        born_host="10.0.0.1:5555",
+        store_timestamp=1_700_000_000_456,
+        store_host="127.0.0.1:10911",
+        reconsume_times=2,
+    )
+
+
+def test_decode_columns_and_trim_at_end() -> None:
+    buf = b"".join(
+        [
+            _record(0, b"a", {"TAGS": "x", "KEYS": "k1 k2", "UNIQ_KEY": "U0", "p": "1"}),
+            _record(1, b"b" * 5000, {"TAGS": "y"}, compressed=True),
+            _record(2, b"c", {}),
+        ]
+    )
+    builder = RecordBatchBuilder("broker-a")
+    kept, nxt = builder.add_body(buf, end_offset=2)
+    assert (kept, nxt) == (2, 3)
+    batch = builder.flush()
+    assert batch is not None and batch.schema == ARROW_SCHEMA
+    rows = batch.to_pylist()
+    assert rows[0]["topic"] == "T" and rows[0]["brokerName"] == "broker-a" and rows[0]["queueId"] == 3
+    assert rows[0]["msgId"] == "U0" and rows[0]["keys"] == "k1 k2" and rows[0]["tags"] == "x"
+    assert rows[0]["body"] == b"a" and dict(rows[0]["properties"])["p"] == "1"
+    assert rows[0]["bornTimestamp"] == dt.datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=dt.UTC)
+    assert rows[0]["reconsumeTimes"] == 2
+    assert rows[1]["body"] == b"b" * 5000
+    assert rows[1]["msgId"] == create_offset_msg_id("127.0.0.1:10911", 1001)
+    assert rows[1]["keys"] is None
+    assert builder.flush() is None
+
+
+def test_tag_filter() -> None:
+    buf = b"".join(_record(i, b"m", {"TAGS": t}) for i, t in enumerate(["a", "b", "c"]))
+    builder = RecordBatchBuilder("b", tag_predicate("a || c"))
+    assert builder.add_body(buf, 100) == (2, 3)
+    assert tag_predicate("*") is None and tag_predicate(None) is None
+
+
+def test_arrow_schema_matches_spark() -> None:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    assert to_arrow_schema(_parse_datatype_string(SOURCE_SCHEMA_DDL), timezone="UTC") == ARROW_SCHEMA

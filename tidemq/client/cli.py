@@ -1,0 +1,213 @@
+"""``tidemq send`` and ``tidemq consume``: the client from the command line.
+
+The lead adds :data:`send_command` and :data:`consume_command` to the ``tidemq`` click group.
+Both print one JSON object per line on stdout (logs go to stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
+from tidemq.client.consumer.push import PushConsumer
+from tidemq.client.producer.producer import Producer
+from tidemq.client.producer.selector import SelectMessageQueueByHash
+from tidemq.errors import TideMQError
+from tidemq.protocol.message import Message, MessageExt, MessageQueue
+
+__all__ = ["consume_command", "send_command"]
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def make_body(base: str, index: int, size: int | None) -> bytes:
+    """``<base>-<index>``, padded with ``.`` to ``size`` bytes when given (never truncated)."""
+    body = f"{base}-{index}".encode()
+    if size is not None and len(body) < size:
+        body += b"." * (size - len(body))
+    return body
+
+
+@click.command("send")
+@click.option("--namesrv", required=True, help="Name server address host:port (';'-separated list).")
+@click.option("--topic", required=True, help="Topic to send to.")
+@click.option("--tag", default=None, help="Message tag.")
+@click.option("--key", default=None, help="Message key.")
+@click.option(
+    "--body", default=None, help="Body text (default tidemq-msg); each message gets '-<i>' appended."
+)
+@click.option(
+    "--file",
+    "file_",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read the body text from a file.",
+)
+@click.option("--count", default=1, show_default=True, type=click.IntRange(min=1), help="Messages to send.")
+@click.option("--size", default=None, type=click.IntRange(min=1), help="Pad each body to this many bytes.")
+@click.option(
+    "--orderly-key", default=None, help="Send every message to the queue chosen by hashing this key."
+)
+@click.option("--group", default="tidemq-cli-producer", show_default=True, help="Producer group.")
+def send_command(
+    namesrv: str,
+    topic: str,
+    tag: str | None,
+    key: str | None,
+    body: str | None,
+    file_: Path | None,
+    count: int,
+    size: int | None,
+    orderly_key: str | None,
+    group: str,
+) -> None:
+    """Send COUNT messages and print one JSON line per SendResult."""
+    if body is not None and file_ is not None:
+        raise click.UsageError("give either --body or --file, not both")
+    base = file_.read_text() if file_ is not None else (body if body is not None else "tidemq-msg")
+    producer = Producer(namesrv_addr=namesrv, producer_group=group)
+    try:
+        producer.start()
+        selector = SelectMessageQueueByHash() if orderly_key is not None else None
+        for i in range(count):
+            payload = make_body(base, i, size)
+            msg = Message(topic, payload, tags=tag, keys=key)
+            result = producer.send(msg, selector=selector, arg=orderly_key)
+            _emit(
+                {
+                    "event": "sent",
+                    "msgId": result.msg_id,
+                    "offsetMsgId": result.offset_msg_id,
+                    "queueId": result.message_queue.queue_id,
+                    "queueOffset": result.queue_offset,
+                    "status": result.send_status,
+                    "body": payload.decode(errors="replace"),
+                }
+            )
+    except TideMQError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        producer.shutdown()
+
+
+def _message_event(m: MessageExt) -> dict[str, Any]:
+    return {
+        "event": "message",
+        "topic": m.topic,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "msgId": m.msg_id,
+        "tags": m.tags,
+        "keys": m.keys,
+        "body": m.body.decode(errors="replace"),
+        "reconsumeTimes": m.reconsume_times,
+        "bornTimestamp": m.born_timestamp,
+        "storeTimestamp": m.store_timestamp,
+    }
+
+
+@click.command("consume")
+@click.option("--namesrv", required=True, help="Name server address host:port.")
+@click.option("--topic", required=True, help="Topic to consume.")
+@click.option("--group", required=True, help="Consumer group.")
+@click.option("--expression", default="*", show_default=True, help="'*' or 'tagA || tagB'.")
+@click.option("--broadcast", is_flag=True, help="BROADCASTING instead of CLUSTERING.")
+@click.option(
+    "--orderly", is_flag=True, help="One message at a time on one consume thread (per-queue order)."
+)
+@click.option(
+    "--from",
+    "from_",
+    type=click.Choice(["first", "last", "timestamp"]),
+    default="last",
+    show_default=True,
+    help="Where a group without stored offsets starts.",
+)
+@click.option("--count", default=None, type=click.IntRange(min=1), help="Exit after this many messages.")
+@click.option("--duration", default=None, type=click.FloatRange(min=0), help="Exit after this many seconds.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON lines (otherwise one short text line each)."
+)
+def consume_command(
+    namesrv: str,
+    topic: str,
+    group: str,
+    expression: str,
+    broadcast: bool,
+    orderly: bool,
+    from_: str,
+    count: int | None,
+    duration: float | None,
+    as_json: bool,
+) -> None:
+    """Consume and print one line per message and per queue-assignment change."""
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
+        for m in msgs:
+            events.put(_message_event(m))
+
+    def on_queues(t: str, mq_all: set[MessageQueue], mine: set[MessageQueue]) -> None:
+        events.put(
+            {
+                "event": "assignment",
+                "queues": [
+                    {"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id}
+                    for q in sorted(mine)
+                ],
+            }
+        )
+
+    cfw = {
+        "first": "CONSUME_FROM_FIRST_OFFSET",
+        "last": "CONSUME_FROM_LAST_OFFSET",
+        "timestamp": "CONSUME_FROM_TIMESTAMP",
+    }
+    extra: dict[str, Any] = {"consume_thread_min": 1, "consume_thread_max": 1} if orderly else {}
+    consumer = PushConsumer(
+        namesrv_addr=namesrv,
+        consumer_group=group,
+        message_model="BROADCASTING" if broadcast else "CLUSTERING",
+        consume_from_where=cfw[from_],
+        **extra,
+    )
+    consumer.subscribe(topic, expression)
+    consumer.register_message_listener(listener)
+    consumer.set_queue_listener(on_queues)
+    deadline = None if duration is None else time.monotonic() + duration
+    seen = 0
+    try:
+        consumer.start()
+        while count is None or seen < count:
+            wait = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+            if wait <= 0:
+                break
+            try:
+                event = events.get(timeout=wait)
+            except queue.Empty:
+                continue
+            if event["event"] == "message":
+                seen += 1
+            if as_json:
+                _emit(event)
+            elif event["event"] == "message":
+                click.echo(
+                    f"{event['topic']}[{event['queueId']}]@{event['queueOffset']} {event['msgId']} {event['body']}"
+                )
+            else:
+                click.echo(f"assignment: {event['queues']}")
+    except TideMQError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.shutdown()

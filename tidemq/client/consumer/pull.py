@@ -1,0 +1,425 @@
+"""Lite pull consumers: ``AsyncPullConsumer`` and ``PullConsumer`` (blocking facade).
+
+Mirrors RocketMQ's ``DefaultLitePullConsumer``: ``subscribe`` (queues by rebalance) or
+``assign`` (fixed queues); background long-polling pulls fill a buffer (flow control:
+``pull_threshold_for_queue`` per queue); ``poll(timeout)`` returns buffered messages and marks
+them consumed (the offset to commit is then the ProcessQueue minimum, i.e. after them);
+``commit_sync`` sends offsets to the broker, or auto-commit every ``auto_commit_interval``
+seconds from ``poll``; ``seek`` / ``seek_to_begin`` / ``seek_to_end``,
+``offset_for_timestamp`` and ``committed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from tidemq.client.api import PullStatus
+from tidemq.client.config import PullConsumerConfig, apply_overrides
+from tidemq.client.consumer.listener import (
+    decide_pull_from_where,
+    default_consume_timestamp,
+    parse_consume_timestamp,
+)
+from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
+from tidemq.client.consumer.process_queue import ProcessQueue
+from tidemq.client.consumer.pull_service import PullRequest, process_pull_result
+from tidemq.client.consumer.rebalance import Rebalancer
+from tidemq.client.instance import ClientInstance, acquire_loop_thread, release_loop_thread
+from tidemq.errors import ClientError, TideMQError
+from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from tidemq.protocol.filter import build_subscription_data
+from tidemq.protocol.headers import PullSysFlag
+from tidemq.protocol.message import MessageExt, MessageQueue
+from tidemq.protocol.topic import is_retry_topic, validate_topic
+
+__all__ = ["AsyncPullConsumer", "PullConsumer"]
+
+log = logging.getLogger(__name__)
+
+
+class AsyncPullConsumer:
+    """An asyncio lite pull consumer. Mirrors ``DefaultLitePullConsumer`` (CLUSTERING offsets on the broker).
+
+    Example::
+
+        consumer = AsyncPullConsumer(namesrv_addr=addr, consumer_group="cg")
+        consumer.subscribe("TopicA")
+        await consumer.start()
+        msgs = await consumer.poll(timeout=1.0)
+        await consumer.commit_sync()
+    """
+
+    def __init__(self, config: PullConsumerConfig | None = None, **overrides: Any) -> None:
+        self.config = apply_overrides(config, PullConsumerConfig, overrides)
+        self.client_id = self.config.build_client_id()
+        self.group_name = self.config.consumer_group
+        self._instance: ClientInstance | None = None
+        self._store: RemoteBrokerOffsetStore | None = None
+        self.rebalancer = Rebalancer(
+            self.group_name,
+            self.client_id,
+            "CLUSTERING",
+            self.config.allocate_message_queue_strategy,
+            self,
+            expire_idle_queues=False,
+        )
+        self._assigned: set[MessageQueue] | None = None
+        self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._buffer: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] = asyncio.Queue()
+        self._last_commit = time.monotonic()
+        self._running = False
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic``'s queues allocated to this member by rebalance."""
+        validate_topic(topic)
+        if self._assigned is not None:
+            raise ClientError("subscribe() and assign() cannot be mixed")
+        self.rebalancer.subscription_inner[topic] = build_subscription_data(topic, expression)
+
+    async def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly ``queues`` (no rebalance). Mirrors ``assign``."""
+        if self.rebalancer.subscription_inner and self._assigned is None:
+            raise ClientError("subscribe() and assign() cannot be mixed")
+        self._assigned = set(queues)
+        for mq in self._assigned:
+            self.rebalancer.subscription_inner.setdefault(mq.topic, build_subscription_data(mq.topic, "*"))
+        if self._running:
+            await self._apply_assignment()
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise ClientError("the consumer is not started; call start() first")
+        return self._instance
+
+    @property
+    def offset_store(self) -> RemoteBrokerOffsetStore:
+        if self._store is None:
+            raise ClientError("the consumer is not started; call start() first")
+        return self._store
+
+    def assignment(self) -> list[MessageQueue]:
+        """Queues consumed now (sorted)."""
+        return self.rebalancer.owned()
+
+    async def start(self) -> None:
+        """Join the ClientInstance; fetch routes; start pulling."""
+        if self._running:
+            return
+        if not self.group_name:
+            raise ClientError("consumer_group is required")
+        inst = ClientInstance.acquire(self.config)
+        self._store = RemoteBrokerOffsetStore(inst, self.group_name)
+        inst.register_consumer(self.group_name, self)
+        self._instance = inst
+        self._running = True
+        await inst.start()
+        for topic in self.subscribed_topics():
+            await inst.update_topic_route_info_from_name_server(topic)
+        await inst.send_heartbeat_to_all_brokers()
+        if self._assigned is not None:
+            await self._apply_assignment()
+        else:
+            inst.rebalance_immediately()
+
+    async def _apply_assignment(self) -> None:
+        assert self._assigned is not None
+        for topic in {mq.topic for mq in self._assigned} | set(self.rebalancer.subscription_inner):
+            mine = {mq for mq in self._assigned if mq.topic == topic}
+            await self.rebalancer.update_process_queue_table_in_rebalance(topic, mine, mine)
+
+    async def shutdown(self) -> None:
+        """Stop pulling, commit offsets, unregister."""
+        if not self._running:
+            return
+        self._running = False
+        for task in self._tasks.values():
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        self._tasks.clear()
+        await self.commit_sync()
+        self.rebalancer.destroy()
+        inst, self._instance = self._instance, None
+        if inst is not None:
+            await inst.unregister_consumer(self.group_name)
+
+    # -- ConsumerInner ---------------------------------------------------------------------------
+
+    def subscribed_topics(self) -> set[str]:
+        return set(self.rebalancer.subscription_inner)
+
+    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
+        self.rebalancer.topic_subscribe_info_table[topic] = set(mqs)
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.group_name,
+            consume_type=ConsumeType.CONSUME_ACTIVELY,
+            message_model=MessageModel.CLUSTERING,
+            consume_from_where=ConsumeFromWhere(self.config.consume_from_where),
+            subscription_data_set=list(self.rebalancer.subscription_inner.values()),
+        )
+
+    async def do_rebalance(self) -> None:
+        if self._running and self._assigned is None:
+            await self.rebalancer.do_rebalance()
+
+    async def persist_consumer_offset(self) -> None:
+        if self._store is not None:
+            await self._store.persist_all(set(self.rebalancer.process_queue_table))
+
+    # -- RebalanceHost -------------------------------------------------------------------------------
+
+    async def find_consumer_id_list(self, topic: str) -> list[str]:
+        return await self.instance.find_consumer_id_list(topic, self.group_name)
+
+    async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        task = self._tasks.pop(mq, None)
+        if task is not None:
+            task.cancel()
+        await self.offset_store.persist(mq)
+        self.offset_store.remove_offset(mq)
+        return True
+
+    def remove_dirty_offset(self, mq: MessageQueue) -> None:
+        self.offset_store.remove_offset(mq)
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        last = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+        decision = decide_pull_from_where(
+            self.config.consume_from_where, last, is_retry_topic=is_retry_topic(mq.topic)
+        )
+        try:
+            if decision.kind == "offset":
+                return decision.offset
+            if decision.kind == "max_offset":
+                return await self.max_offset(mq)
+            if decision.kind == "timestamp":
+                ts = parse_consume_timestamp(self.config.consume_timestamp or default_consume_timestamp())
+                return await self.offset_for_timestamp(mq, ts)
+        except TideMQError as exc:
+            log.warning("computing the start offset of %s failed: %s", mq, exc)
+        return -1
+
+    async def message_queue_changed(
+        self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]
+    ) -> None:
+        await self.instance.send_heartbeat_to_all_brokers()
+
+    def dispatch_pull_request(self, requests: list[PullRequest]) -> None:
+        for pr in requests:
+            self.offset_store.update_offset(pr.message_queue, pr.next_offset, False)
+            self._start_task(pr)
+
+    def _start_task(self, pr: PullRequest) -> None:
+        old = self._tasks.pop(pr.message_queue, None)
+        if old is not None:
+            old.cancel()
+        self._tasks[pr.message_queue] = asyncio.ensure_future(self._pull_loop(pr))
+
+    # -- pulling -----------------------------------------------------------------------------------
+
+    async def _pull_loop(self, pr: PullRequest) -> None:
+        """Mirrors ``DefaultLitePullConsumerImpl.PullTaskImpl``: pull, buffer, repeat."""
+        cfg, mq, pq = self.config, pr.message_queue, pr.process_queue
+        while self._running and not pq.dropped:
+            if (
+                pq.msg_count > cfg.pull_threshold_for_queue
+                or self._buffer.qsize() * cfg.pull_batch_size > cfg.pull_threshold_for_all
+            ):
+                await asyncio.sleep(0.05)
+                continue
+            sub = self.rebalancer.subscription_inner.get(mq.topic)
+            try:
+                addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
+                result = await self.instance.api.pull_message(
+                    addr,
+                    consumer_group=self.group_name,
+                    mq=mq,
+                    queue_offset=pr.next_offset,
+                    max_msg_nums=cfg.pull_batch_size,
+                    sys_flag=PullSysFlag.build_sys_flag(False, True, True, False),
+                    commit_offset=0,
+                    suspend_timeout_millis=int(cfg.broker_suspend_max_time * 1000),
+                    subscription=sub.sub_string if sub else "*",
+                    sub_version=0,
+                    expression_type="TAG",
+                    timeout=cfg.consumer_pull_timeout,
+                )
+            except TideMQError as exc:
+                log.warning("pull of %s failed: %s", mq, exc)
+                await asyncio.sleep(cfg.pull_time_delay_when_exception)
+                continue
+            if pq.dropped:
+                return
+            process_pull_result(mq, result, sub)
+            pr.next_offset = result.next_begin_offset
+            if result.pull_status is PullStatus.FOUND and result.msg_found_list:
+                pq.put_messages(result.msg_found_list)
+                self._buffer.put_nowait((mq, pq, result.msg_found_list))
+            elif result.pull_status is PullStatus.OFFSET_ILLEGAL:
+                log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)
+
+    async def poll(self, timeout: float | None = None) -> list[MessageExt]:  # noqa: ASYNC109
+        """Messages pulled so far (waits up to ``timeout`` s, default ``poll_timeout``); [] on timeout.
+
+        Polled messages count as consumed: ``commit_sync`` (or auto-commit) stores offsets after them.
+        """
+        timeout = self.config.poll_timeout if timeout is None else timeout
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            remaining = deadline - asyncio.get_running_loop().time()
+            try:
+                mq, pq, msgs = await asyncio.wait_for(self._buffer.get(), max(0.0, remaining))
+            except TimeoutError:
+                await self._maybe_auto_commit()
+                return []
+            if pq.dropped:
+                continue
+            offset = pq.remove_messages(msgs)
+            if offset >= 0:
+                self.offset_store.update_offset(mq, offset, False)
+            await self._maybe_auto_commit()
+            return msgs
+
+    async def _maybe_auto_commit(self) -> None:
+        if (
+            self.config.auto_commit
+            and time.monotonic() - self._last_commit >= self.config.auto_commit_interval
+        ):
+            await self.commit_sync()
+
+    async def commit_sync(self) -> None:
+        """Send the consumed offsets of every owned queue to the broker now. Mirrors ``commitSync``."""
+        self._last_commit = time.monotonic()
+        if self._store is None:
+            return
+        for mq in self.assignment():
+            await self._store.persist(mq)
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The offset stored on the broker for ``mq`` (-1 if none). Mirrors ``committed``."""
+        return await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Continue ``mq`` from ``offset``. Mirrors ``seek``.
+
+        Raises:
+            ClientError: ``mq`` is not assigned, or ``offset`` is outside [min, max].
+        """
+        pq = self.rebalancer.process_queue_table.get(mq)
+        if pq is None:
+            raise ClientError(f"seek: {mq} is not assigned to this consumer")
+        lo, hi = await self.min_offset(mq), await self.max_offset(mq)
+        if not lo <= offset <= hi:
+            raise ClientError(f"seek offset {offset} of {mq} is outside [{lo}, {hi}]")
+        pq.dropped = True
+        fresh = ProcessQueue()
+        self.rebalancer.process_queue_table[mq] = fresh
+        self.offset_store.update_offset(mq, offset, False)
+        self._start_task(PullRequest(self.group_name, mq, fresh, offset))
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        """Seek to the queue's min offset."""
+        await self.seek(mq, await self.min_offset(mq))
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        """Seek to the queue's max offset (only new messages)."""
+        await self.seek(mq, await self.max_offset(mq))
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        """GET_MIN_OFFSET."""
+        addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
+        return await self.instance.api.get_min_offset(addr, mq, self.config.mq_client_api_timeout)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """GET_MAX_OFFSET."""
+        addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
+        return await self.instance.api.get_max_offset(addr, mq, self.config.mq_client_api_timeout)
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP. Mirrors ``offsetForTimestamp``."""
+        addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
+        return await self.instance.api.search_offset(
+            addr, mq, timestamp_ms, self.config.mq_client_api_timeout
+        )
+
+    async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic``. Mirrors ``fetchMessageQueues``."""
+        await self.instance.update_topic_route_info_from_name_server(topic)
+        route = self.instance.topic_route_table.get(topic)
+        if route is None:
+            route = await self.instance.get_route(topic)
+        from tidemq.client.route import route_to_subscribe_queues
+
+        return sorted(route_to_subscribe_queues(topic, route))
+
+
+class PullConsumer:
+    """Blocking lite pull consumer over :class:`AsyncPullConsumer`. Mirrors ``DefaultLitePullConsumer``."""
+
+    def __init__(self, config: PullConsumerConfig | None = None, **overrides: Any) -> None:
+        self._core = AsyncPullConsumer(config, **overrides)
+        self._loop = acquire_loop_thread(self._core.client_id)
+        self._released = False
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._core.subscribe(topic, expression)
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        self._loop.run(self._core.assign(list(queues)))
+
+    def start(self) -> None:
+        self._loop.run(self._core.start())
+
+    def shutdown(self) -> None:
+        if self._released:
+            return
+        try:
+            self._loop.run(self._core.shutdown(), timeout=30)
+        finally:
+            self._released = True
+            release_loop_thread(self._core.client_id)
+
+    def poll(self, timeout: float | None = None) -> list[MessageExt]:
+        return self._loop.run(self._core.poll(timeout))
+
+    def commit_sync(self) -> None:
+        self._loop.run(self._core.commit_sync())
+
+    def committed(self, mq: MessageQueue) -> int:
+        return self._loop.run(self._core.committed(mq))
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        self._loop.run(self._core.seek(mq, offset))
+
+    def seek_to_begin(self, mq: MessageQueue) -> None:
+        self._loop.run(self._core.seek_to_begin(mq))
+
+    def seek_to_end(self, mq: MessageQueue) -> None:
+        self._loop.run(self._core.seek_to_end(mq))
+
+    def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._loop.run(self._core.offset_for_timestamp(mq, timestamp_ms))
+
+    def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        return self._loop.run(self._core.fetch_message_queues(topic))
+
+    def assignment(self) -> list[MessageQueue]:
+        async def get() -> list[MessageQueue]:
+            return self._core.assignment()
+
+        return self._loop.run(get())
+
+    def __enter__(self) -> PullConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
