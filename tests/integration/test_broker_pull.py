@@ -120,6 +120,8 @@ async def test_offset_too_small_after_retention(tmp_path: Path) -> None:
             r = await wire.pull("Old", 0)
             assert r.code == ResponseCode.PULL_OFFSET_MOVED and r.remark == "OFFSET_TOO_SMALL"
             assert offsets(r)[0] == min_offset
+            r = await wire.pull("Old", 100)  # past max with min > 0: corrected to max
+            assert r.code == ResponseCode.PULL_OFFSET_MOVED and offsets(r)[0] == 20
             r = await wire.invoke(
                 RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "NewG", "topic": "Old", "queueId": "0"}
             )

@@ -11,7 +11,7 @@ from tidemq.errors import StoreError
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.message_codec import decode_messages
 from tidemq.remoting import RemotingClient
-from tidemq.testing import make_broker_configs, run_cluster
+from tidemq.testing import ClusterThread, make_broker_configs, run_cluster
 
 from .conftest import Wire
 
@@ -93,3 +93,25 @@ async def test_both_offset_files_corrupt_refuses_to_start(tmp_path: Path) -> Non
     with pytest.raises(StoreError):
         await broker.start()
     assert broker.addr == ""  # never bound nor served
+
+
+def test_cluster_thread_restart_keeps_data(tmp_path: Path) -> None:
+    """ClusterThread (sync use): a message sent before restart() is readable after, at the same address."""
+    with ClusterThread(tmp_path) as cluster:
+
+        async def send_and_read(send: bool) -> list[bytes]:
+            client = RemotingClient()
+            try:
+                wire = Wire(client, cluster.cluster)  # type: ignore[arg-type]
+                if send:
+                    assert (await wire.send("CT", b"persisted")).code == ResponseCode.SUCCESS
+                r = await wire.pull("CT", 0)
+                return [m.body for m in decode_messages(r.body)]
+            finally:
+                await client.close()
+
+        addr = cluster.broker_addr
+        assert cluster.run(send_and_read(True)) == [b"persisted"]
+        cluster.restart()
+        assert cluster.broker_addr == addr
+        assert cluster.run(send_and_read(False)) == [b"persisted"]

@@ -201,3 +201,17 @@ async def test_hold_service_wakes_on_arrival_and_expires() -> None:
     assert expired - start >= 0.15
     assert svc.held_count == 0
     await svc.shutdown()
+
+
+def test_retention_runs_at_delete_when_hour(tmp_path: Path) -> None:
+    """is_time_to_delete follows deleteWhen ("04" or "04;05")."""
+    import datetime
+
+    from tidemq.broker.broker import Broker
+    from tidemq.testing import make_broker_configs
+
+    bc, sc = make_broker_configs(tmp_path, None, delete_when="04;05")
+    broker = Broker(bc, sc)
+    assert broker.is_time_to_delete(datetime.datetime(2024, 1, 1, 4, 30))
+    assert broker.is_time_to_delete(datetime.datetime(2024, 1, 1, 5, 0))
+    assert not broker.is_time_to_delete(datetime.datetime(2024, 1, 1, 6, 0))

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from tidemq.protocol.message_codec import MessageSysFlag, compress_body, create_offset_msg_id, encode_stored_message
+from tidemq.protocol.message_codec import (
+    MessageSysFlag,
+    compress_body,
+    create_offset_msg_id,
+    encode_stored_message,
+)
 from tidemq.spark.arrow import ARROW_SCHEMA, SOURCE_SCHEMA_DDL, RecordBatchBuilder, tag_predicate
 
 

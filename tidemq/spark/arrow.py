@@ -172,7 +172,9 @@ class RecordBatchBuilder:
                 try:
                     body = memoryview(zlib.decompress(body))
                 except zlib.error as exc:
-                    raise ProtocolError(f"record at queue offset {qoff}: bad compressed body: {exc}") from None
+                    raise ProtocolError(
+                        f"record at queue offset {qoff}: bad compressed body: {exc}"
+                    ) from None
             kept += 1
             self.topics.append(topic)
             self.queue_ids.append(qid)

@@ -78,7 +78,9 @@ def from_offset_json(obj: Any, *, what: str = "offset") -> OffsetMap:
         except orjson.JSONDecodeError as exc:
             raise OffsetError(f"{what} is not valid JSON: {exc}") from None
     if not isinstance(obj, dict):
-        raise OffsetError(f"{what} must be a JSON object {{topic: {{'broker:queueId': offset}}}}, got {obj!r}")
+        raise OffsetError(
+            f"{what} must be a JSON object {{topic: {{'broker:queueId': offset}}}}, got {obj!r}"
+        )
     out: OffsetMap = {}
     for topic, queues in obj.items():
         if not isinstance(queues, dict):
@@ -87,7 +89,9 @@ def from_offset_json(obj: Any, *, what: str = "offset") -> OffsetMap:
             if isinstance(value, dict):  # nested {broker: {queueId: offset}}
                 for qid, off in value.items():
                     if not str(qid).isdigit():
-                        raise OffsetError(f"{what}: topic {topic} broker {key}: queue id {qid!r} is not an integer")
+                        raise OffsetError(
+                            f"{what}: topic {topic} broker {key}: queue id {qid!r} is not an integer"
+                        )
                     mq = MessageQueue(str(topic), str(key), int(qid))
                     out[mq] = _as_offset(off, f"{what} {topic}/{queue_key(mq)}")
             else:

@@ -1,0 +1,142 @@
+"""An embedded ``tidemq serve`` (name server + broker) for the pipelines, as a child process.
+
+The broker runs in its own process so it gets its own interpreter (and core) next to the
+publisher, the push consumer and the Spark driver. On Linux the child asks the kernel for
+SIGTERM when its parent dies (``PR_SET_PDEATHSIG``), so killing the pipeline (even with SIGKILL)
+stops the broker cleanly and the next run can reopen the same store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["EmbeddedBroker"]
+
+_READY_PREFIX = "tidemq ready "
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class EmbeddedBroker:
+    """``python -m tidemq serve`` on 127.0.0.1 with free ports and a store under ``store``.
+
+    Args:
+        store: the broker's store directory (created).
+        log_path: where the child's stderr goes (default ``<store>/../serve.log``).
+        ready_timeout: seconds to wait for the ``tidemq ready`` line.
+
+    Attributes (after :meth:`start`): ``namesrv_addr``, ``broker_addr`` (``"127.0.0.1:port"``).
+
+    Raises (from :meth:`start`):
+        RuntimeError: the child exited or did not print its ready line in time (with its log tail).
+    """
+
+    def __init__(self, store: str | Path, *, log_path: str | Path | None = None, ready_timeout: float = 60.0):
+        self.store = Path(store)
+        self.log_path = Path(log_path) if log_path else self.store.parent / "serve.log"
+        self.ready_timeout = ready_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.namesrv_addr = ""
+        self.broker_addr = ""
+
+    def command(self) -> list[str]:
+        """The child's command line."""
+        return [
+            sys.executable,
+            "-m",
+            "tidemq",
+            "serve",
+            "--store",
+            str(self.store),
+            "--host",
+            "127.0.0.1",
+            "--namesrv-port",
+            "0",
+            "--broker-port",
+            "0",
+        ]
+
+    def start(self) -> EmbeddedBroker:
+        """Start the child and wait until it accepts connections; returns self."""
+        self.store.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(self.log_path, "ab") as log_file:
+            self.proc = subprocess.Popen(
+                self.command(),
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                env=env,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+            )
+        line = self._read_ready_line()
+        fields = dict(p.split("=", 1) for p in line[len(_READY_PREFIX) :].split() if "=" in p)
+        self.namesrv_addr = fields.get("namesrv", "")
+        self.broker_addr = fields.get("broker", "")
+        return self
+
+    def _read_ready_line(self) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        deadline = time.monotonic() + self.ready_timeout
+        buf = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.proc.stdout, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                    continue
+                chunk = os.read(self.proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                buf += chunk
+                for raw in buf.split(b"\n")[:-1]:
+                    text = raw.decode(errors="replace").strip()
+                    if text.startswith(_READY_PREFIX):
+                        return text
+        code = self.proc.poll()
+        self.stop()
+        raise RuntimeError(
+            f"embedded tidemq serve did not become ready within {self.ready_timeout:g}s (exit code {code}); "
+            f"log {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the child's log."""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM (clean shutdown: flush, checkpoint) and wait; SIGKILL after ``timeout`` s. Idempotent."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return 0
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        return code
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
