@@ -124,6 +124,7 @@ class Broker:
         self.addr = ""
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.started = False
+        self._shut_down = False
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
         self._register_lock = asyncio.Lock()
@@ -238,7 +239,13 @@ class Broker:
             server.register_processor(code, client_manage)
 
     async def shutdown(self) -> None:
-        """Stop cleanly: close connections, unregister, persist offsets/configs, shut the store down."""
+        """Stop cleanly: close connections, unregister, persist offsets/configs, shut the store down.
+
+        Idempotent.
+        """
+        if self._shut_down:
+            return
+        self._shut_down = True
         if not self.started and self.store is None:
             await self.remoting_server.shutdown()
             return

@@ -1,0 +1,205 @@
+"""Restartable, ordered, batched publishing of the flights (the pipeline's producer side).
+
+Every flight becomes one message (JSON body, tag = origin, key = carrier + flight number). The
+queue is chosen by :class:`~tidemq.client.producer.selector.SelectMessageQueueByHash` on the
+carrier, so each carrier's flights sit in one queue in departure order, and messages go out as
+SEND_BATCH_MESSAGE requests (one batch per queue per chunk, the queues' batches in parallel).
+
+**Resume rule.** The flights, their order and their queue are deterministic, so the messages
+of queue *q* are always a prefix of the same sequence. The publisher owns the topic: it reads
+each queue's max offset (messages already stored) and skips exactly that many of the queue's
+flights before sending. A batch is stored contiguously or not at all, and a torn tail after a
+broker crash is truncated on recovery, so after any interruption the stored messages are still
+a prefix and a rerun completes the sequence with no duplicate and no gap. A failed send is
+retried the same way: re-read the queue's max offset, send only what is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from tidemq.admin.client import AsyncAdminClient
+from tidemq.client.producer.producer import AsyncProducer
+from tidemq.client.producer.selector import SelectMessageQueueByHash
+from tidemq.errors import ClientError, TideMQError
+from tidemq.pipelines.flights_data import FlightMessage, flight_messages
+from tidemq.protocol.message import Message, MessageQueue
+
+__all__ = ["FlightsPublisher", "PublishReport"]
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[int], object]
+"""``progress(n)``: ``n`` more flights are done (published or found already stored)."""
+
+
+@dataclass(slots=True)
+class PublishReport:
+    """What :meth:`FlightsPublisher.publish` did.
+
+    Attributes:
+        total: flights in the input.
+        already_stored: flights skipped because a previous run stored them.
+        sent: flights sent by this run.
+        seconds: wall time of the run.
+        per_queue: messages of each queue id after the run (= the queue's share of ``total``).
+    """
+
+    total: int = 0
+    already_stored: int = 0
+    sent: int = 0
+    seconds: float = 0.0
+    per_queue: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        """Messages sent per second."""
+        return self.sent / self.seconds if self.seconds > 0 else 0.0
+
+
+class FlightsPublisher:
+    """Publishes a flights table to ``topic``, resuming where a previous run stopped.
+
+    Args:
+        producer: a started :class:`AsyncProducer`.
+        admin: an :class:`AsyncAdminClient` on the same cluster (queue offsets).
+        topic: the topic (created beforehand with its final queue count).
+        batch_size: flights per chunk; each chunk sends at most one batch per queue (default 2048).
+        send_timeout: seconds per batch send (default 10).
+        retries: extra attempts per batch after a failed send (default 3).
+        fault_after: test hook; raise ``RuntimeError`` once this many flights were sent.
+    """
+
+    def __init__(
+        self,
+        producer: AsyncProducer,
+        admin: AsyncAdminClient,
+        topic: str,
+        *,
+        batch_size: int = 2048,
+        send_timeout: float = 10.0,
+        retries: int = 3,
+        fault_after: int | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ClientError(f"batch_size must be >= 1, got {batch_size}")
+        self.producer = producer
+        self.admin = admin
+        self.topic = topic
+        self.batch_size = batch_size
+        self.send_timeout = send_timeout
+        self.retries = retries
+        self.fault_after = fault_after
+        self.selector = SelectMessageQueueByHash()
+
+    async def queues(self) -> list[MessageQueue]:
+        """The topic's writable queues, sorted (the selector's input).
+
+        Raises:
+            NoRouteError: the topic does not exist.
+        """
+        mqs = sorted(await self.producer.fetch_publish_message_queues(self.topic))
+        if not mqs:
+            raise ClientError(f"topic {self.topic} has no writable queue")
+        return mqs
+
+    async def stored_counts(self, mqs: list[MessageQueue]) -> dict[MessageQueue, int]:
+        """Messages stored per queue (its max offset: the next offset to be written)."""
+        return await self.admin.fetch_max_offsets(mqs)
+
+    def _select(self, mqs: list[MessageQueue], fm: FlightMessage, msg: Message) -> MessageQueue:
+        return self.selector.select(mqs, msg, fm.carrier)
+
+    async def publish(self, flights: pa.Table, progress: ProgressCallback | None = None) -> PublishReport:
+        """Publish every flight of ``flights`` not stored yet; returns a :class:`PublishReport`.
+
+        Raises:
+            TideMQError: a batch still failed after ``retries`` retries (rerun to resume).
+            RuntimeError: the ``fault_after`` test hook fired.
+        """
+        started = time.monotonic()
+        mqs = await self.queues()
+        stored = await self.stored_counts(mqs)
+        next_offset = dict(stored)
+        seen = dict.fromkeys(mqs, 0)
+        report = PublishReport(total=flights.num_rows)
+        pending: dict[MessageQueue, list[Message]] = {mq: [] for mq in mqs}
+        in_chunk = 0
+        for fm in flight_messages(flights):
+            msg = Message(self.topic, fm.body, tags=fm.tag, keys=fm.key)
+            mq = self._select(mqs, fm, msg)
+            seen[mq] += 1
+            in_chunk += 1
+            if seen[mq] <= stored[mq]:
+                report.already_stored += 1
+            else:
+                pending[mq].append(msg)
+            if in_chunk >= self.batch_size:
+                await self._flush(pending, next_offset, report)
+                if progress is not None:
+                    progress(in_chunk)
+                in_chunk = 0
+        await self._flush(pending, next_offset, report)
+        if progress is not None and in_chunk:
+            progress(in_chunk)
+        extra = {mq.queue_id: stored[mq] - seen[mq] for mq in mqs if stored[mq] > seen[mq]}
+        if extra:
+            log.warning(
+                "topic %s holds more messages than this run publishes (extra per queue: %s); "
+                "was it filled by another run with a larger --limit or by another producer?",
+                self.topic,
+                extra,
+            )
+        report.per_queue = {mq.queue_id: max(seen[mq], stored[mq]) for mq in mqs}
+        report.seconds = time.monotonic() - started
+        return report
+
+    async def _flush(
+        self,
+        pending: dict[MessageQueue, list[Message]],
+        next_offset: dict[MessageQueue, int],
+        report: PublishReport,
+    ) -> None:
+        jobs = [(mq, msgs) for mq, msgs in pending.items() if msgs]
+        if not jobs:
+            return
+        await asyncio.gather(*(self._send_queue_batch(mq, msgs, next_offset) for mq, msgs in jobs))
+        for mq, msgs in jobs:
+            report.sent += len(msgs)
+            pending[mq] = []
+        if self.fault_after is not None and report.sent >= self.fault_after:
+            raise RuntimeError(f"fault injected after {report.sent} flights were sent")
+
+    async def _send_queue_batch(
+        self, mq: MessageQueue, msgs: list[Message], next_offset: dict[MessageQueue, int]
+    ) -> None:
+        """Send ``msgs`` to ``mq`` so that they end at offset ``next_offset[mq] + len(msgs)``."""
+        base = next_offset[mq]
+        todo = msgs
+        for attempt in range(self.retries + 1):
+            try:
+                await self.producer.send_batch(todo, self.send_timeout, queue=mq)
+                next_offset[mq] = base + len(msgs)
+                return
+            except TideMQError as exc:
+                if attempt == self.retries:
+                    raise
+                log.warning("batch of %d to %s failed (%s); checking what was stored", len(todo), mq, exc)
+                await asyncio.sleep(0.5 * (attempt + 1))
+                stored_now = await self.admin.max_offset(mq)
+                done = stored_now - base
+                if done < 0 or done > len(msgs):
+                    raise ClientError(
+                        f"queue {mq} is at offset {stored_now}, expected {base}..{base + len(msgs)}: "
+                        "another producer writes to this topic"
+                    ) from exc
+                todo = msgs[done:]
+                if not todo:
+                    next_offset[mq] = base + len(msgs)
+                    return
