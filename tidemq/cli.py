@@ -240,3 +240,30 @@ def broker(
             await b.shutdown()
 
     _run(run)
+
+
+def _register_subcommands() -> None:
+    """Attach the commands that live with their layer (client, admin, pipelines).
+
+    Each import is cheap (click objects only); a layer whose optional dependencies are missing
+    simply does not add its commands, so ``tidemq serve`` keeps working on a minimal install.
+    """
+    from tidemq.client.cli import consume_command, send_command
+
+    main.add_command(send_command, "send")
+    main.add_command(consume_command, "consume")
+    try:
+        from tidemq.admin.cli import admin_group
+
+        main.add_command(admin_group, "admin")
+    except ImportError:  # pragma: no cover - admin layer not installed
+        pass
+    try:
+        from tidemq.pipelines.cli import pipeline_group
+
+        main.add_command(pipeline_group, "pipeline")
+    except ImportError:  # pragma: no cover - pipelines need the spark extra
+        pass
+
+
+_register_subcommands()

@@ -114,7 +114,7 @@ class AlertService:
 
     def start(self, admin: AdminClient) -> None:
         """Read the alert topic's existing alerts, then start the producer and the push consumer."""
-        existing = admin._run(scan_topic(admin.core, self.alerts_topic))
+        existing = admin.loop_thread.run(scan_topic(admin.core, self.alerts_topic), 120.0)
         self.alerted = set(_alert_ids(existing))
         log.info("alerts: %d flights already alerted in %s", len(self.alerted), self.alerts_topic)
         self._producer = Producer(namesrv_addr=self.namesrv_addr, producer_group=f"{self.group}-producer")
