@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from tidemq.broker.processor.send import SendMessageProcessor
     from tidemq.broker.producer_manager import ProducerManager
     from tidemq.broker.rebalance_lock import RebalanceLockManager
+    from tidemq.broker.schedule import ScheduleMessageService
     from tidemq.remoting import Channel
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,7 @@ class Broker:
         self.flush_service: FlushRealTimeService | None = None
         self.send_processor: SendMessageProcessor | None = None
         self.pull_processor: PullMessageProcessor | None = None
+        self.schedule_message_service: ScheduleMessageService | None = None
         self.addr = ""
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.started = False
@@ -192,6 +194,12 @@ class Broker:
             check_interval=check,
         )
         self.pull_request_hold_service.start()
+        from tidemq.broker.schedule import ScheduleMessageService
+
+        self.schedule_message_service = ScheduleMessageService(
+            self.store, self.store_config.delay_level_table(), self.config_dir / "delayOffset.json"
+        )
+        await self.schedule_message_service.start()
         self.topic_config_manager.on_change = self._on_topic_change
         self.remoting_server.register_default_processor(_NotSupportedProcessor())
         self.started = True
@@ -218,6 +226,7 @@ class Broker:
         from tidemq.broker.processor.pull import PullMessageProcessor
         from tidemq.broker.processor.query import QueryMessageProcessor
         from tidemq.broker.processor.send import SendMessageProcessor
+        from tidemq.broker.processor.send_back import SendMessageBackProcessor
 
         server = self.remoting_server
         self.send_processor = SendMessageProcessor(self)
@@ -237,6 +246,9 @@ class Broker:
         client_manage = ClientManageProcessor(self)
         for code in ClientManageProcessor.CODES:
             server.register_processor(code, client_manage)
+        send_back = SendMessageBackProcessor(self)
+        for code in SendMessageBackProcessor.CODES:
+            server.register_processor(code, send_back)
 
     async def shutdown(self) -> None:
         """Stop cleanly: close connections, unregister, persist offsets/configs, shut the store down.
@@ -269,6 +281,8 @@ class Broker:
             await self.group_commit_service.shutdown()
         if self.flush_service is not None:
             await self.flush_service.shutdown()
+        if self.schedule_message_service is not None:
+            await self.schedule_message_service.shutdown()
         for persist in (
             self.consumer_offset_manager.persist,
             self.topic_config_manager.persist,
@@ -406,6 +420,8 @@ class Broker:
         self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int
     ) -> None:
         """Store listener after each put: wake held pulls (thread-safe; the store may run in a thread)."""
+        if topic == "SCHEDULE_TOPIC_XXXX" and self.schedule_message_service is not None:
+            self.schedule_message_service.notify_message_arriving(queue_id)
         hold = self.pull_request_hold_service
         if hold is None:
             return

@@ -1,22 +1,51 @@
-"""Delay levels: the hook for delivering messages parked in ``SCHEDULE_TOPIC_XXXX``.
+"""Delay levels: delivery of messages parked in ``SCHEDULE_TOPIC_XXXX``.
 
-Mirrors the pure parts of RocketMQ's ``ScheduleMessageService`` (``computeDeliverTimestamp``,
-``messageTimeup``).
+Mirrors RocketMQ's ``ScheduleMessageService`` (protocol.md §7.10).
 
 The store (``MessageStore.put_messages``) stores a message with delay level L > 0 (clamped to the
 highest level, 18 by default) in ``SCHEDULE_TOPIC_XXXX`` queue ``L - 1`` with its real destination
-in the ``REAL_TOPIC`` / ``REAL_QID`` properties and, as consume-queue tags code, its delivery time (ms).
-
-Hook for the delivery service (a later issue): a ``ScheduleMessageService`` reads queue ``L - 1``
-from its offset in ``delayOffset.json``, and for every entry whose tags code (delivery time) has
-passed calls :func:`restore_real_message` and puts the result back through the store.
+in the ``REAL_TOPIC`` / ``REAL_QID`` properties and, as consume-queue tags code, its delivery time
+(ms). :class:`ScheduleMessageService` runs one timer per level: it reads queue ``L - 1`` from the
+level's offset, re-puts every due message to its real topic and queue (:func:`restore_real_message`)
+and then sleeps until the next entry is due or :meth:`ScheduleMessageService.notify_message_arriving`
+reports a new arrival. Progress (``{level: next queue offset}``) is kept in ``delayOffset.json``
+(atomic write + ``.bak``), persisted every ``flush_delay_offset_interval`` and at shutdown, so
+delivery resumes after a restart (at-least-once: a crash between a delivery and the next persist
+re-delivers that message).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message import MessageConst
-from tidemq.store.results import MessageExtBrokerInner
+from tidemq.store.config_file import atomic_write_json, load_json
+from tidemq.store.message_store import SCHEDULE_TOPIC, MessageStore
+from tidemq.store.results import MessageExtBrokerInner, PutMessageStatus
+
+__all__ = [
+    "ScheduleMessageService",
+    "compute_deliver_timestamp",
+    "correct_deliver_timestamp",
+    "restore_real_message",
+]
+
+log = logging.getLogger(__name__)
+
+FIRST_DELAY_S = 1.0
+"""Java's ``FIRST_DELAY_TIME``: the first scan of each level happens this long after start."""
+RETRY_ON_ERROR_S = 0.1
+"""Java's ``DELAY_FOR_A_PERIOD``: a failed put is retried after this long."""
+MAX_DELIVER_PER_ROUND = 256
+"""Messages delivered in one go before yielding to the event loop."""
 
 
 def compute_deliver_timestamp(delay_level: int, store_timestamp_ms: int, delay_table: dict[int, int]) -> int:
@@ -27,8 +56,21 @@ def compute_deliver_timestamp(delay_level: int, store_timestamp_ms: int, delay_t
     return store_timestamp_ms + delay
 
 
-def restore_real_message(msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
+def correct_deliver_timestamp(now_ms: int, deliver_timestamp_ms: int, delay_ms: int) -> int:
+    """A due time further away than one full delay (clock moved back, shorter table) counts as now.
+
+    Mirrors ``DeliverDelayedMessageTimerTask.correctDeliverTimestamp``.
+    """
+    if deliver_timestamp_ms > now_ms + delay_ms:
+        return now_ms
+    return deliver_timestamp_ms
+
+
+def restore_real_message(msg: Any) -> MessageExtBrokerInner:
     """The message a delivery service puts back when a scheduled message is due.
+
+    ``msg`` is a :class:`~tidemq.protocol.message.MessageExt` read from the commit log (body left
+    as stored, so ``sys_flag``'s compression bit still matches it).
 
     Mirrors ``ScheduleMessageService.messageTimeup``: real topic and queue from ``REAL_TOPIC`` /
     ``REAL_QID``, ``DELAY`` cleared, tags code recomputed from ``TAGS``; body, flag, properties,
@@ -51,3 +93,249 @@ def restore_real_message(msg: MessageExtBrokerInner) -> MessageExtBrokerInner:
         tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
     )
     return out
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ScheduleMessageService:
+    """Delivers delayed messages when due. Mirrors RocketMQ's ``ScheduleMessageService``.
+
+    Args:
+        store: the loaded message store (delayed messages live in its ``SCHEDULE_TOPIC_XXXX``).
+        delay_table: ``{level: delay in ms}`` (``MessageStoreConfig.delay_level_table()``).
+        offset_path: the ``delayOffset.json`` file (``<store root>/config/delayOffset.json``).
+        flush_delay_offset_interval: seconds between persists of the offsets (Java: 10 s).
+        on_delivered: optional callback ``(topic, queue_id)`` after each delivery (tests, stats).
+
+    Attributes:
+        offset_table: ``{level: next queue offset to deliver}`` (queue ``level - 1``).
+
+    Runs on the broker's event loop: :meth:`start` / :meth:`shutdown` from it,
+    :meth:`notify_message_arriving` from any thread. Store I/O is synchronous and short (one
+    consume-queue unit and one record per message), like the send path's puts.
+
+    Raises (from :meth:`load` / :meth:`start`):
+        StoreError: ``delayOffset.json`` and its ``.bak`` are both corrupt.
+    """
+
+    def __init__(
+        self,
+        store: MessageStore,
+        delay_table: dict[int, int],
+        offset_path: str | Path,
+        *,
+        flush_delay_offset_interval: float = 10.0,
+        on_delivered: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.delay_table = dict(delay_table)
+        self.offset_path = Path(offset_path)
+        self.flush_delay_offset_interval = flush_delay_offset_interval
+        self.on_delivered = on_delivered
+        self.offset_table: dict[int, int] = {}
+        self.clock_ms: Callable[[], int] = _now_ms
+        self.delivered = 0
+        self._events: dict[int, asyncio.Event] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._started = False
+        self._dirty = False
+
+    # -- persistence ----------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read ``delayOffset.json`` (Java's ``{"offsetTable": {1: 5, ...}}`` shape is accepted too),
+        then clamp each offset into its queue's ``[min, max]`` (``correctDelayOffset``)."""
+        data = load_json(self.offset_path)
+        table: dict[int, int] = {}
+        if isinstance(data, dict):
+            raw = data.get("offsetTable", {})
+            if isinstance(raw, dict):
+                for key, value in raw.items():
+                    try:
+                        table[int(key)] = int(value)
+                    except (TypeError, ValueError):
+                        log.warning("%s: ignoring bad entry %r: %r", self.offset_path, key, value)
+        for level in self.delay_table:
+            offset = table.get(level, 0)
+            qid = level - 1
+            low = self.store.get_min_offset_in_queue(SCHEDULE_TOPIC, qid)
+            high = self.store.get_max_offset_in_queue(SCHEDULE_TOPIC, qid)
+            corrected = min(max(offset, low), high)
+            if corrected != offset:
+                log.warning(
+                    "delay level %d: offset %d corrected to %d (queue %d..%d)",
+                    level,
+                    offset,
+                    corrected,
+                    low,
+                    high,
+                )
+            if corrected or level in table:
+                table[level] = corrected
+        self.offset_table = table
+
+    def encode(self) -> dict[str, Any]:
+        """The ``delayOffset.json`` content: ``{"offsetTable": {"<level>": offset}}``."""
+        return {"offsetTable": {str(k): v for k, v in sorted(self.offset_table.items())}}
+
+    def persist(self) -> None:
+        """Write ``delayOffset.json`` atomically (previous copy kept as ``.bak``).
+
+        Raises:
+            StoreError: the file cannot be written.
+        """
+        self._dirty = False
+        atomic_write_json(self.offset_path, self.encode())
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the offsets and start one timer per delay level plus the persist timer."""
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self.load()
+        self._started = True
+        for level in sorted(self.delay_table):
+            self._events[level] = asyncio.Event()
+            self._tasks.append(self._loop.create_task(self._run_level(level), name=f"schedule-level-{level}"))
+        self._tasks.append(self._loop.create_task(self._run_persist(), name="schedule-persist"))
+        log.info("schedule message service started: %d delay levels", len(self.delay_table))
+
+    async def shutdown(self) -> None:
+        """Stop the timers and persist the offsets."""
+        if not self._started:
+            return
+        self._started = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        self._tasks.clear()
+        try:
+            self.persist()
+        except Exception:
+            log.exception("persisting %s at shutdown failed", self.offset_path)
+
+    def notify_message_arriving(self, queue_id: int) -> None:
+        """A message was stored in ``SCHEDULE_TOPIC_XXXX`` queue ``queue_id``: re-check its level now.
+
+        Thread-safe (the store may call it from an executor thread).
+        """
+        event = self._events.get(queue_id + 1)
+        loop = self._loop
+        if event is None or loop is None or not self._started:
+            return
+        if threading.get_ident() == self._loop_thread:
+            event.set()
+        else:
+            loop.call_soon_threadsafe(event.set)
+
+    def wakeup(self) -> None:
+        """Re-check every level now."""
+        for level in self.delay_table:
+            self.notify_message_arriving(level - 1)
+
+    # -- delivery -------------------------------------------------------------------------------
+
+    async def _run_level(self, level: int) -> None:
+        event = self._events[level]
+        await self._wait(event, FIRST_DELAY_S)
+        while self._started:
+            event.clear()
+            try:
+                wait = self.deliver_due_messages(level)
+            except Exception:
+                log.exception("delivering delay level %d failed; retrying", level)
+                wait = RETRY_ON_ERROR_S
+            if wait == 0.0:
+                await asyncio.sleep(0)  # more due work: let other tasks run, then go on
+                continue
+            await self._wait(event, wait)
+
+    @staticmethod
+    async def _wait(event: asyncio.Event, seconds: float | None) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), seconds)
+
+    def deliver_due_messages(self, level: int, max_messages: int = MAX_DELIVER_PER_ROUND) -> float | None:
+        """Deliver the due messages of ``level`` (at most ``max_messages``) in queue order.
+
+        Mirrors ``DeliverDelayedMessageTimerTask.executeOnTimeup``.
+
+        Returns:
+            0.0 when more due messages remain, the seconds until the next entry is due, None when
+            the queue is drained (wait for an arrival), or ``RETRY_ON_ERROR_S`` after a failed put.
+        """
+        qid = level - 1
+        store = self.store
+        cq = store.find_consume_queue(SCHEDULE_TOPIC, qid)
+        if cq is None:
+            return None
+        delay_ms = self.delay_table.get(level, 1000)
+        offset = max(self.offset_table.get(level, 0), cq.get_min_offset_in_queue())
+        end = cq.get_max_offset_in_queue()
+        done = 0
+        try:
+            while offset < end:
+                if done >= max_messages:
+                    return 0.0
+                unit = cq.get_unit(offset)
+                if unit is None or not unit.is_valid:
+                    offset += 1
+                    continue
+                now = self.clock_ms()
+                due = correct_deliver_timestamp(now, unit.tags_code, delay_ms)
+                if due > now:
+                    return (due - now) / 1000.0
+                msg = store.look_message_by_offset(unit.commit_log_offset)
+                if msg is None:
+                    log.warning(
+                        "delay level %d: no message at commit-log offset %d (queue offset %d); skipped",
+                        level,
+                        unit.commit_log_offset,
+                        offset,
+                    )
+                    offset += 1
+                    continue
+                inner = restore_real_message(msg)
+                if MessageConst.PROPERTY_REAL_TOPIC not in msg.properties:
+                    log.warning("delay level %d: message %s has no REAL_TOPIC; skipped", level, msg.msg_id)
+                    offset += 1
+                    continue
+                result = store.put_message(inner)
+                if result.status is not PutMessageStatus.PUT_OK:
+                    log.warning(
+                        "delay level %d: delivering %s to %s failed (%s %s); retrying",
+                        level,
+                        msg.msg_id,
+                        inner.topic,
+                        result.status.value,
+                        result.remark or "",
+                    )
+                    return RETRY_ON_ERROR_S
+                offset += 1
+                done += 1
+                self.delivered += 1
+                if self.on_delivered is not None:
+                    self.on_delivered(inner.topic, inner.queue_id)
+            return None
+        finally:
+            if offset != self.offset_table.get(level, 0):
+                self.offset_table[level] = offset
+                self._dirty = True
+
+    async def _run_persist(self) -> None:
+        while self._started:
+            await asyncio.sleep(self.flush_delay_offset_interval)
+            if self._dirty:
+                try:
+                    self.persist()
+                except Exception:
+                    log.exception("persisting %s failed", self.offset_path)

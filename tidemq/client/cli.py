@@ -7,15 +7,15 @@ Both print one JSON object per line on stdout (logs go to stderr).
 from __future__ import annotations
 
 import json
-import queue
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
+from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
 from tidemq.client.consumer.push import PushConsumer
 from tidemq.client.producer.producer import Producer
 from tidemq.client.producer.selector import SelectMessageQueueByHash
@@ -115,6 +115,47 @@ def _message_event(m: MessageExt) -> dict[str, Any]:
     }
 
 
+class _CountLimit:
+    """Hands out at most ``count`` messages to print; holds back the rest, unacknowledged.
+
+    A push consumer acknowledges a message when its listener returns, and the group then commits
+    the queue offset past it. Messages delivered after the ``count``-th must therefore never
+    return from the listener: they wait in :meth:`hold` until the consumer has shut down (which
+    cancels their consume requests, so their results are never processed and the committed
+    offset stays at the first of them). The next member of the group gets them again. Nothing
+    is sent back to the retry topic.
+
+    With ``count=None`` every message is printed.
+    """
+
+    def __init__(self, count: int | None) -> None:
+        self.count = count
+        self.printed = 0
+        self.held = 0
+        self._lock = threading.Lock()
+        self.reached = threading.Event()
+        self._release = threading.Event()
+
+    def claim(self, n: int) -> bool:
+        """True when a batch of ``n`` messages may be printed (and acknowledged)."""
+        with self._lock:
+            if self.count is not None and self.printed >= self.count:
+                self.held += n
+                return False
+            self.printed += n
+            if self.count is not None and self.printed >= self.count:
+                self.reached.set()
+            return True
+
+    def hold(self) -> None:
+        """Block the calling consume thread until :meth:`release`."""
+        self._release.wait()
+
+    def release(self) -> None:
+        """Let held consume threads return (after shutdown, so their results are discarded)."""
+        self._release.set()
+
+
 @click.command("consume")
 @click.option("--namesrv", required=True, help="Name server address host:port.")
 @click.option("--topic", required=True, help="Topic to consume.")
@@ -149,15 +190,37 @@ def consume_command(
     duration: float | None,
     as_json: bool,
 ) -> None:
-    """Consume and print one line per message and per queue-assignment change."""
-    events: queue.Queue[dict[str, Any]] = queue.Queue()
+    """Consume and print one line per message and per queue-assignment change.
 
-    def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
+    With ``--count N`` exactly N messages are printed and acknowledged; messages delivered after
+    the N-th are neither printed nor acknowledged, so the group's committed offset never passes
+    them and the next consumer of the group gets them (no retry-topic detour). To make "the first
+    N" well defined, ``--count`` consumes on one thread, in delivery order.
+    """
+    limit = _CountLimit(count)
+    out_lock = threading.Lock()
+
+    def show(event: dict[str, Any]) -> None:
+        with out_lock:
+            if as_json:
+                _emit(event)
+            elif event["event"] == "message":
+                click.echo(
+                    f"{event['topic']}[{event['queueId']}]@{event['queueOffset']} {event['msgId']} {event['body']}"
+                )
+            else:
+                click.echo(f"assignment: {event['queues']}")
+
+    def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        if not limit.claim(len(msgs)):
+            limit.hold()  # returns only after shutdown, when this result is discarded
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
         for m in msgs:
-            events.put(_message_event(m))
+            show(_message_event(m))
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
     def on_queues(t: str, mq_all: set[MessageQueue], mine: set[MessageQueue]) -> None:
-        events.put(
+        show(
             {
                 "event": "assignment",
                 "queues": [
@@ -172,7 +235,9 @@ def consume_command(
         "last": "CONSUME_FROM_LAST_OFFSET",
         "timestamp": "CONSUME_FROM_TIMESTAMP",
     }
-    extra: dict[str, Any] = {"consume_thread_min": 1, "consume_thread_max": 1} if orderly else {}
+    extra: dict[str, Any] = {}
+    if orderly or count is not None:
+        extra = {"consume_thread_min": 1, "consume_thread_max": 1, "consume_message_batch_max_size": 1}
     consumer = PushConsumer(
         namesrv_addr=namesrv,
         consumer_group=group,
@@ -184,30 +249,19 @@ def consume_command(
     consumer.register_message_listener(listener)
     consumer.set_queue_listener(on_queues)
     deadline = None if duration is None else time.monotonic() + duration
-    seen = 0
     try:
         consumer.start()
-        while count is None or seen < count:
+        while not limit.reached.is_set():
             wait = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
             if wait <= 0:
                 break
-            try:
-                event = events.get(timeout=wait)
-            except queue.Empty:
-                continue
-            if event["event"] == "message":
-                seen += 1
-            if as_json:
-                _emit(event)
-            elif event["event"] == "message":
-                click.echo(
-                    f"{event['topic']}[{event['queueId']}]@{event['queueOffset']} {event['msgId']} {event['body']}"
-                )
-            else:
-                click.echo(f"assignment: {event['queues']}")
+            limit.reached.wait(wait)
     except TideMQError as exc:
         raise click.ClickException(str(exc)) from exc
     except KeyboardInterrupt:
         pass
     finally:
-        consumer.shutdown()
+        consumer.core.suspend()
+        # Held messages never finish: a short drain cancels them (their offsets stay uncommitted).
+        consumer.shutdown(timeout=1.0 if limit.count is not None else 10.0)
+        limit.release()

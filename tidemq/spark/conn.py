@@ -116,7 +116,9 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
     conns = connections()
     expression = settings.sub_expression or SUB_ALL
     builder = RecordBatchBuilder(rng.mq.broker_name, tag_predicate(expression))
-    sys_flag = PullSysFlag.build_sys_flag(commit_offset=False, suspend=False, subscription=True, class_filter=False)
+    sys_flag = PullSysFlag.build_sys_flag(
+        commit_offset=False, suspend=False, subscription=True, class_filter=False
+    )
     addr = rng.broker_addr
 
     async def pull(offset: int) -> PullResult:
@@ -167,11 +169,21 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
         elif status is PullStatus.NO_MATCHED_MSG:
             nxt = max(result.next_begin_offset, offset + 1) if result.next_begin_offset > offset else rng.end
         elif status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
-            _data_loss(rng, offset, min(result.min_offset, rng.end), f"the queue's min offset is now {result.min_offset}", settings)
+            _data_loss(
+                rng,
+                offset,
+                min(result.min_offset, rng.end),
+                f"the queue's min offset is now {result.min_offset}",
+                settings,
+            )
             nxt = min(result.min_offset, rng.end)
         else:  # NO_NEW_MSG or OFFSET_ILLEGAL above the max: the queue is shorter than planned
             _data_loss(
-                rng, offset, rng.end, f"the queue's max offset is {result.max_offset}, below the range's end", settings
+                rng,
+                offset,
+                rng.end,
+                f"the queue's max offset is {result.max_offset}, below the range's end",
+                settings,
             )
             nxt = rng.end
         if nxt < rng.end:

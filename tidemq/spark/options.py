@@ -149,7 +149,8 @@ class SourceOptions:
             sub_expression=(_get(options, "subExpression") or "*").strip() or "*",
             min_partitions=_int(options, "minPartitions", None, minimum=1),
             group=group,
-            pull_batch_size=_int(options, "pullBatchSize", DEFAULT_PULL_BATCH, minimum=1) or DEFAULT_PULL_BATCH,
+            pull_batch_size=_int(options, "pullBatchSize", DEFAULT_PULL_BATCH, minimum=1)
+            or DEFAULT_PULL_BATCH,
             pull_timeout=_float(options, "pullTimeout", 10.0),
         )
 

@@ -45,7 +45,9 @@ def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
     fields = {f.name: f.dataType for f in schema.fields}
     body = fields.get("body")
     if body is None:
-        raise OptionError(f"the tidemq sink needs a column body (binary or string); columns are {sorted(fields)}")
+        raise OptionError(
+            f"the tidemq sink needs a column body (binary or string); columns are {sorted(fields)}"
+        )
     if not isinstance(body, (BinaryType, StringType)):
         raise OptionError(f"column body must be binary or string, not {body.simpleString()}")
     if opts.topic is None and "topic" not in fields:
@@ -57,7 +59,9 @@ def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
         raise OptionError(f"column queueId must be an int, not {fields['queueId'].simpleString()}")
     props = fields.get("properties")
     if props is not None and not (
-        isinstance(props, MapType) and isinstance(props.keyType, StringType) and isinstance(props.valueType, StringType)
+        isinstance(props, MapType)
+        and isinstance(props.keyType, StringType)
+        and isinstance(props.valueType, StringType)
     ):
         raise OptionError(f"column properties must be map<string,string>, not {props.simpleString()}")
 
@@ -139,14 +143,18 @@ class _ArrowSink:
                     if not found:
                         raise ClientError(f"row {row}: topic {topic} has no writable queue {qid}")
                     mq = found[0]
-                msg = Message(topic, body, tags=tags[i] or None, keys=keys[i] or None, properties=dict(props[i] or []))
+                msg = Message(
+                    topic, body, tags=tags[i] or None, keys=keys[i] or None, properties=dict(props[i] or [])
+                )
                 row_key = f"{query}:{batch_id}:{partition}:{row}"
                 msg.properties[ROW_KEY_PROPERTY] = row_key
                 msg.properties[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = message_id_for(row_key)
                 per_queue.setdefault(mq, []).append(msg)
                 row += 1
             if per_queue:
-                results = conns.loop.run(self._send_all(producer, per_queue), self.opts.send_timeout * 10 + 60)
+                results = conns.loop.run(
+                    self._send_all(producer, per_queue), self.opts.send_timeout * 10 + 60
+                )
                 for mq, (first, last) in results.items():
                     key = f"{mq.topic}/{mq.broker_name}:{mq.queue_id}"
                     prev = offsets.get(key)

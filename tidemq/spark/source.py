@@ -80,7 +80,9 @@ class _OffsetResolver:
             try:
                 out.extend(self.admin.fetch_subscribe_message_queues(topic))
             except NoRouteError as exc:
-                raise NoRouteError(f"topic {topic} does not exist (name server {self.opts.namesrv}): {exc}") from None
+                raise NoRouteError(
+                    f"topic {topic} does not exist (name server {self.opts.namesrv}): {exc}"
+                ) from None
         return out
 
     def broker_addrs(self, mqs: Sequence[MessageQueue]) -> dict[str, str]:
@@ -130,7 +132,9 @@ class _OffsetResolver:
         """Partitions for ``[start, end)`` per queue (split by ``minPartitions``)."""
         mqs = sorted(end)
         addrs = self.broker_addrs(mqs) if mqs else {}
-        ranges = [QueueRange(mq, start.get(mq, end[mq]), end[mq], addrs.get(mq.broker_name, "")) for mq in mqs]
+        ranges = [
+            QueueRange(mq, start.get(mq, end[mq]), end[mq], addrs.get(mq.broker_name, "")) for mq in mqs
+        ]
         settings = self.settings()
         return [QueuePartition(r, settings) for r in split_ranges(ranges, self.opts.min_partitions)]
 
@@ -140,7 +144,9 @@ class _OffsetResolver:
             self._admin = None
 
 
-def _read(partition: QueuePartition) -> Iterator[pa.RecordBatch]:
+def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition, QueuePartition):
+        raise TypeError(f"tidemq source got a foreign partition {partition!r}")
     return read_queue_range(partition.range, partition.settings)
 
 
@@ -164,13 +170,15 @@ class TideMQBatchReader(DataSourceReader):  # type: ignore[misc]
             if bad:
                 raise OffsetError(
                     "endingOffsets is before startingOffsets for "
-                    + ", ".join(f"{mq.topic}/{mq.broker_name}:{mq.queue_id} ({start[mq]} > {end[mq]})" for mq in bad)
+                    + ", ".join(
+                        f"{mq.topic}/{mq.broker_name}:{mq.queue_id} ({start[mq]} > {end[mq]})" for mq in bad
+                    )
                 )
             return self.resolver.plan(start, end)
         finally:
             self.resolver.close()
 
-    def read(self, partition: QueuePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Executor side: pull the partition's range and yield RecordBatches."""
         return _read(partition)
 
@@ -247,7 +255,7 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
             begin.update(self.resolver.admin.fetch_min_offsets(new))
         return self.resolver.plan(begin, stop)
 
-    def read(self, partition: QueuePartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Executor side: pull the partition's range and yield RecordBatches."""
         return _read(partition)
 

@@ -1,0 +1,47 @@
+"""Producing test data and reading it back outside Spark."""
+
+from __future__ import annotations
+
+from tidemq.admin import AdminClient
+from tidemq.client.producer.producer import Producer
+from tidemq.protocol.message import Message, MessageQueue
+
+
+def create_topic(namesrv: str, topic: str, queues: int = 4) -> list[MessageQueue]:
+    """Create ``topic`` and wait until the name server routes it; returns its queues."""
+    with AdminClient(namesrv) as admin:
+        admin.create_topic(topic, queues)
+        admin.wait_for_route(topic)
+        mqs = admin.fetch_subscribe_message_queues(topic)
+        deadline_ok = len(mqs) == queues
+        assert deadline_ok, f"route of {topic} has {len(mqs)} queues, expected {queues}"
+        return mqs
+
+
+def produce(
+    namesrv: str, topic: str, count: int, *, start: int = 0, tags: list[str] | None = None
+) -> list[dict[str, object]]:
+    """Send ``count`` messages ``m<i>`` round-robin over the queues; returns what was sent, per message."""
+    producer = Producer(namesrv_addr=namesrv, producer_group="spark-test-producer")
+    producer.start()
+    sent: list[dict[str, object]] = []
+    try:
+        mqs = sorted(producer.fetch_publish_message_queues(topic))
+        for i in range(start, start + count):
+            tag = tags[i % len(tags)] if tags else "t"
+            msg = Message(topic, f"m{i}".encode(), tags=tag, keys=f"k{i}", properties={"seq": str(i)})
+            r = producer.send(msg, queue=mqs[i % len(mqs)])
+            sent.append(
+                {
+                    "body": msg.body,
+                    "queueId": r.message_queue.queue_id,
+                    "queueOffset": r.queue_offset,
+                    "msgId": r.msg_id,
+                    "tags": tag,
+                    "keys": f"k{i}",
+                    "seq": str(i),
+                }
+            )
+    finally:
+        producer.shutdown()
+    return sent

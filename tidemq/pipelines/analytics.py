@@ -1,0 +1,310 @@
+"""The flights pipeline's Spark Structured Streaming job (consumer group ``flights-analytics``).
+
+Reads the ``flights`` topic with the ``tidemq`` source and computes, exactly once across
+interruptions:
+
+* per carrier: flights, cancelled flights (``dep_time`` null), mean and 90th-percentile departure
+  delay, share of departures more than 15 minutes late, with the airline's name;
+* per origin airport and scheduled hour (``time_hour``): flights, mean departure delay, joined
+  with that hour's weather (``visib``, ``wind_speed``, ``precip``).
+
+**Exactly-once design.** ``foreachBatch`` turns each micro-batch into small *partial aggregates*
+and writes them as ``_batches/<table>/batch-<id>.parquet`` (temporary file + rename):
+
+* ``carrier_hist``: ``carrier, dep_delay, cancelled, n`` -- an exact histogram (delays are whole
+  minutes), so counts, sums *and* the exact p90 (Spark's ``percentile`` with frequencies) merge;
+* ``origin_hour``: ``origin, time_hour, year, month, day, hour, flights, departed, sum_dep_delay``;
+* ``batches``: ``batch_id, rows, id_sum, id_min, id_max`` (bookkeeping, lets a test prove that no
+  flight was counted twice).
+
+Spark logs a batch's offsets before running it and replays the same offsets under the same
+batch id after a crash, so a replayed batch rewrites identical files; a committed batch is never
+replayed. The final tables are computed from all batch files, which therefore hold each flight
+exactly once however often the job was interrupted. Partials belong to their checkpoint: when
+the checkpoint is missing they are cleared.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = [
+    "ANALYTICS_GROUP",
+    "FLIGHT_DDL",
+    "FlightsAnalytics",
+    "build_spark_session",
+]
+
+log = logging.getLogger(__name__)
+
+ANALYTICS_GROUP = "flights-analytics"
+
+FLIGHT_DDL = (
+    "id bigint, year int, month int, day int, dep_time int, sched_dep_time int, dep_delay int, "
+    "arr_time int, sched_arr_time int, arr_delay int, carrier string, flight int, tailnum string, "
+    "origin string, dest string, air_time int, distance int, hour int, minute int, time_hour string"
+)
+"""Schema of a flight message's JSON body (``from_json``)."""
+
+PARTIAL_TABLES = ("carrier_hist", "origin_hour", "batches")
+
+BatchHook = Callable[[int], None]
+"""``hook(batch_id)``: called after a batch's partials are written (tests inject faults here)."""
+
+
+def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flights") -> Any:
+    """A SparkSession for the pipeline, with the ``tidemq`` format registered.
+
+    Sets ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` to this interpreter unless already set
+    (the Python workers need pyarrow and tidemq), few shuffle partitions (the aggregates are
+    small), no UI, UTC session time zone and Arrow for pandas conversions.
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import tidemq.spark
+
+    spark = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    tidemq.spark.register(spark)
+    return spark
+
+
+def _atomic_write(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+@dataclass(slots=True)
+class AnalyticsResult:
+    """The final tables (pandas DataFrames) and where they were written."""
+
+    carriers: Any
+    origin_hour: Any
+    rows: int
+    batches: int
+    out_dir: Path
+
+
+class FlightsAnalytics:
+    """The streaming job and the final merge.
+
+    Args:
+        spark: a SparkSession from :func:`build_spark_session`.
+        namesrv: the cluster's name server.
+        out_dir: results directory (``./out/flights``); partials go to ``out_dir/_batches``.
+        checkpoint: the query's checkpoint directory.
+        topic: the flights topic.
+        group: consumer group whose offsets follow the query (``flights-analytics``).
+        max_offsets_per_trigger: messages per micro-batch (None = all available at once).
+        batch_hook: see :data:`BatchHook`.
+    """
+
+    def __init__(
+        self,
+        spark: Any,
+        namesrv: str,
+        out_dir: Path,
+        checkpoint: Path,
+        *,
+        topic: str = "flights",
+        group: str = ANALYTICS_GROUP,
+        max_offsets_per_trigger: int | None = 50_000,
+        batch_hook: BatchHook | None = None,
+    ) -> None:
+        self.spark = spark
+        self.namesrv = namesrv
+        self.out_dir = Path(out_dir)
+        self.partials = self.out_dir / "_batches"
+        self.checkpoint = Path(checkpoint)
+        self.topic = topic
+        self.group = group
+        self.max_offsets_per_trigger = max_offsets_per_trigger
+        self.batch_hook = batch_hook
+        self.batches_run = 0
+
+    # -- streaming -------------------------------------------------------------------------
+
+    def _checkpoint_exists(self) -> bool:
+        return (self.checkpoint / "offsets").is_dir() and any((self.checkpoint / "offsets").iterdir())
+
+    def run_stream(self, timeout: float | None = None) -> int:
+        """Run the query with ``Trigger.AvailableNow`` until everything stored now is processed.
+
+        Resumes from the checkpoint when there is one. Returns the number of micro-batches this
+        call ran. Raises ``StreamingQueryException`` when a batch fails.
+        """
+        from pyspark.sql import functions as F
+
+        import tidemq.spark
+
+        if not self._checkpoint_exists() and self.partials.exists():
+            log.info("no checkpoint at %s: clearing stale partials %s", self.checkpoint, self.partials)
+            shutil.rmtree(self.partials)
+        self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        committer = tidemq.spark.attach_offset_committer(
+            self.spark, namesrv=self.namesrv, group=self.group, topics=[self.topic]
+        )
+        try:
+            reader = (
+                self.spark.readStream.format("tidemq")
+                .option("namesrv", self.namesrv)
+                .option("topic", self.topic)
+                .option("group", self.group)
+                .option("startingOffsets", "earliest")
+            )
+            if self.max_offsets_per_trigger:
+                reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets_per_trigger))
+            flights = reader.load().select(F.from_json(F.col("body").cast("string"), FLIGHT_DDL).alias("f"))
+            query = (
+                flights.select("f.*")
+                .writeStream.queryName("flights-analytics")
+                .foreachBatch(self.process_batch)
+                .option("checkpointLocation", str(self.checkpoint))
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination(timeout)
+            if query.isActive:
+                query.stop()
+            exc = query.exception()
+            if exc is not None:
+                raise exc
+        finally:
+            self.spark.streams.removeListener(committer)
+            committer.close()
+        return self.batches_run
+
+    def process_batch(self, df: Any, batch_id: int) -> None:
+        """``foreachBatch``: write this batch's partial aggregates (idempotent by ``batch_id``)."""
+        from pyspark.sql import functions as F
+
+        df = df.persist()
+        try:
+            hist = df.groupBy("carrier", "dep_delay", F.col("dep_time").isNull().alias("cancelled")).agg(
+                F.count(F.lit(1)).alias("n")
+            )
+            hours = df.groupBy("origin", "time_hour", "year", "month", "day", "hour").agg(
+                F.count(F.lit(1)).alias("flights"),
+                F.count("dep_delay").alias("departed"),
+                F.sum("dep_delay").alias("sum_dep_delay"),
+            )
+            meta = df.agg(
+                F.count(F.lit(1)).alias("rows"),
+                F.sum("id").alias("id_sum"),
+                F.min("id").alias("id_min"),
+                F.max("id").alias("id_max"),
+            ).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+            name = f"batch-{batch_id:08d}.parquet"
+            _atomic_write(hist.toArrow(), self.partials / "carrier_hist" / name)
+            _atomic_write(hours.toArrow(), self.partials / "origin_hour" / name)
+            _atomic_write(meta.toArrow(), self.partials / "batches" / name)
+        finally:
+            df.unpersist()
+        self.batches_run += 1
+        log.info("flights-analytics: batch %d written", batch_id)
+        if self.batch_hook is not None:
+            self.batch_hook(batch_id)
+
+    # -- final merge -----------------------------------------------------------------------
+
+    def finalize(self, airlines: pa.Table, weather: pa.Table) -> AnalyticsResult:
+        """Merge every batch's partials into the final tables; write them as Parquet.
+
+        Writes ``out_dir/carriers`` and ``out_dir/origin_hour`` (one Parquet file each, replaced
+        on every run) and returns them as pandas DataFrames.
+
+        Raises:
+            FileNotFoundError: no batch has been processed yet.
+        """
+        from pyspark.sql import functions as F
+
+        if not (self.partials / "batches").is_dir():
+            raise FileNotFoundError(f"no batch output under {self.partials}: run the stream first")
+        spark = self.spark
+        hist = spark.read.parquet(str(self.partials / "carrier_hist"))
+        hours = spark.read.parquet(str(self.partials / "origin_hour"))
+        meta = spark.read.parquet(str(self.partials / "batches")).agg(
+            F.sum("rows").alias("rows"), F.count(F.lit(1)).alias("batches")
+        )
+        departed = F.when(F.col("dep_delay").isNotNull(), F.col("n")).otherwise(0)
+        carriers = (
+            hist.groupBy("carrier")
+            .agg(
+                F.sum("n").alias("flights"),
+                F.sum(F.when(F.col("cancelled"), F.col("n")).otherwise(0)).alias("cancelled"),
+                F.sum(departed).alias("departed"),
+                (F.sum(F.col("dep_delay") * F.col("n")) / F.sum(departed)).alias("mean_dep_delay"),
+                F.percentile(F.col("dep_delay"), F.lit(0.9), F.col("n")).alias("p90_dep_delay"),
+                (F.sum(F.when(F.col("dep_delay") > 15, F.col("n")).otherwise(0)) / F.sum(departed)).alias(
+                    "share_late_15"
+                ),
+            )
+            .join(spark.createDataFrame(airlines.to_pandas()), "carrier", "left")
+            .select(
+                "carrier",
+                "name",
+                F.col("flights").cast("bigint"),
+                F.col("cancelled").cast("bigint"),
+                F.col("departed").cast("bigint"),
+                "mean_dep_delay",
+                "p90_dep_delay",
+                "share_late_15",
+            )
+            .orderBy(F.desc("flights"), "carrier")
+        )
+        wx = spark.createDataFrame(
+            weather.select(["origin", "time_hour", "visib", "wind_speed", "precip"]).to_pandas()
+        )
+        origin_hour = (
+            hours.groupBy("origin", "time_hour", "year", "month", "day", "hour")
+            .agg(
+                F.sum("flights").alias("flights"),
+                F.sum("departed").alias("departed"),
+                (F.sum("sum_dep_delay") / F.sum("departed")).alias("mean_dep_delay"),
+            )
+            .join(wx, ["origin", "time_hour"], "left")
+            .orderBy("origin", "time_hour")
+        )
+        carriers_pd = carriers.toPandas()
+        hours_pd = origin_hour.toPandas()
+        _write_result(carriers_pd, self.out_dir / "carriers")
+        _write_result(hours_pd, self.out_dir / "origin_hour")
+        m = meta.collect()[0]
+        return AnalyticsResult(
+            carriers=carriers_pd,
+            origin_hour=hours_pd,
+            rows=int(m["rows"] or 0),
+            batches=int(m["batches"] or 0),
+            out_dir=self.out_dir,
+        )
+
+
+def _write_result(frame: Any, directory: Path) -> None:
+    """Replace ``directory`` with one ``part-0.parquet`` holding ``frame`` (atomic per file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    _atomic_write(table, directory / "part-0.parquet")
