@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from tidemq.client.cli import consume_command
@@ -52,7 +53,9 @@ def committed(cluster: ClusterThread) -> int:
     return sum(table.values())
 
 
-def test_count_leaves_messages_after_the_nth_for_the_group(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["concurrently", "orderly"])
+def test_count_leaves_messages_after_the_nth_for_the_group(tmp_path: Path, mode: str) -> None:
+    extra = ["--orderly"] if mode == "orderly" else []
     with ClusterThread(tmp_path) as cluster:
         producer = Producer(namesrv_addr=cluster.namesrv_addr, producer_group="cli-count-pg")
         producer.start()
@@ -63,19 +66,30 @@ def test_count_leaves_messages_after_the_nth_for_the_group(tmp_path: Path) -> No
             producer.shutdown()
 
         seen: list[str] = []
-        first = consume(cluster.namesrv_addr, 5)
+        queue_of: dict[str, int] = {}
+        offset_of: dict[str, int] = {}
+        first = consume(cluster.namesrv_addr, 5, *extra)
         assert len(first) == 5
         # the committed offset covers the printed messages and nothing more
         assert committed(cluster) == 5
         seen += [m["body"] for m in first]
+        for m in first:
+            queue_of[m["body"]], offset_of[m["body"]] = m["queueId"], m["queueOffset"]
 
         for run in range(3):  # 5 + 3 * 6 = 23: the last run ends exactly at the end of the backlog
-            got = consume(cluster.namesrv_addr, 6)
+            got = consume(cluster.namesrv_addr, 6, *extra)
             assert len(got) == 6, run
             seen += [m["body"] for m in got]
+            for m in got:
+                queue_of[m["body"]], offset_of[m["body"]] = m["queueId"], m["queueOffset"]
             assert committed(cluster) == 5 + 6 * (run + 1)
 
         assert sorted(seen) == sorted(f"m-{i}" for i in range(TOTAL)), "skipped or repeated messages"
+        if mode == "orderly":  # each queue's messages were printed in queue-offset order
+            by_queue: dict[int, list[int]] = {}
+            for body in seen:
+                by_queue.setdefault(queue_of[body], []).append(offset_of[body])
+            assert all(offs == sorted(offs) for offs in by_queue.values())
 
 
 def test_count_stops_at_duration_when_fewer_messages_exist(tmp_path: Path) -> None:

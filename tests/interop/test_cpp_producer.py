@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.interop.conftest import Spawn
-from tests.interop.harness import stored_count, stored_messages, wait_for
+from tests.interop.harness import CppProcess, stored_count, stored_messages, wait_for
 from tidemq.testing import ClusterThread, ServeProcess
 
 pytest.importorskip("rocketmq.client")
@@ -22,55 +22,17 @@ pytestmark = pytest.mark.interop
 TOPIC = "CppSendTopic"
 
 
+def producer(spawn: Spawn, ns: str, topic: str, mode: str, count: int, *extra: str) -> CppProcess:
+    """Start ``cpp_producer.py`` sending ``count`` messages ``<mode>-<i>`` in ``mode``."""
+    args = ["--namesrv", ns, "--topic", topic, "--mode", mode, "--count", str(count), "--prefix", mode]
+    return spawn("cpp_producer.py", *args, "--group", f"PG_{mode}", *extra, name=f"producer-{mode}")
+
+
 def test_sync_oneway_orderly_sends_are_all_stored(cluster: ClusterThread, spawn: Spawn) -> None:
     ns = cluster.namesrv_addr
-    sync = spawn(
-        "cpp_producer.py",
-        "--namesrv",
-        ns,
-        "--topic",
-        TOPIC,
-        "--mode",
-        "sync",
-        "--count",
-        "1000",
-        "--prefix",
-        "sync",
-        "--group",
-        "PG_sync",
-    )
-    oneway = spawn(
-        "cpp_producer.py",
-        "--namesrv",
-        ns,
-        "--topic",
-        TOPIC,
-        "--mode",
-        "oneway",
-        "--count",
-        "100",
-        "--prefix",
-        "oneway",
-        "--group",
-        "PG_oneway",
-    )
-    orderly = spawn(
-        "cpp_producer.py",
-        "--namesrv",
-        ns,
-        "--topic",
-        TOPIC,
-        "--mode",
-        "orderly",
-        "--count",
-        "300",
-        "--prefix",
-        "orderly",
-        "--keys",
-        "8",
-        "--group",
-        "PG_orderly",
-    )
+    sync = producer(spawn, ns, TOPIC, "sync", 1000)
+    oneway = producer(spawn, ns, TOPIC, "oneway", 100)
+    orderly = producer(spawn, ns, TOPIC, "orderly", 300, "--keys", "8")
     for proc in (sync, oneway, orderly):
         assert proc.wait_event("done", 60), proc.describe()
         assert proc.wait_exit(15) == 0, proc.describe()
@@ -118,36 +80,13 @@ def test_against_tidemq_serve_everything_sent_is_consumed(tmp_path: Path, spawn:
     with ServeProcess(tmp_path / "store") as serve:
         ns = serve.namesrv_addr
         producers = [
-            spawn(
-                "cpp_producer.py",
-                "--namesrv",
-                ns,
-                "--topic",
-                topic,
-                "--mode",
-                mode,
-                "--count",
-                str(n),
-                "--prefix",
-                mode,
-                "--group",
-                f"PG_{mode}",
-            )
+            producer(spawn, ns, topic, mode, n)
             for mode, n in (("sync", 1000), ("oneway", 100), ("orderly", 300))
         ]
         for proc in producers:
             assert proc.wait_event("done", 60) and proc.wait_exit(15) == 0, proc.describe()
         consumer = spawn(
-            "cpp_push_consumer.py",
-            "--namesrv",
-            ns,
-            "--group",
-            group,
-            "--topic",
-            topic,
-            "--duration",
-            "60",
-            name="serve-consumer",
+            "cpp_push_consumer.py", "--namesrv", ns, "--group", group, "--topic", topic, name="serve-consumer"
         )
         expected = {f"sync-{i}" for i in range(1000)} | {f"oneway-{i}" for i in range(100)}
         expected |= {f"orderly-{i}" for i in range(300)}

@@ -14,43 +14,13 @@ pytestmark = pytest.mark.interop
 def test_pull_consumer_reads_a_queue_from_offset_zero(cluster: ClusterThread, spawn: Spawn) -> None:
     ns, topic = cluster.namesrv_addr, "CppPullTopic"
     # orderly by index: message i goes to queue i % 4; queue 1 gets 1, 5, 9, ...
-    producer = spawn(
-        "cpp_producer.py",
-        "--namesrv",
-        ns,
-        "--topic",
-        topic,
-        "--mode",
-        "orderly",
-        "--shard",
-        "index",
-        "--count",
-        "200",
-        "--prefix",
-        "p",
-        "--tags",
-        "TagA,TagB,TagC,TagA",
-    )
+    args = ["--namesrv", ns, "--topic", topic, "--mode", "orderly", "--shard", "index", "--count", "200"]
+    producer = spawn("cpp_producer.py", *args, "--prefix", "p", "--tags", "TagA,TagB,TagC,TagA")
     assert producer.wait_event("done", 60) and producer.wait_exit(15) == 0, producer.describe()
     expected = [f"p-{i}" for i in range(200) if i % 4 == 1]
 
-    puller = spawn(
-        "cpp_pull_consumer.py",
-        "--namesrv",
-        ns,
-        "--group",
-        "CppPullGroup",
-        "--topic",
-        topic,
-        "--queue-id",
-        "1",
-        "--offset",
-        "0",
-        "--count",
-        str(len(expected)),
-        "--duration",
-        "30",
-    )
+    common = ["--namesrv", ns, "--group", "CppPullGroup", "--topic", topic]
+    puller = spawn("cpp_pull_consumer.py", *common, "--queue-id", "1", "--count", str(len(expected)))
     assert puller.wait_event("done", 40), puller.describe()
     assert puller.wait_exit(15) == 0, puller.describe()
     assert puller.of("queues")[0]["ids"] == [0, 1, 2, 3]
@@ -62,22 +32,7 @@ def test_pull_consumer_reads_a_queue_from_offset_zero(cluster: ClusterThread, sp
     assert puller.of("pull")[0]["min_offset"] == 0
 
     # a tag expression: queue 0 holds only TagA (i % 4 == 0), so TagB gets nothing from it
-    none = spawn(
-        "cpp_pull_consumer.py",
-        "--namesrv",
-        ns,
-        "--group",
-        "CppPullGroup",
-        "--topic",
-        topic,
-        "--queue-id",
-        "0",
-        "--expression",
-        "TagB",
-        "--until-empty",
-        "--duration",
-        "20",
-    )
+    none = spawn("cpp_pull_consumer.py", *common, "--queue-id", "0", "--expression", "TagB", "--until-empty")
     assert none.wait_event("done", 30), none.describe()
     assert none.of("msg") == []
     assert none.of("done")[0]["next_offset"] == 50  # skipped over the 50 TagA messages

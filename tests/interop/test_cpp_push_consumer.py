@@ -45,6 +45,13 @@ class Driver:
         return self.proc.of("sent")[before:]
 
 
+def push_consumer(spawn: Spawn, ns: str, group: str, topic: str, *extra: str, name: str) -> CppProcess:
+    """Start ``cpp_push_consumer.py`` for ``group`` on ``topic`` with ``extra`` options."""
+    return spawn(
+        "cpp_push_consumer.py", "--namesrv", ns, "--group", group, "--topic", topic, *extra, name=name
+    )
+
+
 def bodies(proc: CppProcess, prefix: str) -> list[str]:
     return [m["body"] for m in proc.of("msg") if m["body"].startswith(prefix + "-")]
 
@@ -70,20 +77,7 @@ def test_clustering_group_of_two_gets_each_message_once(cluster: ClusterThread, 
     driver = Driver(spawn, ns, topic)
     driver.send(mode="sync", count=QUEUES, prefix="create")  # auto-creates the topic (4 queues)
     members = [
-        spawn(
-            "cpp_push_consumer.py",
-            "--namesrv",
-            ns,
-            "--group",
-            group,
-            "--topic",
-            topic,
-            "--model",
-            "clustering",
-            "--duration",
-            "90",
-            name=f"member{i}",
-        )
+        push_consumer(spawn, ns, group, topic, "--model", "clustering", "--duration", "90", name=f"member{i}")
         for i in range(2)
     ]
     assert wait_for(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30), group_client_ids(
@@ -122,19 +116,8 @@ def test_broadcasting_consumers_each_get_every_message(cluster: ClusterThread, s
     driver = Driver(spawn, ns, topic)
     driver.send(mode="sync", count=QUEUES, prefix="create")
     members = [
-        spawn(
-            "cpp_push_consumer.py",
-            "--namesrv",
-            ns,
-            "--group",
-            group,
-            "--topic",
-            topic,
-            "--model",
-            "broadcasting",
-            "--duration",
-            "90",
-            name=f"bcast{i}",
+        push_consumer(
+            spawn, ns, group, topic, "--model", "broadcasting", "--duration", "90", name=f"bcast{i}"
         )
         for i in range(2)
     ]
@@ -159,19 +142,8 @@ def test_tag_expression_gets_only_those_tags(cluster: ClusterThread, spawn: Spaw
     driver = Driver(spawn, ns, topic)
     # produced before the group exists: a new group on a young topic starts at offset 0
     sent = driver.send(mode="sync", count=200, prefix="t", tags="TagA,TagB,TagC,-")
-    consumer = spawn(
-        "cpp_push_consumer.py",
-        "--namesrv",
-        ns,
-        "--group",
-        group,
-        "--topic",
-        topic,
-        "--expression",
-        "TagA || TagB",
-        "--duration",
-        "60",
-        name="tagged",
+    consumer = push_consumer(
+        spawn, ns, group, topic, "--expression", "TagA || TagB", "--duration", "60", name="tagged"
     )
     wanted = {e["body"] for e in sent if e["tag"] in ("TagA", "TagB")}
     assert len(wanted) == 100
@@ -188,19 +160,7 @@ def test_orderly_consumer_locks_queues_and_keeps_key_order(cluster: ClusterThrea
     ns, topic, group = cluster.namesrv_addr, "CppOrderTopic", "CppOrderGroup"
     driver = Driver(spawn, ns, topic)
     sent = driver.send(mode="orderly", shard="key", count=200, prefix="o")
-    consumer = spawn(
-        "cpp_push_consumer.py",
-        "--namesrv",
-        ns,
-        "--group",
-        group,
-        "--topic",
-        topic,
-        "--orderly",
-        "--duration",
-        "60",
-        name="orderly",
-    )
+    consumer = push_consumer(spawn, ns, group, topic, "--orderly", "--duration", "60", name="orderly")
     assert consumer.wait_until(lambda p: len(bodies(p, "o")) >= 200, 30), consumer.describe()
     key_of = {e["body"]: e["key"] for e in sent}
     seq: dict[str, list[int]] = defaultdict(list)
@@ -221,21 +181,7 @@ def test_survivor_takes_over_when_a_member_exits(cluster: ClusterThread, spawn: 
     ns, topic, group = cluster.namesrv_addr, "CppFailoverTopic", "CppFailoverGroup"
     driver = Driver(spawn, ns, topic)
     driver.send(mode="sync", count=QUEUES, prefix="create")
-    members = [
-        spawn(
-            "cpp_push_consumer.py",
-            "--namesrv",
-            ns,
-            "--group",
-            group,
-            "--topic",
-            topic,
-            "--duration",
-            "90",
-            name=f"fo{i}",
-        )
-        for i in range(2)
-    ]
+    members = [push_consumer(spawn, ns, group, topic, "--duration", "90", name=f"fo{i}") for i in range(2)]
     assert wait_for(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30)
 
     def settled(prefix: str) -> bool:

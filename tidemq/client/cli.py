@@ -15,7 +15,12 @@ from typing import Any
 
 import click
 
-from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
+from tidemq.client.consumer.listener import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+)
 from tidemq.client.consumer.push import PushConsumer
 from tidemq.client.producer.producer import Producer
 from tidemq.client.producer.selector import SelectMessageQueueByHash
@@ -163,7 +168,9 @@ class _CountLimit:
 @click.option("--expression", default="*", show_default=True, help="'*' or 'tagA || tagB'.")
 @click.option("--broadcast", is_flag=True, help="BROADCASTING instead of CLUSTERING.")
 @click.option(
-    "--orderly", is_flag=True, help="One message at a time on one consume thread (per-queue order)."
+    "--orderly",
+    is_flag=True,
+    help="Orderly consumption: queues locked on the broker, each consumed in offset order.",
 )
 @click.option(
     "--from",
@@ -219,6 +226,14 @@ def consume_command(
             show(_message_event(m))
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
+    def orderly_listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        if not limit.claim(len(msgs)):
+            limit.hold()
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        for m in msgs:
+            show(_message_event(m))
+        return ConsumeOrderlyStatus.SUCCESS
+
     def on_queues(t: str, mq_all: set[MessageQueue], mine: set[MessageQueue]) -> None:
         show(
             {
@@ -236,7 +251,7 @@ def consume_command(
         "timestamp": "CONSUME_FROM_TIMESTAMP",
     }
     extra: dict[str, Any] = {}
-    if orderly or count is not None:
+    if count is not None:
         extra = {"consume_thread_min": 1, "consume_thread_max": 1, "consume_message_batch_max_size": 1}
     consumer = PushConsumer(
         namesrv_addr=namesrv,
@@ -246,7 +261,10 @@ def consume_command(
         **extra,
     )
     consumer.subscribe(topic, expression)
-    consumer.register_message_listener(listener)
+    if orderly:
+        consumer.register_message_listener(orderly_listener, orderly=True)
+    else:
+        consumer.register_message_listener(listener)
     consumer.set_queue_listener(on_queues)
     deadline = None if duration is None else time.monotonic() + duration
     try:

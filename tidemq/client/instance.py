@@ -113,6 +113,8 @@ class ClientInstance:
         self._heartbeat_lock = asyncio.Lock()
         self._rebalance_lock = asyncio.Lock()
         self.rebalance_interval = 20.0
+        #: seconds RESET_CONSUMER_CLIENT_OFFSET waits for in-flight consumption (Java: 10 s)
+        self.reset_offset_wait = 10.0
         self.inner_producer: Any = None  # AsyncProducer for send-back fallbacks, created lazily
 
     # -- registry ----------------------------------------------------------------------------
@@ -191,6 +193,7 @@ class ClientInstance:
         self._started = True
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, _ClientProcessor(self))
         self.remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, _ClientProcessor(self))
+        self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, _ClientProcessor(self))
         cfg = self.config
         self._spawn(
             self._every(cfg.poll_name_server_interval, self.update_topic_route_info_from_name_server, 0.01)
@@ -457,9 +460,59 @@ class _ClientProcessor:
             )
             self.instance.rebalance_immediately()
             return None
+        if request.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            self._reset_offset(request)
+            return None
+        if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            return await self._running_info(request)
         return RemotingCommand.create_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
         )
+
+    def _reset_offset(self, request: RemotingCommand) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: reset in the background (Java answers nothing)."""
+        from tidemq.client.consumer.remote_admin import reset_offset
+        from tidemq.protocol.body import ResetOffsetBody
+
+        # header: topic, group, timestamp[, isForce] (isForce is absent in some brokers' form)
+        topic = str(request.ext_fields.get("topic", ""))
+        group = str(request.ext_fields.get("group", ""))
+        try:
+            table = ResetOffsetBody.decode(request.body or b"{}").offset_table
+        except TideMQError as exc:
+            log.warning("bad RESET_CONSUMER_CLIENT_OFFSET body from %s: %s", group, exc)
+            return
+        consumer = self.instance.consumers.get(group)
+        if not topic or consumer is None or not hasattr(consumer, "rebalancer"):
+            log.info("[reset-offset] consumer does not exist. group=%s topic=%s", group, topic)
+            return
+        log.info("invoke reset offset operation from broker. group=%s topic=%s", group, topic)
+
+        async def run() -> None:
+            await reset_offset(consumer, topic, table, wait=self.instance.reset_offset_wait)  # type: ignore[arg-type]
+            self.instance.rebalance_immediately()
+
+        self.instance._spawn(run())
+
+    async def _running_info(self, request: RemotingCommand) -> RemotingCommand:
+        """GET_CONSUMER_RUNNING_INFO: the ConsumerRunningInfo body, or SYSTEM_ERROR for an unknown group."""
+        from tidemq import __version__
+        from tidemq.client.consumer.remote_admin import consumer_running_info
+
+        group = request.ext_fields.get("consumerGroup", "")
+        consumer = self.instance.consumers.get(group)
+        if consumer is None or not hasattr(consumer, "rebalancer"):
+            return RemotingCommand.create_response(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer"
+            )
+        body = await consumer_running_info(
+            consumer,  # type: ignore[arg-type]
+            self.instance.config.namesrv_addr,
+            f"tidemq-{__version__}",
+        )
+        response = RemotingCommand.create_response(ResponseCode.SUCCESS)
+        response.body = body
+        return response
 
 
 # -- loop threads for the blocking facades ------------------------------------------------------

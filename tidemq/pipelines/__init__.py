@@ -1,0 +1,1 @@
+"""The shipped data pipelines. ``tidemq pipeline flights``: see :mod:`tidemq.pipelines.flights`."""

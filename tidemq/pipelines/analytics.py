@@ -30,6 +30,7 @@ import logging
 import os
 import shutil
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,22 +72,27 @@ def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flight
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
     from pyspark.sql import SparkSession
 
     import tidemq.spark
 
+    builder = SparkSession.builder.master(master).appName(app_name)
+    if master.startswith("local"):
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
     spark = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
+        builder
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "4")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.python.worker.reuse", "true")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     tidemq.spark.register(spark)
     return spark
 
@@ -263,7 +269,7 @@ class FlightsAnalytics:
                     "share_late_15"
                 ),
             )
-            .join(spark.createDataFrame(airlines.to_pandas()), "carrier", "left")
+            .join(spark.createDataFrame(airlines), "carrier", "left")
             .select(
                 "carrier",
                 "name",
@@ -276,9 +282,7 @@ class FlightsAnalytics:
             )
             .orderBy(F.desc("flights"), "carrier")
         )
-        wx = spark.createDataFrame(
-            weather.select(["origin", "time_hour", "visib", "wind_speed", "precip"]).to_pandas()
-        )
+        wx = spark.createDataFrame(weather.select(["origin", "time_hour", "visib", "wind_speed", "precip"]))
         origin_hour = (
             hours.groupBy("origin", "time_hour", "year", "month", "day", "hour")
             .agg(
@@ -289,22 +293,20 @@ class FlightsAnalytics:
             .join(wx, ["origin", "time_hour"], "left")
             .orderBy("origin", "time_hour")
         )
-        carriers_pd = carriers.toPandas()
-        hours_pd = origin_hour.toPandas()
-        _write_result(carriers_pd, self.out_dir / "carriers")
-        _write_result(hours_pd, self.out_dir / "origin_hour")
+        carriers_tbl = carriers.toArrow()
+        hours_tbl = origin_hour.toArrow()
+        _write_result(carriers_tbl, self.out_dir / "carriers")
+        _write_result(hours_tbl, self.out_dir / "origin_hour")
         m = meta.collect()[0]
         return AnalyticsResult(
-            carriers=carriers_pd,
-            origin_hour=hours_pd,
+            carriers=carriers_tbl.to_pandas(),
+            origin_hour=hours_tbl.to_pandas(),
             rows=int(m["rows"] or 0),
             batches=int(m["batches"] or 0),
             out_dir=self.out_dir,
         )
 
 
-def _write_result(frame: Any, directory: Path) -> None:
-    """Replace ``directory`` with one ``part-0.parquet`` holding ``frame`` (atomic per file)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+def _write_result(table: pa.Table, directory: Path) -> None:
+    """Write ``table`` as ``directory/part-0.parquet`` (replaced atomically)."""
     _atomic_write(table, directory / "part-0.parquet")

@@ -21,6 +21,17 @@ from pathlib import Path
 __all__ = ["EmbeddedBroker"]
 
 _READY_PREFIX = "tidemq ready "
+
+BROKER_CONF = """\
+# Written by tidemq's pipelines for the embedded broker (RocketMQ broker.conf keys).
+brokerName=broker-a
+# Large pulls for the Spark source and the alert consumer (RocketMQ's defaults are 32 / 8).
+maxTransferCountOnMessageInMemory=8192
+maxTransferBytesOnMessageInMemory=8388608
+maxTransferCountOnMessageInDisk=8192
+maxTransferBytesOnMessageInDisk=8388608
+"""
+"""The ``broker.conf`` the embedded broker runs with."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -36,6 +47,7 @@ class EmbeddedBroker:
     Args:
         store: the broker's store directory (created).
         log_path: where the child's stderr goes (default ``<store>/../serve.log``).
+        conf_path: where :data:`BROKER_CONF` is written (default ``<store>/../broker.conf``).
         ready_timeout: seconds to wait for the ``tidemq ready`` line.
 
     Attributes (after :meth:`start`): ``namesrv_addr``, ``broker_addr`` (``"127.0.0.1:port"``).
@@ -44,9 +56,17 @@ class EmbeddedBroker:
         RuntimeError: the child exited or did not print its ready line in time (with its log tail).
     """
 
-    def __init__(self, store: str | Path, *, log_path: str | Path | None = None, ready_timeout: float = 60.0):
+    def __init__(
+        self,
+        store: str | Path,
+        *,
+        log_path: str | Path | None = None,
+        conf_path: str | Path | None = None,
+        ready_timeout: float = 60.0,
+    ) -> None:
         self.store = Path(store)
         self.log_path = Path(log_path) if log_path else self.store.parent / "serve.log"
+        self.conf_path = Path(conf_path) if conf_path else self.store.parent / "broker.conf"
         self.ready_timeout = ready_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.namesrv_addr = ""
@@ -67,12 +87,16 @@ class EmbeddedBroker:
             "0",
             "--broker-port",
             "0",
+            "-c",
+            str(self.conf_path),
         ]
 
     def start(self) -> EmbeddedBroker:
         """Start the child and wait until it accepts connections; returns self."""
         self.store.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.conf_path.parent.mkdir(parents=True, exist_ok=True)
+        self.conf_path.write_text(BROKER_CONF, encoding="utf-8")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         with open(self.log_path, "ab") as log_file:
             self.proc = subprocess.Popen(

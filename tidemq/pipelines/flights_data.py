@@ -36,7 +36,6 @@ __all__ = [
     "flight_messages",
     "is_alert",
     "load_flights_data",
-    "quantile_from_histogram",
 ]
 
 ALERT_DELAY_MINUTES = 180
@@ -196,41 +195,3 @@ def is_alert(flight: dict[str, Any]) -> bool:
 def alert_key(flight_id: int) -> str:
     """The deterministic message key of a flight's alert (``flight-<id>``)."""
     return f"flight-{flight_id}"
-
-
-def quantile_from_histogram(values: Sequence[float], counts: Sequence[int], q: float) -> float | None:
-    """The ``q`` quantile of a multiset given as (value, count) pairs, with linear interpolation.
-
-    Same definition as ``numpy.quantile`` / ``pandas.Series.quantile`` (default ``linear``) and
-    Spark's exact ``percentile``: position ``h = (n - 1) * q`` in the sorted values, interpolated
-    between the values at ``floor(h)`` and ``floor(h) + 1``. Returns None for an empty multiset.
-
-    Raises:
-        ValueError: ``q`` outside [0, 1], a negative count or mismatched lengths.
-    """
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"quantile must be in [0, 1], got {q}")
-    if len(values) != len(counts):
-        raise ValueError("values and counts must have the same length")
-    pairs = sorted((v, c) for v, c in zip(values, counts, strict=True) if c)
-    if any(c < 0 for _, c in pairs):
-        raise ValueError("counts must be >= 0")
-    n = sum(c for _, c in pairs)
-    if n == 0:
-        return None
-    h = (n - 1) * q
-    lo = int(h)
-    frac = h - lo
-    lo_value = hi_value = None
-    seen = 0
-    for value, count in pairs:
-        if lo_value is None and lo < seen + count:
-            lo_value = value
-        if lo + 1 < seen + count:
-            hi_value = value
-            break
-        seen += count
-    assert lo_value is not None
-    if hi_value is None or frac == 0:
-        return float(lo_value)
-    return float(lo_value + (hi_value - lo_value) * frac)

@@ -8,6 +8,7 @@ LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42). protocol.md §3.3 and §3.6.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -136,7 +137,7 @@ class ClientManageProcessor:
                     created_topic = True
             changed = broker.consumer_manager.register_consumer(
                 group,
-                info,
+                dataclasses.replace(info),  # one record per group: no aliasing between tables
                 data.consume_type,
                 data.message_model,
                 data.consume_from_where,

@@ -33,7 +33,7 @@ from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.protocol.message import MessageConst, MessageExt, MessageQueue
 from tidemq.protocol.topic import retry_topic
 
-__all__ = ["ConsumeMessageConcurrentlyService", "ConsumerHost"]
+__all__ = ["ConsumeMessageConcurrentlyService", "ConsumerHost", "ListenerRunner"]
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +75,8 @@ class ConsumeMessageConcurrentlyService:
         self.host = host
         self.listener = listener
         self.batch_size = consume_message_batch_max_size
-        self.is_async = inspect.iscoroutinefunction(listener) or inspect.iscoroutinefunction(
-            getattr(listener, "__call__", None)  # noqa: B004
-        )
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = (
-            None
-            if self.is_async
-            else concurrent.futures.ThreadPoolExecutor(
-                consume_thread_max, thread_name_prefix=f"consume-{host.group_name}"
-            )
-        )
+        self._runner = ListenerRunner(listener, consume_thread_max, f"consume-{host.group_name}")
+        self.is_async = self._runner.is_async
         self._slots = asyncio.Semaphore(consume_thread_max)
         self._inflight: set[asyncio.Task[None]] = set()
         self._stopped = False
@@ -96,8 +88,11 @@ class ConsumeMessageConcurrentlyService:
         """Consume requests submitted and not finished."""
         return len(self._inflight)
 
-    def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
-        """Schedule ``msgs`` in chunks of ``consume_message_batch_max_size``. Mirrors ``submitConsumeRequest``."""
+    def submit_consume_request(
+        self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, dispatch_to_consume: bool = True
+    ) -> None:
+        """Schedule ``msgs`` in chunks of ``consume_message_batch_max_size``. Mirrors ``submitConsumeRequest``
+        (``dispatch_to_consume`` is for the orderly service; concurrent consumption always dispatches)."""
         for i in range(0, len(msgs), self.batch_size):
             self._spawn(self._consume(msgs[i : i + self.batch_size], pq, mq))
 
@@ -138,11 +133,7 @@ class ConsumeMessageConcurrentlyService:
         self, msgs: list[MessageExt], context: ConsumeConcurrentlyContext
     ) -> ConsumeConcurrentlyStatus:
         try:
-            if self._executor is None:
-                result: Any = await self.listener(msgs, context)  # type: ignore[misc]
-            else:
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self._executor, _call_sync, self.listener, msgs, context)
+            result = await self._runner(msgs, context)
         except Exception:
             log.exception("listener of group %s raised; messages will be retried", self.host.group_name)
             return ConsumeConcurrentlyStatus.RECONSUME_LATER
@@ -196,14 +187,48 @@ class ConsumeMessageConcurrentlyService:
             finished = not still
             for task in still:
                 task.cancel()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        self._runner.shutdown()
         return finished
 
 
-def _call_sync(
-    listener: Callable[..., Any], msgs: list[MessageExt], context: ConsumeConcurrentlyContext
-) -> Any:
+def _unwrap(listener: Any) -> Any:
+    return getattr(listener, "fn", listener)
+
+
+class ListenerRunner:
+    """Calls a user listener the same way for both consume services: a coroutine function is
+    awaited on the loop, a plain function runs in a pool of ``thread_max`` threads.
+
+    A :class:`~tidemq.client.consumer.listener.MessageListenerOrderly` wrapper is unwrapped first.
+    Exceptions raised by the listener propagate to the caller.
+    """
+
+    def __init__(self, listener: Any, thread_max: int, thread_name_prefix: str) -> None:
+        self.listener = _unwrap(listener)
+        fn = self.listener
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004
+        )
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = (
+            None
+            if self.is_async
+            else concurrent.futures.ThreadPoolExecutor(thread_max, thread_name_prefix=thread_name_prefix)
+        )
+
+    async def __call__(self, msgs: list[MessageExt], context: Any) -> Any:
+        """The listener's result for ``msgs`` (awaited, or run in the pool)."""
+        if self._executor is None:
+            return await self.listener(msgs, context)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, _call_sync, self.listener, msgs, context)
+
+    def shutdown(self) -> None:
+        """Stop the pool (queued calls are cancelled, running ones finish in the background)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _call_sync(listener: Callable[..., Any], msgs: list[MessageExt], context: Any) -> Any:
     return listener(msgs, context)
 
 

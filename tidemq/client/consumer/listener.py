@@ -28,6 +28,8 @@ __all__ = [
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
     "MessageListener",
+    "MessageListenerOrderly",
+    "OrderlyListenerFn",
     "PullFromWhere",
     "decide_pull_from_where",
     "default_consume_timestamp",
@@ -84,6 +86,32 @@ class ConsumeOrderlyContext:
 Status = ConsumeConcurrentlyStatus | ConsumeOrderlyStatus | None
 MessageListener = Callable[[list[MessageExt], ConsumeConcurrentlyContext], Status | Awaitable[Status]]
 """``listener(msgs, context)``: a function (run in the consume thread pool) or coroutine function."""
+
+OrderlyListenerFn = Callable[[list[MessageExt], ConsumeOrderlyContext], Status | Awaitable[Status]]
+"""``listener(msgs, ConsumeOrderlyContext)`` returning a :class:`ConsumeOrderlyStatus` (None = SUCCESS)."""
+
+
+class MessageListenerOrderly:
+    """Marks a listener for orderly consumption. Mirrors ``MessageListenerOrderly``.
+
+    Wrap a function or coroutine function ``fn(msgs, context: ConsumeOrderlyContext)`` returning
+    :class:`ConsumeOrderlyStatus` (``None`` = SUCCESS; an exception or any other value =
+    SUSPEND_CURRENT_QUEUE_A_MOMENT) and pass it to ``register_message_listener``; the consumer then
+    consumes each queue by one task at a time, in queue-offset order, holding the broker's lock.
+
+    Example::
+
+        consumer.register_message_listener(MessageListenerOrderly(on_messages))
+        # or: consumer.register_message_listener(on_messages, orderly=True)
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: OrderlyListenerFn) -> None:
+        self.fn = fn
+
+    def __call__(self, msgs: list[MessageExt], context: ConsumeOrderlyContext) -> Status | Awaitable[Status]:
+        return self.fn(msgs, context)
 
 
 # -- compute_pull_from_where ---------------------------------------------------------------

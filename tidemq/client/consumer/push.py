@@ -3,9 +3,11 @@
 Mirrors RocketMQ's ``DefaultMQPushConsumer`` / ``DefaultMQPushConsumerImpl`` + ``RebalancePushImpl``:
 subscribe (``*`` or ``tagA || tagB``; CLUSTERING also subscribes ``%RETRY%<group>``),
 rebalance (20 s timer and NOTIFY_CONSUMER_IDS_CHANGED), long-polling pulls with ProcessQueue flow
-control, concurrent consumption, send-back of failures, offsets on the broker (CLUSTERING) or
-in a local file (BROADCASTING), and ``shutdown(timeout)`` that stops pulling, drains in-flight
-messages, persists offsets and unregisters.
+control, concurrent or orderly consumption (:class:`MessageListenerOrderly` or
+``register_message_listener(fn, orderly=True)``: queues locked on the broker, one task per queue in
+offset order), send-back of failures, offsets on the broker (CLUSTERING) or in a local file
+(BROADCASTING), and ``shutdown(timeout)`` that stops pulling, drains in-flight messages, persists
+offsets, unlocks orderly queues and unregisters.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from typing import Any
 
 from tidemq.client.api import PullStatus
 from tidemq.client.config import PushConsumerConfig, apply_overrides
+from tidemq.client.consumer.consume_orderly import ConsumeMessageOrderlyService
 from tidemq.client.consumer.consume_service import ConsumeMessageConcurrentlyService
 from tidemq.client.consumer.listener import (
     MessageListener,
+    MessageListenerOrderly,
     decide_pull_from_where,
     default_consume_timestamp,
     parse_consume_timestamp,
@@ -40,11 +44,14 @@ from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, Me
 from tidemq.protocol.filter import build_subscription_data
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import Message, MessageConst, MessageExt, MessageQueue
-from tidemq.protocol.topic import is_retry_topic, retry_topic, validate_group, validate_topic
+from tidemq.protocol.topic import MASTER_ID, is_retry_topic, retry_topic, validate_group, validate_topic
 
 __all__ = ["AsyncPushConsumer", "PushConsumer", "QueueListener"]
 
 log = logging.getLogger(__name__)
+
+ORDERLY_UNLOCKED_PULL_DELAY_S = 3.0
+"""An orderly queue not (yet) locked is pulled again after this long (Java: 3 s)."""
 
 QueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], Any]
 """``listener(topic, mq_all, mq_divided)``: told when this member's queues of a topic change
@@ -76,11 +83,12 @@ class AsyncPushConsumer:
         self.client_id = self.config.build_client_id()
         self.group_name = self.config.consumer_group
         self._subscriptions: dict[str, str] = {}
-        self._listener: MessageListener | None = None
+        self._listener: MessageListener | MessageListenerOrderly | None = None
+        self.consume_orderly = False
         self.queue_listener: QueueListener | None = None
         self._instance: ClientInstance | None = None
         self._offset_store: OffsetStore | None = None
-        self._consume: ConsumeMessageConcurrentlyService | None = None
+        self._consume: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService | None = None
         self._pull_service = PullMessageService(self.pull_message)
         self.rebalancer = Rebalancer(
             self.group_name,
@@ -118,10 +126,19 @@ class AsyncPushConsumer:
         self._subscriptions.pop(topic, None)
         self.rebalancer.subscription_inner.pop(topic, None)
 
-    def register_message_listener(self, listener: MessageListener) -> None:
-        """Set the listener: ``listener(msgs, context)`` returning a ``ConsumeConcurrentlyStatus``
-        (or None = success); a coroutine function runs on the loop, a plain function in the pool."""
+    def register_message_listener(
+        self, listener: MessageListener | MessageListenerOrderly | Any, *, orderly: bool = False
+    ) -> None:
+        """Set the listener: ``listener(msgs, context)``; a coroutine function runs on the loop, a
+        plain function in the pool.
+
+        Concurrent (default): returns a ``ConsumeConcurrentlyStatus`` (None = success), context
+        ``ConsumeConcurrentlyContext``. Orderly (``orderly=True`` or a :class:`MessageListenerOrderly`):
+        returns a ``ConsumeOrderlyStatus`` (None = SUCCESS), context ``ConsumeOrderlyContext``.
+        Must be called before :meth:`start`.
+        """
         self._listener = listener
+        self.consume_orderly = orderly or isinstance(listener, MessageListenerOrderly)
 
     @property
     def instance(self) -> ClientInstance:
@@ -174,16 +191,31 @@ class AsyncPushConsumer:
         else:
             self._offset_store = RemoteBrokerOffsetStore(inst, self.group_name)
         await self._offset_store.load()
-        self._consume = ConsumeMessageConcurrentlyService(
-            self,
-            self._listener,
-            consume_thread_max=cfg.consume_thread_max,
-            consume_message_batch_max_size=cfg.consume_message_batch_max_size,
-        )
+        if self.consume_orderly:
+            orderly = ConsumeMessageOrderlyService(
+                self,
+                self._listener,
+                consume_thread_max=cfg.consume_thread_max,
+                consume_message_batch_max_size=cfg.consume_message_batch_max_size,
+                suspend_current_queue_time_millis=cfg.suspend_current_queue_time_millis,
+                max_reconsume_times=cfg.max_reconsume_times,
+            )
+            if not self.is_broadcasting:
+                self.rebalancer.lock_hook = orderly.lock
+            self._consume = orderly
+        else:
+            self._consume = ConsumeMessageConcurrentlyService(
+                self,
+                self._listener,  # type: ignore[arg-type]  # an orderly wrapper sets consume_orderly
+                consume_thread_max=cfg.consume_thread_max,
+                consume_message_batch_max_size=cfg.consume_message_batch_max_size,
+            )
         inst.register_consumer(self.group_name, self)
         self._instance = inst
         self._running = True
         await inst.start()
+        if isinstance(self._consume, ConsumeMessageOrderlyService):
+            self._consume.start()
         for topic in self.subscribed_topics():
             await inst.update_topic_route_info_from_name_server(topic)
         await inst.send_heartbeat_to_all_brokers()
@@ -202,6 +234,8 @@ class AsyncPushConsumer:
         if self._consume is not None and not await self._consume.shutdown(timeout):
             log.warning("%s: in-flight messages did not finish within %gs", self.group_name, timeout)
         await self.persist_consumer_offset(oneway=False)
+        if isinstance(self._consume, ConsumeMessageOrderlyService) and not self.is_broadcasting:
+            await self._consume.unlock_all(set(self.rebalancer.process_queue_table), oneway=False)
         self.rebalancer.destroy()
         inst, self._instance = self._instance, None
         if inst is not None:
@@ -270,8 +304,13 @@ class AsyncPushConsumer:
         return await self.instance.find_consumer_id_list(topic, self.group_name)
 
     async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
-        await self.offset_store.persist(mq)
-        self.offset_store.remove_offset(mq)
+        async def persist() -> None:
+            await self.offset_store.persist(mq)
+            self.offset_store.remove_offset(mq)
+
+        if isinstance(self._consume, ConsumeMessageOrderlyService) and not self.is_broadcasting:
+            return await self._consume.remove_process_queue(mq, pq, persist)
+        await persist()
         return True
 
     def remove_dirty_offset(self, mq: MessageQueue) -> None:
@@ -334,10 +373,23 @@ class AsyncPushConsumer:
             pull_threshold_for_queue=cfg.pull_threshold_for_queue,
             pull_threshold_size_for_queue_mib=cfg.pull_threshold_size_for_queue,
             consume_concurrently_max_span=cfg.consume_concurrently_max_span,
+            orderly=self.consume_orderly,
         )
         if fc is not None:
             self._pull_service.execute_pull_request_later(pr, fc.delay)
             return
+        if self.consume_orderly and not self.is_broadcasting:
+            if not pq.locked:  # wait for the lock (renewed every 20 s)
+                self._pull_service.execute_pull_request_later(pr, ORDERLY_UNLOCKED_PULL_DELAY_S)
+                return
+            if not pr.previously_locked:  # first pull since locking: the broker's offset is the truth
+                stored = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+                if stored < -1:
+                    self._pull_service.execute_pull_request_later(pr, cfg.pull_time_delay_when_exception)
+                    return
+                pr.previously_locked = True
+                if stored >= 0:
+                    pr.next_offset = stored
         sub = self.rebalancer.subscription_inner.get(mq.topic)
         if sub is None:
             self._pull_service.execute_pull_request_later(pr, cfg.pull_time_delay_when_exception)
@@ -385,9 +437,9 @@ class AsyncPushConsumer:
             pr.next_offset = result.next_begin_offset
             msgs: list[MessageExt] = result.msg_found_list
             if msgs:
-                pq.put_messages(msgs)
+                dispatch = pq.put_messages(msgs)
                 assert self._consume is not None
-                self._consume.submit_consume_request(msgs, pq, mq)
+                self._consume.submit_consume_request(msgs, pq, mq, dispatch)
             elif pq.msg_count == 0:
                 self.offset_store.update_offset(mq, pr.next_offset, True)
             if self.config.pull_interval > 0:
@@ -411,6 +463,39 @@ class AsyncPushConsumer:
                 self.instance.rebalance_immediately()
 
             self._pull_service.execute_task_later(fix, 10.0)
+
+    # -- OrderlyConsumerHost --------------------------------------------------------------------
+
+    def owned_process_queues(self) -> dict[MessageQueue, ProcessQueue]:
+        """The live ``{queue: ProcessQueue}`` table of the rebalancer."""
+        return self.rebalancer.process_queue_table
+
+    async def find_broker_addr_for_lock(self, broker_name: str) -> str | None:
+        """Master address of ``broker_name`` (orderly locks live on masters)."""
+        addr = self.instance.find_broker_address_in_subscribe(broker_name, MASTER_ID)
+        if addr is None:
+            try:
+                addr = await self.instance.find_broker_addr(broker_name)
+            except TideMQError:
+                return None
+        return addr
+
+    async def lock_batch_mq(self, addr: str, mqs: set[MessageQueue], timeout: float) -> set[MessageQueue]:  # noqa: ASYNC109
+        """LOCK_BATCH_MQ (41) for this client id; the queues it holds afterwards."""
+        return await self.instance.api.lock_batch_mq(addr, self.group_name, self.client_id, mqs, timeout)
+
+    async def unlock_batch_mq(
+        self,
+        addr: str,
+        mqs: set[MessageQueue],
+        timeout: float,  # noqa: ASYNC109
+        *,
+        oneway: bool,
+    ) -> None:
+        """UNLOCK_BATCH_MQ (42) for this client id."""
+        await self.instance.api.unlock_batch_mq(
+            addr, self.group_name, self.client_id, mqs, timeout, oneway=oneway
+        )
 
     # -- retries -------------------------------------------------------------------------------
 
@@ -476,9 +561,11 @@ class PushConsumer:
         """See :meth:`AsyncPushConsumer.subscribe`."""
         self._loop.run(_call(self._core.subscribe, topic, expression))
 
-    def register_message_listener(self, listener: MessageListener) -> None:
+    def register_message_listener(
+        self, listener: MessageListener | MessageListenerOrderly | Any, *, orderly: bool = False
+    ) -> None:
         """See :meth:`AsyncPushConsumer.register_message_listener`."""
-        self._core.register_message_listener(listener)
+        self._core.register_message_listener(listener, orderly=orderly)
 
     def set_queue_listener(self, listener: QueueListener) -> None:
         """Called (on the loop thread) as ``listener(topic, mq_all, mq_divided)`` when queues change."""

@@ -13,6 +13,7 @@ version + heartbeat) and then the new queues' PullRequests are dispatched.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from tidemq.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
@@ -89,6 +90,9 @@ class Rebalancer:
         self.subscription_inner: dict[str, SubscriptionData] = {}
         self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
         self.topic_subscribe_info_table: dict[str, set[MessageQueue]] = {}
+        self.lock_hook: Callable[[MessageQueue], Awaitable[bool]] | None = None
+        """Orderly CLUSTERING: LOCK_BATCH_MQ a new queue before owning it (``RebalanceImpl.lock``);
+        a queue whose lock is refused is skipped this round."""
 
     def owned(self, topic: str | None = None) -> list[MessageQueue]:
         """Currently owned queues (of ``topic``), sorted."""
@@ -139,12 +143,16 @@ class Rebalancer:
         for mq in plan.add:
             if mq in self.process_queue_table:
                 continue
+            if self.lock_hook is not None and not await self.lock_hook(mq):
+                log.info("%s: %s is locked by another member; retry next round", self.group, mq)
+                continue
             self.host.remove_dirty_offset(mq)
             next_offset = await self.host.compute_pull_from_where(mq)
             if next_offset < 0:
                 log.warning("%s: cannot compute the start offset of %s; retry next round", self.group, mq)
                 continue
             pq = ProcessQueue()
+            pq.locked = self.lock_hook is not None
             self.process_queue_table[mq] = pq
             requests.append(PullRequest(self.group, mq, pq, next_offset))
             changed = True

@@ -1,0 +1,115 @@
+"""A real RocketMQ C++ push consumer (``rocketmq==0.4.4``) that answers RECONSUME_LATER on purpose.
+
+Run as a subprocess by the interop tests::
+
+    python cpp_retry_consumer.py --namesrv 127.0.0.1:9876 --group G --topic T --fail-prefix retry- --fail-times 1
+
+Every message whose body starts with ``--fail-prefix`` gets RECONSUME_LATER for its first
+``--fail-times`` deliveries (counted per body), then CONSUME_SUCCESS; others succeed at once. With
+``--orderly`` the orderly callback is used instead (the C++ client then re-consumes locally).
+
+Prints ``{"event": "started"}``, then per delivery ``{"event": "msg", "body", "topic", "queue_id",
+"queue_offset", "msg_id", "reconsume_times", "status", "t"}`` (``t`` = time.time()), and
+``{"event": "done", "received": n}`` after ``--duration`` seconds or once ``--count`` successes
+were seen.
+
+The binding's ``subscribe`` cannot return RECONSUME_LATER (a raised exception escapes the ctypes
+callback, which then returns 0 = success), so this script registers its own callback through the
+binding's low-level ``dll`` calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+_lock = threading.Lock()
+
+
+def emit(obj: dict[str, Any]) -> None:
+    line = json.dumps(obj) + "\n"
+    with _lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--namesrv", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--orderly", action="store_true")
+    parser.add_argument("--fail-prefix", default="retry-")
+    parser.add_argument("--fail-times", type=int, default=1)
+    parser.add_argument("--count", type=int, default=0, help="exit after this many successes (0 = never)")
+    parser.add_argument("--duration", type=float, default=60.0)
+    args = parser.parse_args()
+
+    from rocketmq.client import PushConsumer, RecvMessage, _to_bytes, dll, ffi_check
+    from rocketmq.ffi import _CConsumeStatus
+
+    consumer = PushConsumer(args.group, orderly=args.orderly)
+    consumer.set_namesrv_addr(args.namesrv)
+    failures: Counter[str] = Counter()
+    successes = 0
+    enough = threading.Event()
+
+    def on_message(_consumer: Any, raw: Any) -> int:
+        nonlocal successes
+        try:
+            msg = RecvMessage(raw)
+            body = _text(msg.body)
+            fail = body.startswith(args.fail_prefix) and failures[body] < args.fail_times
+            if fail:
+                failures[body] += 1
+            emit(
+                {
+                    "event": "msg",
+                    "body": body,
+                    "topic": msg.topic,
+                    "queue_id": msg.queue_id,
+                    "queue_offset": msg.queue_offset,
+                    "msg_id": msg.id,
+                    "reconsume_times": msg.reconsume_times,
+                    "status": "RECONSUME_LATER" if fail else "CONSUME_SUCCESS",
+                    "t": time.time(),
+                }
+            )
+            if fail:
+                return int(_CConsumeStatus.RECONSUME_LATER.value)
+            with _lock:
+                successes += 1
+                if args.count and successes >= args.count:
+                    enough.set()
+            return int(_CConsumeStatus.CONSUME_SUCCESS.value)
+        except Exception as exc:  # never let an exception escape into C++
+            emit({"event": "error", "error": f"{type(exc).__name__}: {exc}"})
+            return int(_CConsumeStatus.RECONSUME_LATER.value)
+
+    ffi_check(dll.Subscribe(consumer._handle, _to_bytes(args.topic), _to_bytes("*")))
+    consumer._register_callback(on_message)
+    consumer.start()
+    emit({"event": "started", "group": args.group})
+    deadline = time.monotonic() + args.duration
+    try:
+        while not enough.is_set() and time.monotonic() < deadline:
+            enough.wait(0.1)
+    finally:
+        emit({"event": "done", "received": successes})
+        consumer.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
