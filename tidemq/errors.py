@@ -17,6 +17,10 @@ class ProtocolError(TideMQError):
     """Bytes or JSON that do not form a valid RocketMQ remoting frame or body."""
 
 
+class BodyError(ProtocolError):
+    """A JSON body is not valid JSON, or lacks / mistypes a field its class needs."""
+
+
 class LocalProtocolError(ProtocolError):
     """We were asked to build something the protocol cannot express (e.g. a frame over the cap)."""
 

@@ -15,6 +15,7 @@ from tidemq.admin.client import AdminClient  # noqa: E402
 from tidemq.client.producer.producer import AsyncProducer  # noqa: E402
 from tidemq.client.producer.selector import java_hash_code  # noqa: E402
 from tidemq.pipelines.alerts import AlertService, scan_topic  # noqa: E402
+from tidemq.pipelines.flights import ensure_topic  # noqa: E402
 from tidemq.pipelines.flights_data import load_flights_data  # noqa: E402
 from tidemq.pipelines.publisher import FlightsPublisher, PublishReport  # noqa: E402
 from tidemq.testing import ClusterThread  # noqa: E402
@@ -31,10 +32,8 @@ def flights() -> pa.Table:
 def cluster(tmp_path: Path) -> Iterator[tuple[ClusterThread, AdminClient]]:
     with ClusterThread(tmp_path) as c:
         admin = AdminClient(c.namesrv_addr)
-        admin.create_topic("flights", 8)
-        admin.create_topic("flights-alerts", 4)
-        admin.wait_for_route("flights")
-        admin.wait_for_route("flights-alerts")
+        ensure_topic(admin, "flights", 8)
+        ensure_topic(admin, "flights-alerts", 4)
         try:
             yield c, admin
         finally:

@@ -199,10 +199,27 @@ class FlightsAnalytics:
             exc = query.exception()
             if exc is not None:
                 raise exc
+            self._wait_committed(query, committer)
         finally:
             self.spark.streams.removeListener(committer)
             committer.close()
         return self.batches_run
+
+    def _wait_committed(self, query: Any, committer: Any) -> None:
+        """Wait until the listener wrote the last batch's end offsets to the group (it runs async)."""
+        from tidemq.spark.offsets import OffsetError, from_offset_json
+
+        progress = query.lastProgress
+        if not progress:
+            return
+        end: dict[Any, int] = {}
+        for source in progress.get("sources", []):
+            try:
+                end.update(from_offset_json(source.get("endOffset")))
+            except OffsetError:
+                continue
+        if end and not committer.wait_for(end, 30.0):
+            log.warning("group %s: the last batch's offsets were not committed within 30 s", self.group)
 
     def process_batch(self, df: Any, batch_id: int) -> None:
         """``foreachBatch``: write this batch's partial aggregates (idempotent by ``batch_id``)."""

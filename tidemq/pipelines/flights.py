@@ -31,6 +31,7 @@ from typing import Any
 
 from tidemq.admin.client import AdminClient, QueueProgress
 from tidemq.client.producer.producer import AsyncProducer
+from tidemq.errors import NoRouteError
 from tidemq.pipelines.alerts import ALERTS_GROUP, ALERTS_TOPIC, AlertService, scan_topic
 from tidemq.pipelines.analytics import ANALYTICS_GROUP, AnalyticsResult, FlightsAnalytics, build_spark_session
 from tidemq.pipelines.embedded import EmbeddedBroker
@@ -40,7 +41,7 @@ from tidemq.pipelines.summary import format_summary
 from tidemq.protocol.topic import PermName
 from tidemq.remoting.loop import LoopThread
 
-__all__ = ["FLIGHTS_TOPIC", "FlightsConfig", "PipelineResult", "run_flights_pipeline"]
+__all__ = ["FLIGHTS_TOPIC", "FlightsConfig", "PipelineResult", "ensure_topic", "run_flights_pipeline"]
 
 log = logging.getLogger(__name__)
 
@@ -113,19 +114,37 @@ class PipelineResult:
     seconds: float
 
 
-def _create_topics(admin: AdminClient) -> None:
+def ensure_topic(admin: AdminClient, topic: str, queues: int, timeout: float = 60.0) -> None:
+    """Create (or grow) ``topic`` with ``queues`` read/write queues and wait until its route shows them.
+
+    The create request is repeated every few seconds until the route is complete: a broker may
+    coalesce the re-registration of two quick topic changes and publish the second one only at
+    its next periodic registration (30 s).
+
+    Raises:
+        TimeoutError: the route is still incomplete after ``timeout`` seconds.
+        TideMQError: the broker refused the topic.
+    """
     rw = PermName.PERM_READ | PermName.PERM_WRITE
-    admin.create_topic(FLIGHTS_TOPIC, FLIGHTS_QUEUES, perm=rw)
-    admin.create_topic(ALERTS_TOPIC, ALERTS_QUEUES, perm=rw)
-    deadline = time.monotonic() + 30.0
-    for topic, queues in ((FLIGHTS_TOPIC, FLIGHTS_QUEUES), (ALERTS_TOPIC, ALERTS_QUEUES)):
-        while True:
-            route = admin.wait_for_route(topic, max(0.1, deadline - time.monotonic()))
-            if sum(q.write_queue_nums for q in route.queue_datas) >= queues:
-                break
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"topic {topic} did not get {queues} queues in its route within 30 s")
-            time.sleep(0.1)
+    deadline = time.monotonic() + timeout
+    while True:
+        admin.create_topic(topic, queues, perm=rw)
+        retry_at = min(deadline, time.monotonic() + 3.0)
+        while time.monotonic() < retry_at:
+            try:
+                route = admin.examine_topic_route_info(topic)
+            except NoRouteError:
+                route = None
+            if route is not None and sum(q.write_queue_nums for q in route.queue_datas) >= queues:
+                return
+            time.sleep(0.05)
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"topic {topic} did not get {queues} queues in its route within {timeout:g} s")
+
+
+def _create_topics(admin: AdminClient) -> None:
+    ensure_topic(admin, FLIGHTS_TOPIC, FLIGHTS_QUEUES)
+    ensure_topic(admin, ALERTS_TOPIC, ALERTS_QUEUES)
 
 
 def _publish(
