@@ -100,7 +100,9 @@ async def test_three_orderly_members_keep_per_key_order_through_leave_and_join(t
     topic, group = "OrderTopic", "cg-orderly"
     async with run_cluster(tmp_path) as cluster:
         ns = cluster.namesrv_addr
-        producer = AsyncProducer(namesrv_addr=ns, producer_group="pg-orderly", default_topic_queue_nums=QUEUES)
+        producer = AsyncProducer(
+            namesrv_addr=ns, producer_group="pg-orderly", default_topic_queue_nums=QUEUES
+        )
         await producer.start()
         await producer.send(Message(topic, b"warm:0"))
         assert len(await producer.fetch_publish_message_queues(topic)) == QUEUES

@@ -35,13 +35,21 @@ async def test_message_failed_twice_comes_back_after_level_3_and_4_delays(tmp_pa
         sent = await producer.send(Message(topic, b"flaky", tags="T1", keys=["k-flaky"]))
         seen: list[tuple[MessageExt, float]] = []
 
-        async def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        async def listener(
+            msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext
+        ) -> ConsumeConcurrentlyStatus:
             for m in msgs:
                 seen.append((m, time.monotonic()))
-            return ConsumeConcurrentlyStatus.RECONSUME_LATER if len(seen) <= 2 else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+            return (
+                ConsumeConcurrentlyStatus.RECONSUME_LATER
+                if len(seen) <= 2
+                else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+            )
 
         consumer = AsyncPushConsumer(
-            namesrv_addr=cluster.namesrv_addr, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+            namesrv_addr=cluster.namesrv_addr,
+            consumer_group=group,
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
         )
         consumer.subscribe(topic, "*")
         consumer.register_message_listener(listener)

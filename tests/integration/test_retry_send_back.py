@@ -42,7 +42,9 @@ async def send_back(
     return await wire.client.invoke(wire.addr, request, 5.0)
 
 
-async def test_send_back_parks_a_retry_copy_at_level_3_plus_reconsume_times(wire: Wire, cluster: Cluster) -> None:
+async def test_send_back_parks_a_retry_copy_at_level_3_plus_reconsume_times(
+    wire: Wire, cluster: Cluster
+) -> None:
     offset, msg_id = await send_one(wire)
     r = await send_back(wire, offset, origin_msg_id="U1", origin_topic="SbTopic")
     assert r.code == ResponseCode.SUCCESS, r.remark
@@ -106,7 +108,9 @@ async def test_reconsume_times_at_group_max_goes_to_dlq(wire: Wire, cluster: Clu
 async def test_unknown_offset_and_bad_header_get_clear_errors(wire: Wire) -> None:
     r = await send_back(wire, 987654)
     assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == "look message by offset failed, 987654"
-    request = RemotingCommand.create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": "0", "delayLevel": "0"})
+    request = RemotingCommand.create_request(
+        RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": "0", "delayLevel": "0"}
+    )
     r = await wire.client.invoke(wire.addr, request, 5.0)
     assert r.code == ResponseCode.SYSTEM_ERROR and "group" in (r.remark or "")
 

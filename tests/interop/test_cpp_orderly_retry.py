@@ -4,6 +4,7 @@ mixed orderly group (C++ + tidemq) never has two members on one queue."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import defaultdict
@@ -16,7 +17,11 @@ import pytest
 from tests.interop.conftest import Spawn
 from tests.interop.harness import group_client_ids, stored_count, wait_for
 from tests.interop.test_cpp_push_consumer import Driver
-from tidemq.client.consumer.listener import ConsumeOrderlyContext, ConsumeOrderlyStatus, MessageListenerOrderly
+from tidemq.client.consumer.listener import (
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+    MessageListenerOrderly,
+)
 from tidemq.client.consumer.push import PushConsumer
 from tidemq.protocol.message import MessageExt
 from tidemq.testing import ClusterThread
@@ -82,17 +87,19 @@ def test_cpp_reconsume_later_is_sent_back_and_redelivered_after_the_delay(
     )
 
     def successes(prefix: str) -> list[dict[str, Any]]:
-        return [e for e in consumer.of("msg") if e["status"] == "CONSUME_SUCCESS" and e["body"].startswith(prefix)]
+        return [
+            e for e in consumer.of("msg") if e["status"] == "CONSUME_SUCCESS" and e["body"].startswith(prefix)
+        ]
 
     assert consumer.wait_until(lambda p: len(successes("plain-")) >= 4, 60), consumer.describe()
     # The C binding fails a whole pulled batch at its first failing message, so each failing
     # message is sent on its own (one per round) to keep the per-message results exact.
     rounds = 3
     for i in range(rounds):
+        body = f"retry-{i}-0"
         driver.send(mode="sync", count=1, prefix=f"retry-{i}")
-        assert consumer.wait_until(lambda p: any(e["body"] == f"retry-{i}-0" for e in successes("retry-")), 30), (
-            consumer.describe()
-        )
+        done = functools.partial(lambda b, p: any(e["body"] == b for e in successes("retry-")), body)
+        assert consumer.wait_until(done, 30), consumer.describe()
     firsts = {e["body"]: e for e in consumer.of("msg") if e["status"] == "RECONSUME_LATER"}
     assert set(firsts) == {f"retry-{i}-0" for i in range(rounds)}
     assert len(successes("retry-")) == rounds
