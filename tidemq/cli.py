@@ -139,6 +139,13 @@ def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
     "-c", "--config", "conf", type=click.Path(dir_okay=False, exists=True), help="RocketMQ broker.conf."
 )
 @click.option("--broker-name", default=None, help="Broker name [broker-a, or brokerName from -c].")
+@click.option(
+    "--acl",
+    "acl_file",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="Enable plain ACL with this plain_acl.yml (see docs/acl.md).",
+)
 def serve(
     store: str | None,
     host: str,
@@ -147,6 +154,7 @@ def serve(
     flush: str | None,
     conf: str | None,
     broker_name: str | None,
+    acl_file: str | None,
 ) -> None:
     """Run a name server and a broker in one process."""
     from tidemq.broker.broker import Broker
@@ -154,6 +162,8 @@ def serve(
     from tidemq.namesrv.server import NameServer
 
     bc, sc = _broker_configs(conf, store, host, broker_port, flush, broker_name, None)
+    if acl_file:
+        bc.acl_enable, bc.acl_file = True, str(Path(acl_file).resolve())
 
     async def run(stop: asyncio.Event) -> None:
         namesrv = NameServer(NamesrvConfig(), host, namesrv_port)

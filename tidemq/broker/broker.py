@@ -160,6 +160,11 @@ class Broker:
         self.consumer_offset_manager.load()
         self.topic_config_manager.load()
         self.subscription_group_manager.load()
+        if self.config.acl_enable:  # plain ACL (docs/acl.md); refuse to start on a bad plain_acl.yml
+            from tidemq.acl.plain import PlainAccessValidator
+
+            acl_file = self.config.acl_file or self.config_dir / "plain_acl.yml"
+            self.remoting_server.register_rpc_hook(PlainAccessValidator(acl_file))
         # 2. bind, answering "starting" meanwhile, so the real port (port 0) is known for storeHost.
         self.remoting_server.register_default_processor(_StartingProcessor())
         self.remoting_server.add_channel_listener(self.client_housekeeping_service)
@@ -249,6 +254,11 @@ class Broker:
         send_back = SendMessageBackProcessor(self)
         for code in SendMessageBackProcessor.CODES:
             server.register_processor(code, send_back)
+        from tidemq.broker.processor.relay import AdminRelayProcessor
+
+        self.admin_relay_processor = AdminRelayProcessor(self)
+        for code in AdminRelayProcessor.CODES:
+            server.register_processor(code, self.admin_relay_processor)
 
     async def shutdown(self) -> None:
         """Stop cleanly: close connections, unregister, persist offsets/configs, shut the store down.

@@ -65,6 +65,8 @@ class BrokerConfig:
         max_reconsume_times: retries before a ``%RETRY%`` message goes to ``%DLQ%`` (group default 16).
         client_channel_scan_interval: how often expired client channels are scanned (ms).
         register_broker_timeout_mills: REGISTER_BROKER RPC timeout (ms).
+        acl_enable: check every request against plain ACL (``aclEnable``; see docs/acl.md).
+        acl_file: the ``plain_acl.yml`` to use; ``None`` = ``<store root>/config/plain_acl.yml``.
     """
 
     broker_name: str = field(default_factory=_default_broker_name, metadata={"important": True})
@@ -95,6 +97,8 @@ class BrokerConfig:
     notify_consumer_ids_changed_enable: bool = True
     max_reconsume_times: int = 16
     broker_role: str = "ASYNC_MASTER"
+    acl_enable: bool = False
+    acl_file: str | None = None
 
     def namesrv_addr_list(self) -> list[str]:
         """``namesrv_addr`` split on ``;`` (blank entries dropped)."""

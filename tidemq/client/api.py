@@ -34,11 +34,15 @@ from tidemq.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,
     QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
     SendMessageRequestHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
 )
 from tidemq.protocol.message import MessageExt, MessageQueue, SendResult
+from tidemq.protocol.message_codec import decode_messages
 from tidemq.remoting.client import RemotingClient
 
 __all__ = [
@@ -390,3 +394,61 @@ class ClientAPI:
             await self.remoting.invoke_oneway(addr, req)
         else:
             self._check(await self._invoke(addr, req, timeout), addr)
+
+    # -- message queries ---------------------------------------------------------------------
+
+    async def query_message(
+        self,
+        addr: str,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin_timestamp: int,
+        end_timestamp: int,
+        timeout: float,
+        *,
+        unique_key: bool = False,
+    ) -> tuple[int, list[MessageExt]]:
+        """QUERY_MESSAGE (12) on one broker: ``(indexLastUpdateTimestamp ms, messages)``.
+
+        ``unique_key`` adds ``_UNIQUE_KEY_QUERY=true`` (``key`` is a UNIQ_KEY). QUERY_NOT_FOUND gives
+        an empty list. Mirrors ``MQClientAPIImpl.queryMessage``.
+
+        Raises:
+            BrokerError: any other error code.
+        """
+        ext = QueryMessageRequestHeader(
+            topic=topic,
+            key=key,
+            max_num=max_num,
+            begin_timestamp=begin_timestamp,
+            end_timestamp=end_timestamp,
+            unique_key_query=unique_key,
+        ).to_ext_fields()
+        resp = self._check(
+            await self._invoke(addr, self._request(RequestCode.QUERY_MESSAGE, ext), timeout),
+            addr,
+            ResponseCode.SUCCESS,
+            ResponseCode.QUERY_NOT_FOUND,
+        )
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return int(resp.ext_fields.get("indexLastUpdateTimestamp", 0) or 0), []
+        header = QueryMessageResponseHeader.from_command(resp)
+        return header.index_last_update_timestamp, decode_messages(resp.body)
+
+    async def view_message(self, addr: str, phy_offset: int, timeout: float) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID (33): the stored message at commit-log ``phy_offset``.
+
+        Mirrors ``MQClientAPIImpl.viewMessage``.
+
+        Raises:
+            BrokerError: not found (SYSTEM_ERROR ``can not find message by the offset, N``) or another error.
+        """
+        ext = ViewMessageRequestHeader(offset=phy_offset).to_ext_fields()
+        resp = self._check(
+            await self._invoke(addr, self._request(RequestCode.VIEW_MESSAGE_BY_ID, ext), timeout), addr
+        )
+        msgs = decode_messages(resp.body)
+        if not msgs:
+            raise BrokerError.for_code(ResponseCode.SYSTEM_ERROR, "empty VIEW_MESSAGE_BY_ID answer", addr)
+        return msgs[0]

@@ -70,6 +70,8 @@ class ClientConfig:
         mq_client_api_timeout: default RPC timeout, s (3).
         pull_time_delay_when_exception: retry delay after a failed pull, s (1).
         language: LanguageCode name sent in request headers (``"PYTHON"``).
+        access_key / secret_key: ACL credentials; when both are set every request is signed
+            (``AclClientRPCHook``, docs/acl.md). ``security_token``: optional, sent as ``SecurityToken``.
     """
 
     namesrv_addr: str = field(default="127.0.0.1:9876", metadata=_IMPORTANT)
@@ -82,6 +84,9 @@ class ClientConfig:
     mq_client_api_timeout: float = 3.0
     pull_time_delay_when_exception: float = 1.0
     language: str = "PYTHON"
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
+    security_token: str | None = field(default=None, repr=False)
 
     def build_client_id(self) -> str:
         """``ip@instance[@unit]`` (``ClientConfig.buildMQClientId``); fills defaults on first use."""

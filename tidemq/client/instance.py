@@ -99,6 +99,11 @@ class ClientInstance:
         self.client_id = client_id
         self.loop = asyncio.get_running_loop()
         self.remoting = RemotingClient()
+        if config.access_key and config.secret_key:  # ACL: sign every request (docs/acl.md)
+            from tidemq.acl import AclClientRPCHook, SessionCredentials
+
+            creds = SessionCredentials(config.access_key, config.secret_key, config.security_token)
+            self.remoting.register_rpc_hook(AclClientRPCHook(creds))
         self.api = ClientAPI(self.remoting, language=config.language)
         self.namesrv_addrs = config.namesrv_addrs()
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))

@@ -134,7 +134,9 @@ class AlertService:
         consumer.start()
         self._consumer = consumer
 
-    def on_messages(self, msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+    def on_messages(
+        self, msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext
+    ) -> ConsumeConcurrentlyStatus:
         """The listener: republish the alerts among ``msgs``; RECONSUME_LATER when a send fails."""
         assert self._producer is not None
         for msg in msgs:
@@ -148,7 +150,9 @@ class AlertService:
                     continue
                 self.alerted.add(fid)
             try:
-                self._producer.send(Message(self.alerts_topic, msg.body, tags=flight["origin"], keys=alert_key(fid)))
+                self._producer.send(
+                    Message(self.alerts_topic, msg.body, tags=flight["origin"], keys=alert_key(fid))
+                )
             except TideMQError as exc:
                 with self._lock:
                     self.alerted.discard(fid)

@@ -72,17 +72,20 @@ def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flight
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+    warnings.filterwarnings(
+        "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+    )
     from pyspark.sql import SparkSession
 
     import tidemq.spark
 
     builder = SparkSession.builder.master(master).appName(app_name)
     if master.startswith("local"):
-        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
     spark = (
-        builder
-        .config("spark.sql.shuffle.partitions", "4")
+        builder.config("spark.sql.shuffle.partitions", "4")
         .config("spark.default.parallelism", "4")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -210,7 +213,7 @@ class FlightsAnalytics:
         from tidemq.spark.offsets import OffsetError, from_offset_json
 
         progress = query.lastProgress
-        if not progress:
+        if not progress or self.batches_run == 0:
             return
         end: dict[Any, int] = {}
         for source in progress.get("sources", []):

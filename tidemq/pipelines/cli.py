@@ -5,14 +5,21 @@ The lead adds :data:`pipeline_group` to the ``tidemq`` click group (``main.add_c
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
 
 import click
 
 from tidemq.errors import TideMQError
 
 __all__ = ["flights_command", "pipeline_group"]
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM stops the pipeline like Ctrl-C: the finally blocks shut everything down in order."""
+    raise KeyboardInterrupt
 
 
 @click.group("pipeline")
@@ -30,7 +37,9 @@ def pipeline_group() -> None:
 )
 @click.option("--namesrv", default=None, help="Use this cluster (host:port) instead of an embedded broker.")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N flights (departure order).")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="Only the first N flights (departure order)."
+)
 @click.option(
     "--max-offsets-per-trigger",
     type=click.IntRange(min=1),
@@ -39,7 +48,9 @@ def pipeline_group() -> None:
     help="Messages per Spark micro-batch.",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-@click.option("--fail-after-batch", type=int, default=None, hidden=True, help="Test hook: SIGKILL after batch N.")
+@click.option(
+    "--fail-after-batch", type=int, default=None, hidden=True, help="Test hook: SIGKILL after batch N."
+)
 def flights_command(
     workdir: Path,
     namesrv: str | None,
@@ -65,6 +76,7 @@ def flights_command(
         progress=not no_progress,
         fail_after_batch=fail_after_batch,
     )
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         run_flights_pipeline(cfg, echo=click.echo)
     except (TideMQError, FileNotFoundError, RuntimeError) as exc:

@@ -3,7 +3,9 @@
 The broker runs in its own process so it gets its own interpreter (and core) next to the
 publisher, the push consumer and the Spark driver. On Linux the child asks the kernel for
 SIGTERM when its parent dies (``PR_SET_PDEATHSIG``), so killing the pipeline (even with SIGKILL)
-stops the broker cleanly and the next run can reopen the same store.
+stops the broker cleanly and the next run can reopen the same store. The child runs in its own
+session, so a Ctrl-C in the terminal interrupts the pipeline, which then stops the broker after
+everything that uses it.
 """
 
 from __future__ import annotations
@@ -104,7 +106,8 @@ class EmbeddedBroker:
                 stdout=subprocess.PIPE,
                 stderr=log_file,
                 env=env,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+                start_new_session=True,  # Ctrl-C reaches the pipeline, which stops the broker last
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
         line = self._read_ready_line()
         fields = dict(p.split("=", 1) for p in line[len(_READY_PREFIX) :].split() if "=" in p)

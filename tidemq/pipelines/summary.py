@@ -29,7 +29,9 @@ def format_table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]
     left = [spec.startswith("<") for _, _, spec in columns]
 
     def line(values: list[str]) -> str:
-        return "  ".join(v.ljust(w) if lft else v.rjust(w) for v, w, lft in zip(values, widths, left, strict=True))
+        return "  ".join(
+            v.ljust(w) if lft else v.rjust(w) for v, w, lft in zip(values, widths, left, strict=True)
+        )
 
     out = [line([h for _, h, _ in columns]), line(["-" * w for w in widths])]
     out.extend(line(c) for c in cells)
@@ -55,7 +57,9 @@ def format_summary(result: PipelineResult) -> str:
         ],
     )
     hours = a.origin_hour
-    worst = hours[hours["departed"] >= 5].sort_values(["mean_dep_delay", "time_hour"], ascending=[False, True])
+    worst = hours[hours["departed"] >= 5].sort_values(
+        ["mean_dep_delay", "time_hour"], ascending=[False, True]
+    )
     worst_table = format_table(
         worst.head(5).to_dict("records"),
         [

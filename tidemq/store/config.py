@@ -47,6 +47,11 @@ class MessageStoreConfig:
             percent of RAM.
         message_delay_level: the delay levels, e.g. ``"1s 5s ... 2h"`` (levels 1..18).
         check_crc_on_recover: verify BODYCRC while recovering the commit log.
+        message_index_enable: keep the key index (``<root>/index``) for QUERY_MESSAGE.
+        max_hash_slot_num / max_index_num: hash slots and entries per index file (files are sparse:
+            ~500 MB apparent size at the defaults, disk use grows with the entries written).
+        max_msgs_num_batch: most offsets one index query returns.
+        default_query_max_num: ``maxNum`` forced on a QUERY_MESSAGE by unique key.
     """
 
     store_path_root_dir: str = os.path.join(os.path.expanduser("~"), "store")
@@ -68,6 +73,11 @@ class MessageStoreConfig:
     access_message_in_memory_max_ratio: int = 40
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
     check_crc_on_recover: bool = True
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):

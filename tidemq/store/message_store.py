@@ -34,6 +34,7 @@ from tidemq.store.checkpoint import StoreCheckpoint
 from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import MessageStoreConfig
 from tidemq.store.consume_queue import ConsumeQueue, CqUnit
+from tidemq.store.index import IndexService, QueryMessageResult, query_message
 from tidemq.store.message_reader import MessageReader
 from tidemq.store.results import (
     AppendMessageResult,
@@ -93,6 +94,16 @@ class MessageStore:
         self.topic_queue_table: dict[TopicQueueKey, int] = {}
         """Next queue offset of each queue (``CommitLog.topicQueueTable``)."""
         self.message_arriving_listener: MessageArrivingListener | None = None
+        self.index_service: IndexService | None = (
+            IndexService(
+                self.root / "index",
+                max_hash_slot_num=config.max_hash_slot_num,
+                max_index_num=config.max_index_num,
+                max_msgs_num_batch=config.max_msgs_num_batch,
+            )
+            if config.message_index_enable
+            else None
+        )
         self._put_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._delay_table = config.delay_level_table()
@@ -146,11 +157,18 @@ class MessageStore:
             log.warning("store %s was not shut down cleanly; recovering from offset %d", self.root, start)
         else:
             start = min(last.file_from_offset if last else 0, dispatch_from)
+        index = self.index_service
+        if index is not None:
+            index.load(not abnormal, cp.index_msg_timestamp if cp.valid else 0)
+            start = min(start, index.end_phy_offset)
         end = self.commit_log.recover(
             start,
             self.config.check_crc_on_recover or abnormal,
             lambda info: self._redispatch(info, dispatch_from),
         )
+        if index is not None:
+            index.truncate(end)
+            cp.index_msg_timestamp = index.flush()
         min_phy = self.commit_log.get_min_offset()
         for key, cq in self.consume_queue_table.items():
             cq.truncate_dirty_logic_files(end)
@@ -176,6 +194,8 @@ class MessageStore:
                 self.consume_queue_table[(topic_dir.name, int(qdir.name))] = cq
 
     def _redispatch(self, info: RecordInfo, dispatch_from: int) -> None:
+        if self.index_service is not None:
+            self.index_service.dispatch_record(info)
         if info.commit_log_offset < dispatch_from:
             return
         if MessageSysFlag.get_transaction_value(info.sys_flag) not in _CONSUMABLE:
@@ -199,6 +219,8 @@ class MessageStore:
             self.commit_log.close()
             for cq in self.consume_queue_table.values():
                 cq.close()
+            if self.index_service is not None:
+                self.index_service.shutdown()
         try:
             (self.root / "abort").unlink()
         except FileNotFoundError:
@@ -356,6 +378,13 @@ class MessageStore:
                     cq = self.find_consume_queue(key[0], key[1], create=True)
                     assert cq is not None
                     cq.put_message_position_info(cq_units, first)
+                if self.index_service is not None:
+                    off = 0
+                    for inner, record, props_map in zip(inners, records, props_cache, strict=True):
+                        self.index_service.build_index(
+                            phy + off, len(record), inner.topic, props_map, inner.sys_flag, now
+                        )
+                        off += len(record)
         except (OSError, StoreError) as exc:
             log.exception("put failed in %s", self.root)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
@@ -421,6 +450,8 @@ class MessageStore:
         cp.logics_offset = logics_offset
         cp.physic_offset = self._flushed_offset
         cp.physic_msg_timestamp = cp.logics_msg_timestamp = timestamp
+        if self.index_service is not None:
+            cp.index_msg_timestamp = self.index_service.flush()
         cp.flush()
         self._last_cq_flush = time.monotonic()
 
@@ -542,6 +573,12 @@ class MessageStore:
             log.warning("no valid record at commit-log offset %d", commit_log_offset)
             return None
 
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
+        """Stored records of ``topic`` indexed under ``key`` (UNIQ_KEY or a KEYS token) and stored
+        within ``[begin, end]`` ms, at most ``max_num`` (QUERY_MESSAGE). Mirrors
+        ``DefaultMessageStore.queryMessage``; empty when ``message_index_enable`` is off."""
+        return query_message(self.index_service, self.commit_log.get_record, topic, key, max_num, begin, end)
+
     # ----------------------------------------------------------------------- topics / retention
     def topics_and_queues(self) -> dict[str, list[int]]:
         """``{topic: sorted queue ids}`` of every consume queue in the store."""
@@ -605,3 +642,5 @@ class MessageStore:
         min_phy = self.commit_log.get_min_offset()
         for cq in list(self.consume_queue_table.values()):
             cq.delete_expired_file(min_phy)
+        if self.index_service is not None:
+            self.index_service.delete_expired_file(min_phy)

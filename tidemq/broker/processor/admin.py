@@ -3,7 +3,8 @@
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), CLEAN_EXPIRED_CONSUMEQUEUE (306),
 DELETE_EXPIRED_COMMITLOG (329), GET_BROKER_RUNTIME_INFO (28), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
-GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207).
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207), GET_PRODUCER_CONNECTION_LIST (204).
+The relays to consumers (222, 307, 309) live in ``relay.py``.
 
 Bodies keyed by MessageQueue (ConsumeStats, TopicStatsTable) use fastjson's object-as-key form, as
 only Java admin tools read them.
@@ -15,8 +16,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, ClassVar
 
+import orjson
+
 from tidemq.errors import ProtocolError
 from tidemq.protocol.body import (
+    Connection,
     ConsumeStats,
     KVTable,
     OffsetWrapper,
@@ -65,6 +69,7 @@ class AdminBrokerProcessor:
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        RequestCode.GET_PRODUCER_CONNECTION_LIST,
     )
 
     def __init__(self, broker: Broker) -> None:
@@ -117,8 +122,6 @@ class AdminBrokerProcessor:
             self.broker.subscription_group_manager.update_subscription_group_config(cfg)
             return _resp(ResponseCode.SUCCESS)
         if code == RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG:
-            import orjson
-
             return _resp(
                 ResponseCode.SUCCESS, None, orjson.dumps(self.broker.subscription_group_manager.encode())
             )
@@ -126,7 +129,32 @@ class AdminBrokerProcessor:
             d = DeleteSubscriptionGroupRequestHeader.from_command(request)
             self.broker.subscription_group_manager.delete_subscription_group_config(d.group_name)
             return _resp(ResponseCode.SUCCESS)
+        if code == RequestCode.GET_PRODUCER_CONNECTION_LIST:
+            group = request.ext_fields.get("producerGroup")
+            if not group:
+                return _resp(
+                    ResponseCode.SYSTEM_ERROR,
+                    "GetProducerConnectionListRequestHeader: missing required field 'producerGroup'",
+                )
+            return self.get_producer_connection_list(str(group))
         return _resp(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported")
+
+    def get_producer_connection_list(self, group: str) -> RemotingCommand:
+        """GET_PRODUCER_CONNECTION_LIST (204): body ``ProducerConnection`` ``{"connectionSet":[Connection]}``
+        from the producer manager; an unknown group answers SYSTEM_ERROR (RocketMQ's remark)."""
+        channels = self.broker.producer_manager.get_producer_channels(group)
+        if not channels:
+            return _resp(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        connections = [
+            Connection(
+                client_id=info.client_id,
+                client_addr=info.channel.remote_addr,
+                language=str(info.language),
+                version=int(info.version),
+            ).to_json()
+            for info in sorted(channels, key=lambda i: (i.client_id, i.channel.remote_addr))
+        ]
+        return _resp(ResponseCode.SUCCESS, None, orjson.dumps({"connectionSet": connections}))
 
     # -- topics ----------------------------------------------------------------------------------
 

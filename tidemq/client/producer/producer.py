@@ -17,13 +17,22 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from tidemq.client import query
 from tidemq.client.config import ProducerConfig, apply_overrides
 from tidemq.client.instance import ClientInstance, acquire_loop_thread, release_loop_thread
 from tidemq.client.producer.selector import SelectorLike, select_queue
+from tidemq.client.query import QueryResult
 from tidemq.client.route import TopicPublishInfo, route_to_publish_info
 from tidemq.errors import BrokerError, ClientError, NoRouteError, RemotingError, RemotingTimeoutError
 from tidemq.protocol.headers import SendMessageRequestHeader
-from tidemq.protocol.message import Message, MessageConst, MessageQueue, SendResult, properties_to_string
+from tidemq.protocol.message import (
+    Message,
+    MessageConst,
+    MessageExt,
+    MessageQueue,
+    SendResult,
+    properties_to_string,
+)
 from tidemq.protocol.message_codec import MessageSysFlag, compress_body, create_unique_id, encode_batch_body
 from tidemq.protocol.topic import is_retry_topic, validate_topic
 
@@ -406,6 +415,26 @@ class AsyncProducer:
         header = self._build_header(carrier, mq, 0, batch=True)
         return await self.instance.api.send_message(addr, mq.broker_name, header, body, timeout, uniq_id=uniq)
 
+    # -- queries (MQAdmin) -------------------------------------------------------------------
+
+    async def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryResult:
+        """Messages of ``topic`` whose KEYS hold ``key``, stored within ``[begin, end]`` ms (QUERY_MESSAGE).
+
+        Mirrors ``DefaultMQProducer.queryMessage``; see :func:`tidemq.client.query.query_message`.
+
+        Raises:
+            ClientError: nothing found. NoRouteError: unknown topic.
+        """
+        return await query.query_message(self.instance, topic, key, max_num, begin, end)
+
+    async def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """The message with an offset msg id or (with ``topic``) a UNIQ_KEY. Mirrors ``viewMessage``.
+
+        Raises:
+            ClientError: no such message.
+        """
+        return await query.view_message(self.instance, msg_id, topic)
+
 
 class Producer:
     """Blocking producer. Mirrors ``DefaultMQProducer``; runs :class:`AsyncProducer` on a background loop.
@@ -509,3 +538,11 @@ class Producer:
     def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """See :meth:`AsyncProducer.fetch_publish_message_queues`."""
         return self._loop.run(self._core.fetch_publish_message_queues(topic))
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryResult:
+        """See :meth:`AsyncProducer.query_message`."""
+        return self._loop.run(self._core.query_message(topic, key, max_num, begin, end))
+
+    def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """See :meth:`AsyncProducer.view_message`."""
+        return self._loop.run(self._core.view_message(msg_id, topic))
