@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 
 import orjson
 import pytest
@@ -234,3 +235,23 @@ async def test_update_and_create_topic_then_get_all(wire: Wire) -> None:
 def test_props_roundtrip_helper() -> None:
     """string_to_properties tolerates the C++ trailing separator (sanity check for the tests above)."""
     assert string_to_properties("a\x01b\x02") == {"a": "b"}
+
+
+async def test_topics_created_back_to_back_are_both_routable(wire: Wire) -> None:
+    """Two topics created in quick succession both get a name-server route without the 30 s timer."""
+    from tidemq.protocol.headers import GetRouteInfoRequestHeader
+
+    # The second create lands while the registration triggered by the first is still in flight.
+    await wire.create_topic("BackToBackA")
+    await wire.create_topic("BackToBackB")
+    for topic in ("BackToBackA", "BackToBackB"):
+        deadline = time.monotonic() + 5.0
+        while True:
+            request = RemotingCommand.create_request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic).to_ext_fields()
+            )
+            response = await wire.client.invoke(wire.cluster.namesrv_addr, request, 3.0)
+            if response.code == ResponseCode.SUCCESS:
+                break
+            assert time.monotonic() < deadline, f"no route for {topic}: {response.remark}"
+            await asyncio.sleep(0.05)

@@ -131,6 +131,7 @@ class Broker:
         self._stop = asyncio.Event()
         self._register_lock = asyncio.Lock()
         self._register_pending: asyncio.Task[None] | None = None
+        self._register_dirty = False
         self._loop_thread_id = 0
 
     # -- properties ---------------------------------------------------------------------------
@@ -366,14 +367,22 @@ class Broker:
 
         await asyncio.gather(*(one(a) for a in self.config.namesrv_addr_list()))
 
+    async def _register_while_dirty(self) -> None:
+        while self._register_dirty:
+            self._register_dirty = False
+            await self.register_broker_all()
+
     def _on_topic_change(self) -> None:
         """Topic created/updated/deleted: re-register at once (coalescing bursts into one call)."""
         if self.loop is None or not self.started:
             return
 
         def schedule() -> None:
+            # A change during an in-flight registration must not be lost: mark it dirty and let the
+            # running task register once more (a burst still coalesces into at most two calls).
+            self._register_dirty = True
             if self._register_pending is None or self._register_pending.done():
-                self._register_pending = self.loop.create_task(self.register_broker_all())
+                self._register_pending = self.loop.create_task(self._register_while_dirty())
 
         try:
             running = asyncio.get_running_loop()
