@@ -16,7 +16,8 @@ from tidemq.acl import AclClientRPCHook, AclConfigError, SessionCredentials
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
 from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.producer.producer import AsyncProducer
-from tidemq.errors import BrokerError
+from tidemq.client.query import query_message_by_uniq_key
+from tidemq.errors import BrokerError, ClientError
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import GetMaxOffsetRequestHeader, SendMessageRequestHeader
@@ -237,3 +238,26 @@ def test_tidemq_serve_refuses_a_bad_acl_file(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert "accessKey 'short' is too short" in result.stderr
+
+
+async def test_query_by_key_and_unique_key_under_acl(tmp_path: Path, acl_file: Path) -> None:
+    """QUERY_MESSAGE (with and without ``_UNIQUE_KEY_QUERY``) passes the signature check (#5310)."""
+    async with run_cluster(tmp_path, acl_enable=True, acl_file=str(acl_file)) as cluster:
+        producer = AsyncProducer(namesrv_addr=cluster.namesrv_addr, producer_group="q-pg", **APP)
+        await producer.start()
+        try:
+            result = await producer.send(Message("AclQuery", b"findme", keys=["order-1"]))
+            deadline = time.monotonic() + 10
+            while True:  # the index is built asynchronously: wait (bounded) until the key is found
+                try:
+                    found = await producer.query_message("AclQuery", "order-1", 8, 0, 2**62)
+                    break
+                except ClientError:
+                    assert time.monotonic() < deadline, "key never became queryable"
+                    await asyncio.sleep(0.02)
+            assert [m.body for m in found.message_list] == [b"findme"]
+            # query by UNIQ_KEY: the request carries _UNIQUE_KEY_QUERY=true
+            by_uniq = await query_message_by_uniq_key(producer.instance, "AclQuery", result.msg_id)
+            assert by_uniq is not None and by_uniq.body == b"findme"
+        finally:
+            await producer.shutdown()
