@@ -258,7 +258,7 @@ async def test_running_info_is_relayed_from_a_live_consumer(cluster: Cluster) ->
         resp = await admin(cluster.broker_addr, RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         info = fastjson_loads(resp.body)
-        assert info["properties"]["PROP_NAMESRV_ADDR"] == cluster.namesrv_addr
+        assert info["properties"]["PROP_NAMESERVER_ADDR"] == cluster.namesrv_addr
         assert TOPIC in {s["topic"] for s in info["subscriptionSet"]}
         assert TOPIC in info["statusTable"]
 

@@ -193,6 +193,8 @@ class ConsumeMessageOrderlyService:
 
     async def lock(self, mq: MessageQueue) -> bool:
         """LOCK_BATCH_MQ for one queue (1 s timeout); True when this client holds it. Mirrors ``lock``."""
+        if self._stopped:
+            return False
         addr = await self.host.find_broker_addr_for_lock(mq.broker_name)
         if addr is None:
             return False
@@ -200,6 +202,10 @@ class ConsumeMessageOrderlyService:
             locked = await self.host.lock_batch_mq(addr, {mq}, LOCK_TIMEOUT_S)
         except TideMQError as exc:
             log.warning("lock of %s failed: %s", mq, exc)
+            return False
+        if self._stopped:  # shutdown began while the lock was in flight: give it back at once
+            if locked:
+                await self.unlock_all(locked)
             return False
         self._mark_locked(locked)
         ok = mq in locked
@@ -223,6 +229,8 @@ class ConsumeMessageOrderlyService:
 
     async def lock_all(self) -> None:
         """Re-lock every owned queue, per broker; queues refused are marked unlocked. Mirrors ``lockAll``."""
+        if self._stopped:
+            return
         by_broker: dict[str, set[MessageQueue]] = defaultdict(set)
         table = self.host.owned_process_queues()
         for mq, pq in table.items():
@@ -237,6 +245,9 @@ class ConsumeMessageOrderlyService:
             except TideMQError as exc:
                 log.warning("lock of %d queue(s) on %s failed: %s", len(mqs), broker_name, exc)
                 continue
+            if self._stopped:
+                await self.unlock_all(locked)
+                return
             self._mark_locked(locked)
             for mq in mqs - locked:
                 lost = table.get(mq)
