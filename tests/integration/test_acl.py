@@ -41,7 +41,7 @@ accounts:
 APP: dict[str, Any] = {"access_key": "AppAccessKey", "secret_key": "AppSecretKey"}
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:  # noqa: ASYNC109
+async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:

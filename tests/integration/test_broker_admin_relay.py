@@ -27,7 +27,7 @@ TOPIC, GROUP = "RelayT", "relay-g"
 HOUR = 3_600_000
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:  # noqa: ASYNC109
+async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:

@@ -17,7 +17,7 @@ from tidemq.protocol.message import Message, MessageExt, MessageQueue
 from tidemq.testing import run_cluster
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> float:  # noqa: ASYNC109
+async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> float:
     """Wait until ``cond()`` holds; return the seconds it took."""
     start = time.monotonic()
     while not cond():

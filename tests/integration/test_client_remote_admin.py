@@ -25,7 +25,7 @@ from tidemq.testing import Cluster, run_cluster
 TOPIC, GROUP = "ResetT", "reset-g"
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:  # noqa: ASYNC109
+async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:

@@ -28,7 +28,7 @@ PER_KEY = 200
 QUEUES = 8
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:  # noqa: ASYNC109
+async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
     """Wait until ``cond()`` holds (checked every 10 ms) or fail naming ``what``."""
     deadline = time.monotonic() + timeout
     while not cond():

@@ -19,7 +19,7 @@ from tidemq.testing import run_cluster
 DELAYS = "1s 1s 1s 2s 1s 1s"
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:  # noqa: ASYNC109
+async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:

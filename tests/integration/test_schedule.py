@@ -18,7 +18,7 @@ from tidemq.testing import Cluster, run_cluster
 DELAYS = "1s 3s 10s"  # level 2 = 3 s
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:  # noqa: ASYNC109
+async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:

@@ -1,4 +1,3 @@
-# ruff: noqa: ASYNC109  (timeouts are explicit per-request seconds, as in MQClientAPIImpl)
 """AdminClient: what RocketMQ's ``DefaultMQAdminExt`` (mqadmin) does, over the remoting protocol.
 
 :class:`AsyncAdminClient` is the asyncio core; :class:`AdminClient` is the blocking face running that

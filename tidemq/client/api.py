@@ -1,4 +1,3 @@
-# ruff: noqa: ASYNC109  (timeouts are explicit per-request seconds, as in MQClientAPIImpl)
 """ClientAPI: one small method per request code a client sends. Mirrors RocketMQ's ``MQClientAPIImpl``.
 
 Each method builds the request (custom header as ``extFields``), invokes it over the shared

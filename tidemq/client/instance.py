@@ -264,7 +264,7 @@ class ClientInstance:
 
     # -- routes ------------------------------------------------------------------------------
 
-    async def get_route(self, topic: str, timeout: float | None = None) -> TopicRouteData:  # noqa: ASYNC109
+    async def get_route(self, topic: str, timeout: float | None = None) -> TopicRouteData:
         """GET_ROUTEINFO_BY_TOPIC from the name servers (tries each once).
 
         Raises:
@@ -359,6 +359,20 @@ class ClientInstance:
         if addr is None:
             raise ClientError(f"the broker {broker_name} does not exist (no address known)")
         return addr
+
+    async def max_offset(self, mq: MessageQueue, timeout: float) -> int:
+        """GET_MAX_OFFSET of ``mq`` on its master. Mirrors ``MQAdminImpl.maxOffset``.
+
+        Raises:
+            ClientError: the broker is unknown; BrokerError / RemotingError from the request.
+        """
+        addr = await self.find_broker_addr(mq.broker_name, topic=mq.topic)
+        return await self.api.get_max_offset(addr, mq, timeout)
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int, timeout: float) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP (ms) on ``mq``'s master. Mirrors ``MQAdminImpl.searchOffset``."""
+        addr = await self.find_broker_addr(mq.broker_name, topic=mq.topic)
+        return await self.api.search_offset(addr, mq, timestamp_ms, timeout)
 
     # -- heartbeats / rebalance / offsets -------------------------------------------------------
 

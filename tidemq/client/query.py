@@ -63,7 +63,7 @@ async def query_message(
     end: int,
     *,
     unique_key: bool = False,
-    timeout: float | None = None,  # noqa: ASYNC109
+    timeout: float | None = None,
 ) -> QueryResult:
     """Messages of ``topic`` whose KEYS contain ``key`` (or whose UNIQ_KEY is ``key`` when
     ``unique_key``), stored within ``[begin, end]`` ms. Mirrors ``MQAdminImpl.queryMessage``.
@@ -110,7 +110,7 @@ async def query_message_by_uniq_key(
     topic: str,
     uniq_key: str,
     *,
-    timeout: float | None = None,  # noqa: ASYNC109
+    timeout: float | None = None,
 ) -> MessageExt | None:
     """The message whose UNIQ_KEY (client msg id) is ``uniq_key``, or None.
 
@@ -131,7 +131,7 @@ async def view_message(
     msg_id: str,
     topic: str | None = None,
     *,
-    timeout: float | None = None,  # noqa: ASYNC109
+    timeout: float | None = None,
 ) -> MessageExt:
     """The message with id ``msg_id``: an offset msg id, or a UNIQ_KEY (then ``topic`` is needed).
 

@@ -142,7 +142,7 @@ class Channel:
     async def invoke(
         self,
         request: RemotingCommand,
-        timeout: float,  # noqa: ASYNC109 (API contract: seconds, like RocketMQ timeoutMillis)
+        timeout: float,
         *,
         deadline: float | None = None,
     ) -> RemotingCommand:

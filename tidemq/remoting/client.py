@@ -88,7 +88,7 @@ class RemotingClient:
         """Tell ``listener`` about connections opening and closing."""
         self._listeners.append(listener)
 
-    async def invoke(self, addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:  # noqa: ASYNC109
+    async def invoke(self, addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``request`` to ``addr`` and wait for the response. Mirrors ``invokeSync``.
 
         Args:

@@ -86,7 +86,7 @@ class OrderlyConsumerHost(Protocol):
         """Master address of ``broker_name`` (None when unknown)."""
         ...
 
-    async def lock_batch_mq(self, addr: str, mqs: set[MessageQueue], timeout: float) -> set[MessageQueue]:  # noqa: ASYNC109
+    async def lock_batch_mq(self, addr: str, mqs: set[MessageQueue], timeout: float) -> set[MessageQueue]:
         """LOCK_BATCH_MQ for this client; the queues it holds afterwards."""
         ...
 
@@ -94,7 +94,7 @@ class OrderlyConsumerHost(Protocol):
         self,
         addr: str,
         mqs: set[MessageQueue],
-        timeout: float,  # noqa: ASYNC109
+        timeout: float,
         *,
         oneway: bool,
     ) -> None:
@@ -165,7 +165,7 @@ class ConsumeMessageOrderlyService:
             except Exception:
                 log.exception("periodic lock of %s failed", self.host.group_name)
 
-    async def shutdown(self, timeout: float) -> bool:  # noqa: ASYNC109
+    async def shutdown(self, timeout: float) -> bool:
         """Stop consuming: wait up to ``timeout`` s for running listener calls. True when all finished.
 
         Unlocking is separate (:meth:`unlock_all`), so the consumer can persist offsets first.

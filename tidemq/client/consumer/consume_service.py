@@ -177,7 +177,7 @@ class ConsumeMessageConcurrentlyService:
         if offset >= 0 and not pq.dropped:
             self.host.offset_store.update_offset(mq, offset, True)
 
-    async def shutdown(self, timeout: float) -> bool:  # noqa: ASYNC109
+    async def shutdown(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for in-flight requests; returns True when all finished."""
         self._stopped = True
         pending = set(self._inflight)

@@ -19,22 +19,18 @@ from typing import Any
 
 from tidemq.client.api import PullStatus
 from tidemq.client.config import PullConsumerConfig, apply_overrides
-from tidemq.client.consumer.listener import (
-    decide_pull_from_where,
-    default_consume_timestamp,
-    parse_consume_timestamp,
-)
 from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_service import PullRequest, process_pull_result
 from tidemq.client.consumer.rebalance import Rebalancer
+from tidemq.client.consumer.start_offset import compute_pull_from_where
 from tidemq.client.instance import ClientInstance, acquire_loop_thread, release_loop_thread
 from tidemq.errors import ClientError, TideMQError
 from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.protocol.filter import build_subscription_data
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageExt, MessageQueue
-from tidemq.protocol.topic import is_retry_topic, validate_topic
+from tidemq.protocol.topic import validate_topic
 
 __all__ = ["AsyncPullConsumer", "PullConsumer"]
 
@@ -191,21 +187,8 @@ class AsyncPullConsumer:
         self.offset_store.remove_offset(mq)
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        last = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
-        decision = decide_pull_from_where(
-            self.config.consume_from_where, last, is_retry_topic=is_retry_topic(mq.topic)
-        )
-        try:
-            if decision.kind == "offset":
-                return decision.offset
-            if decision.kind == "max_offset":
-                return await self.max_offset(mq)
-            if decision.kind == "timestamp":
-                ts = parse_consume_timestamp(self.config.consume_timestamp or default_consume_timestamp())
-                return await self.offset_for_timestamp(mq, ts)
-        except TideMQError as exc:
-            log.warning("computing the start offset of %s failed: %s", mq, exc)
-        return -1
+        """Mirrors ``RebalancePushImpl.computePullFromWhereWithException`` (protocol.md §7.5)."""
+        return await compute_pull_from_where(self.instance, self.offset_store, self.config, mq)
 
     async def message_queue_changed(
         self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]
@@ -266,7 +249,7 @@ class AsyncPullConsumer:
             elif result.pull_status is PullStatus.OFFSET_ILLEGAL:
                 log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)
 
-    async def poll(self, timeout: float | None = None) -> list[MessageExt]:  # noqa: ASYNC109
+    async def poll(self, timeout: float | None = None) -> list[MessageExt]:
         """Messages pulled so far (waits up to ``timeout`` s, default ``poll_timeout``); [] on timeout.
 
         Polled messages count as consumed: ``commit_sync`` (or auto-commit) stores offsets after them.
@@ -340,15 +323,11 @@ class AsyncPullConsumer:
 
     async def max_offset(self, mq: MessageQueue) -> int:
         """GET_MAX_OFFSET."""
-        addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
-        return await self.instance.api.get_max_offset(addr, mq, self.config.mq_client_api_timeout)
+        return await self.instance.max_offset(mq, self.config.mq_client_api_timeout)
 
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP. Mirrors ``offsetForTimestamp``."""
-        addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
-        return await self.instance.api.search_offset(
-            addr, mq, timestamp_ms, self.config.mq_client_api_timeout
-        )
+        return await self.instance.search_offset(mq, timestamp_ms, self.config.mq_client_api_timeout)
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """The readable queues of ``topic``. Mirrors ``fetchMessageQueues``."""

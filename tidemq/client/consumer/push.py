@@ -25,7 +25,6 @@ from tidemq.client.consumer.consume_service import ConsumeMessageConcurrentlySer
 from tidemq.client.consumer.listener import (
     MessageListener,
     MessageListenerOrderly,
-    decide_pull_from_where,
     default_consume_timestamp,
     parse_consume_timestamp,
 )
@@ -38,6 +37,7 @@ from tidemq.client.consumer.offset_store import (
 from tidemq.client.consumer.process_queue import ProcessQueue, check_flow_control
 from tidemq.client.consumer.pull_service import PullMessageService, PullRequest, process_pull_result
 from tidemq.client.consumer.rebalance import Rebalancer
+from tidemq.client.consumer.start_offset import compute_pull_from_where
 from tidemq.client.instance import ClientInstance, acquire_loop_thread, release_loop_thread
 from tidemq.errors import ClientError, TideMQError
 from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
@@ -222,7 +222,7 @@ class AsyncPushConsumer:
         await self._refresh_missing_routes()
         inst.rebalance_immediately()
 
-    async def shutdown(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109
+    async def shutdown(self, timeout: float = 10.0) -> None:
         """Stop pulling, drain in-flight messages (up to ``timeout`` s), persist offsets, unregister.
 
         Mirrors ``DefaultMQPushConsumerImpl.shutdown``.
@@ -317,27 +317,8 @@ class AsyncPushConsumer:
         self.offset_store.remove_offset(mq)
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """Mirrors ``RebalancePushImpl.computePullFromWhereWithException`` (see protocol.md §7.5)."""
-        last = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
-        decision = decide_pull_from_where(
-            self.config.consume_from_where, last, is_retry_topic=is_retry_topic(mq.topic)
-        )
-        try:
-            if decision.kind == "offset":
-                return decision.offset
-            if decision.kind == "max_offset":
-                return await self._get_max_offset(mq)
-            if decision.kind == "timestamp":
-                ts = parse_consume_timestamp(self.config.consume_timestamp or default_consume_timestamp())
-                addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
-                return await self.instance.api.search_offset(addr, mq, ts, self.config.mq_client_api_timeout)
-        except TideMQError as exc:
-            log.warning("computing the start offset of %s failed: %s", mq, exc)
-        return -1
-
-    async def _get_max_offset(self, mq: MessageQueue) -> int:
-        addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
-        return await self.instance.api.get_max_offset(addr, mq, self.config.mq_client_api_timeout)
+        """Mirrors ``RebalancePushImpl.computePullFromWhereWithException`` (protocol.md §7.5)."""
+        return await compute_pull_from_where(self.instance, self.offset_store, self.config, mq)
 
     async def message_queue_changed(
         self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]
@@ -480,7 +461,7 @@ class AsyncPushConsumer:
                 return None
         return addr
 
-    async def lock_batch_mq(self, addr: str, mqs: set[MessageQueue], timeout: float) -> set[MessageQueue]:  # noqa: ASYNC109
+    async def lock_batch_mq(self, addr: str, mqs: set[MessageQueue], timeout: float) -> set[MessageQueue]:
         """LOCK_BATCH_MQ (41) for this client id; the queues it holds afterwards."""
         return await self.instance.api.lock_batch_mq(addr, self.group_name, self.client_id, mqs, timeout)
 
@@ -488,7 +469,7 @@ class AsyncPushConsumer:
         self,
         addr: str,
         mqs: set[MessageQueue],
-        timeout: float,  # noqa: ASYNC109
+        timeout: float,
         *,
         oneway: bool,
     ) -> None:

@@ -191,7 +191,7 @@ class AsyncProducer:
     async def send(
         self,
         msg: Message,
-        timeout: float | None = None,  # noqa: ASYNC109
+        timeout: float | None = None,
         *,
         queue: MessageQueue | None = None,
         selector: SelectorLike | None = None,
@@ -230,7 +230,7 @@ class AsyncProducer:
         info = await self._find_publish_info(msg.topic)
         return select_queue(selector, info.message_queue_list, msg, arg)
 
-    async def _send_default(self, msg: Message, timeout: float, retries: int) -> SendResult:  # noqa: ASYNC109
+    async def _send_default(self, msg: Message, timeout: float, retries: int) -> SendResult:
         """Mirrors ``sendDefaultImpl``: up to 1 + ``retries`` attempts, each on another queue."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -316,7 +316,7 @@ class AsyncProducer:
             sys_flag |= MessageSysFlag.COMPRESSED_FLAG
         return body, sys_flag, uniq
 
-    async def _send_kernel(self, msg: Message, mq: MessageQueue, timeout: float) -> SendResult:  # noqa: ASYNC109
+    async def _send_kernel(self, msg: Message, mq: MessageQueue, timeout: float) -> SendResult:
         """Mirrors ``sendKernelImpl``: UNIQ_KEY, compression, header, one request."""
         addr = await self._broker_addr(mq)
         body, sys_flag, uniq = self._prepare(msg)
@@ -370,7 +370,7 @@ class AsyncProducer:
     async def send_batch(
         self,
         msgs: Iterable[Message],
-        timeout: float | None = None,  # noqa: ASYNC109
+        timeout: float | None = None,
         *,
         queue: MessageQueue | None = None,
     ) -> SendResult:
