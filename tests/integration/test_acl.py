@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from tidemq.acl import AclClientRPCHook, AclConfigError, SessionCredentials
@@ -261,3 +262,56 @@ async def test_query_by_key_and_unique_key_under_acl(tmp_path: Path, acl_file: P
             assert by_uniq is not None and by_uniq.body == b"findme"
         finally:
             await producer.shutdown()
+
+
+def test_cli_send_and_consume_with_credentials(tmp_path: Path, acl_file: Path) -> None:
+    """`tidemq send/consume --access-key/--secret-key` work against an ACL broker; no keys are refused."""
+    with ServeProcess(tmp_path / "store", extra_args=["--acl", str(acl_file)]) as serve:
+        keys = ["--access-key", APP["access_key"], "--secret-key", APP["secret_key"]]
+        base = [sys.executable, "-m", "tidemq"]
+        sent = subprocess.run(
+            [*base, "send", "--namesrv", serve.namesrv_addr, "--topic", "CliAclTopic", "--count", "3", *keys],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert sent.returncode == 0, sent.stderr
+        assert [orjson.loads(line)["status"] for line in sent.stdout.splitlines()] == ["SEND_OK"] * 3
+        got = subprocess.run(
+            [
+                *base,
+                "consume",
+                "--namesrv",
+                serve.namesrv_addr,
+                "--topic",
+                "CliAclTopic",
+                "--group",
+                "cli-acl",
+                "--from",
+                "first",
+                "--count",
+                "3",
+                "--duration",
+                "30",
+                "--json",
+                *keys,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert got.returncode == 0, got.stderr
+        bodies = sorted(
+            event["body"]
+            for event in map(orjson.loads, got.stdout.splitlines())
+            if event["event"] == "message"
+        )
+        assert bodies == ["tidemq-msg-0", "tidemq-msg-1", "tidemq-msg-2"]
+        refused = subprocess.run(
+            [*base, "send", "--namesrv", serve.namesrv_addr, "--topic", "CliAclTopic"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode != 0
+        assert "No accessKey is configured" in refused.stderr

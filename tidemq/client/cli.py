@@ -10,6 +10,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,25 @@ def make_body(base: str, index: int, size: int | None) -> bytes:
     return body
 
 
+def credential_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--access-key`` / ``--secret-key`` (env ``TIDEMQ_ACCESS_KEY`` / ``TIDEMQ_SECRET_KEY``) for ACL brokers."""
+    f = click.option(
+        "--secret-key", envvar="TIDEMQ_SECRET_KEY", default=None, help="ACL secret key (signs every request)."
+    )(f)
+    return click.option("--access-key", envvar="TIDEMQ_ACCESS_KEY", default=None, help="ACL access key.")(f)
+
+
+def credentials(access_key: str | None, secret_key: str | None) -> dict[str, Any]:
+    """Client-config overrides for ACL credentials; both keys or neither.
+
+    Raises:
+        click.UsageError: only one of the two keys was given.
+    """
+    if (access_key is None) != (secret_key is None):
+        raise click.UsageError("give both --access-key and --secret-key, or neither")
+    return {"access_key": access_key, "secret_key": secret_key} if access_key and secret_key else {}
+
+
 @click.command("send")
 @click.option("--namesrv", required=True, help="Name server address host:port (';'-separated list).")
 @click.option("--topic", required=True, help="Topic to send to.")
@@ -63,6 +83,7 @@ def make_body(base: str, index: int, size: int | None) -> bytes:
     "--orderly-key", default=None, help="Send every message to the queue chosen by hashing this key."
 )
 @click.option("--group", default="tidemq-cli-producer", show_default=True, help="Producer group.")
+@credential_options
 def send_command(
     namesrv: str,
     topic: str,
@@ -74,12 +95,14 @@ def send_command(
     size: int | None,
     orderly_key: str | None,
     group: str,
+    access_key: str | None,
+    secret_key: str | None,
 ) -> None:
     """Send COUNT messages and print one JSON line per SendResult."""
     if body is not None and file_ is not None:
         raise click.UsageError("give either --body or --file, not both")
     base = file_.read_text() if file_ is not None else (body if body is not None else "tidemq-msg")
-    producer = Producer(namesrv_addr=namesrv, producer_group=group)
+    producer = Producer(namesrv_addr=namesrv, producer_group=group, **credentials(access_key, secret_key))
     try:
         producer.start()
         selector = SelectMessageQueueByHash() if orderly_key is not None else None
@@ -185,6 +208,7 @@ class _CountLimit:
 @click.option(
     "--json", "as_json", is_flag=True, help="Print JSON lines (otherwise one short text line each)."
 )
+@credential_options
 def consume_command(
     namesrv: str,
     topic: str,
@@ -196,6 +220,8 @@ def consume_command(
     count: int | None,
     duration: float | None,
     as_json: bool,
+    access_key: str | None,
+    secret_key: str | None,
 ) -> None:
     """Consume and print one line per message and per queue-assignment change.
 
@@ -259,6 +285,7 @@ def consume_command(
         message_model="BROADCASTING" if broadcast else "CLUSTERING",
         consume_from_where=cfw[from_],
         **extra,
+        **credentials(access_key, secret_key),
     )
     consumer.subscribe(topic, expression)
     if orderly:
