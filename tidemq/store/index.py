@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,9 +67,16 @@ def build_key(topic: str, key: str) -> str:
     return f"{topic}#{key}"
 
 
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # a lone surrogate from a JSON header
+        return text.encode("utf-8", "surrogatepass")
+
+
 def key_hash(key: str) -> int:
     """Hash of an index key: CRC32 of its UTF-8 bytes (unsigned 32 bit)."""
-    return zlib.crc32(key.encode("utf-8", "surrogatepass"))
+    return zlib.crc32(_utf8(key))
 
 
 def index_keys(properties: Mapping[str, str]) -> list[str]:
@@ -159,15 +166,6 @@ class IndexFile:
     @property
     def is_full(self) -> bool:
         return self.index_count >= self.max_index_num
-
-    def covered(self, commit_log_offset: int, size: int, store_timestamp: int) -> None:
-        """Record that the record at ``commit_log_offset`` (``size`` bytes) has been indexed."""
-        if self.begin_timestamp == 0:
-            self.begin_timestamp = store_timestamp
-            self.begin_phy_offset = commit_log_offset
-        self.end_timestamp = store_timestamp
-        self.end_phy_offset = commit_log_offset + size
-        self.dirty = True
 
     def put_keys(self, hashes: list[int], commit_log_offset: int, store_timestamp: int) -> bool:
         """Add one entry per hash for one record (all or none); False when they do not fit."""
@@ -293,7 +291,7 @@ class IndexService:
             raise StoreError("the message index needs a little-endian host; set message_index_enable=False")
         self.files: list[IndexFile] = []
         self._topic_crc: dict[str, int] = {}
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._failed = False
 
     # ------------------------------------------------------------------------------- lifecycle
@@ -392,38 +390,53 @@ class IndexService:
         """Index one stored record (``IndexService.buildIndex``); records below :attr:`end_phy_offset`
         are skipped, so re-dispatching after a restart is idempotent. Never raises: an I/O error is
         logged and the record stays unindexed."""
+        self.build_index_batch(commit_log_offset, [size], [(topic, sys_flag)], [properties], store_timestamp)
+
+    def build_index_batch(
+        self,
+        commit_log_offset: int,
+        sizes: Sequence[int],
+        topics_and_flags: Sequence[tuple[str, int]],
+        properties: Sequence[Mapping[str, str]],
+        store_timestamp: int,
+    ) -> None:
+        """Index contiguous records starting at ``commit_log_offset`` (one put): record ``i`` has
+        ``sizes[i]`` bytes, ``topics_and_flags[i] = (topic, sys_flag)`` and ``properties[i]``. As
+        :meth:`build_index`, under one lock acquisition."""
         with self._lock:
+            phy = commit_log_offset
             f = self.files[-1] if self.files else None
-            if f is not None and commit_log_offset < f.end_phy_offset:
-                return
             try:
-                if f is None or f.is_full:
-                    f = self._writable_file(commit_log_offset)
-                uniq = properties.get(_UNIQ_KEY)
-                keys = properties.get(_KEYS)
-                if (uniq or keys) and sys_flag & _TRANSACTION_MASK != _ROLLBACK:
-                    prefix = self._topic_crc.get(topic)
-                    if prefix is None:
-                        if len(self._topic_crc) > 4096:
-                            self._topic_crc.clear()
-                        prefix = self._topic_crc[topic] = zlib.crc32(
-                            f"{topic}#".encode("utf-8", "surrogatepass")
-                        )
-                    crc32 = zlib.crc32
-                    hashes = [crc32(uniq.encode("utf-8", "surrogatepass"), prefix)] if uniq else []
-                    if keys:
-                        hashes += [
-                            crc32(k.encode("utf-8", "surrogatepass"), prefix)
-                            for k in keys.split(KEY_SEPARATOR)
-                            if k
-                        ]
-                    if not f.put_keys(hashes, commit_log_offset, store_timestamp):
-                        f = self._writable_file(commit_log_offset, force=True)
-                        f.put_keys(hashes[: f.max_index_num], commit_log_offset, store_timestamp)
-                f.covered(commit_log_offset, size, store_timestamp)
+                for size, (topic, sys_flag), props in zip(sizes, topics_and_flags, properties, strict=True):
+                    if f is not None and phy < f.end_phy_offset:
+                        phy += size
+                        continue
+                    if f is None or f.index_count >= f.max_index_num:
+                        f = self._writable_file(phy)
+                    uniq = props.get(_UNIQ_KEY)
+                    keys = props.get(_KEYS)
+                    if (uniq or keys) and sys_flag & _TRANSACTION_MASK != _ROLLBACK:
+                        prefix = self._topic_crc.get(topic)
+                        if prefix is None:
+                            if len(self._topic_crc) > 4096:
+                                self._topic_crc.clear()
+                            prefix = self._topic_crc[topic] = zlib.crc32(_utf8(f"{topic}#"))
+                        hashes = [zlib.crc32(_utf8(uniq), prefix)] if uniq else []
+                        if keys:
+                            for k in keys.split(KEY_SEPARATOR):
+                                if k:
+                                    hashes.append(zlib.crc32(_utf8(k), prefix))
+                        if not f.put_keys(hashes, phy, store_timestamp):
+                            f = self._writable_file(phy, force=True)
+                            f.put_keys(hashes[: f.max_index_num], phy, store_timestamp)
+                    if not f.begin_timestamp:
+                        f.begin_timestamp, f.begin_phy_offset = store_timestamp, phy
+                    phy += size
+                    f.end_timestamp, f.end_phy_offset = store_timestamp, phy
+                    f.dirty = True
             except (OSError, ValueError, StoreError) as exc:
                 if not self._failed:
-                    log.error("building the message index failed at offset %d: %s", commit_log_offset, exc)
+                    log.error("building the message index failed at offset %d: %s", phy, exc)
                 self._failed = True
 
     def dispatch_record(self, info: RecordInfo) -> None:

@@ -379,12 +379,13 @@ class MessageStore:
                     assert cq is not None
                     cq.put_message_position_info(cq_units, first)
                 if self.index_service is not None:
-                    off = 0
-                    for inner, record, props_map in zip(inners, records, props_cache, strict=True):
-                        self.index_service.build_index(
-                            phy + off, len(record), inner.topic, props_map, inner.sys_flag, now
-                        )
-                        off += len(record)
+                    self.index_service.build_index_batch(
+                        phy,
+                        [len(r) for r in records],
+                        [(i.topic, i.sys_flag) for i in inners],
+                        props_cache,
+                        now,
+                    )
         except (OSError, StoreError) as exc:
             log.exception("put failed in %s", self.root)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,22 +12,22 @@ from hypothesis import strategies as st
 from tests.unit.store.conftest import StoreFactory, inner
 from tidemq.protocol.message import MessageConst
 from tidemq.protocol.message_codec import MessageSysFlag, decode_messages
-from tidemq.store import MessageStore
+from tidemq.store import MessageExtBrokerInner, MessageStore
 from tidemq.store.index import IndexService, build_key, index_keys, key_hash, record_has_key
 
 SMALL = {"max_hash_slot_num": 8, "max_index_num": 16}
 FOREVER = (0, 2**62)
 
 
-def keyed(i: int, topic: str = "T", keys: str | None = None, **kw: object) -> object:
+def keyed(i: int, topic: str = "T", keys: str | None = None, **kw: Any) -> MessageExtBrokerInner:
     props = {MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"UNIQ{i:04d}"}
     props[MessageConst.PROPERTY_KEYS] = keys if keys is not None else f"order-{i} user-{i % 3}"
     return inner(topic, f"body-{i}".encode(), properties=props, **kw)
 
 
-def put(store: MessageStore, *msgs: object) -> None:
+def put(store: MessageStore, *msgs: MessageExtBrokerInner) -> None:
     for m in msgs:
-        assert store.put_message(m).is_ok  # type: ignore[arg-type]
+        assert store.put_message(m).is_ok
 
 
 def found(
@@ -90,7 +91,7 @@ def test_query_time_range_and_index_state(open_store: StoreFactory) -> None:
 def test_batches_rolled_back_and_records_without_keys(open_store: StoreFactory) -> None:
     store = open_store()
     batch = [keyed(i, queue_id=1) for i in range(5)]
-    assert store.put_messages(batch).is_ok  # type: ignore[arg-type]
+    assert store.put_messages(batch).is_ok
     put(store, inner("T", b"plain"))
     put(store, keyed(9, sys_flag=MessageSysFlag.TRANSACTION_ROLLBACK_TYPE))
     assert found(store, "T", "order-2") == [b"body-2"]
