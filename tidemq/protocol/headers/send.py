@@ -1,0 +1,132 @@
+"""Producer-path headers: SEND_MESSAGE (long names), SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE
+(one-letter names), transactions. Mirrors ``SendMessageRequestHeader(V2)``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Self
+
+from tidemq.protocol.codes import RequestCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers.base import CommandHeader, HeaderError, b, i32, i64, s
+
+V2_FIELD_NAMES: Final[dict[str, str]] = {
+    "producerGroup": "a",
+    "topic": "b",
+    "defaultTopic": "c",
+    "defaultTopicQueueNums": "d",
+    "queueId": "e",
+    "sysFlag": "f",
+    "bornTimestamp": "g",
+    "flag": "h",
+    "properties": "i",
+    "reconsumeTimes": "j",
+    "unitMode": "k",
+    "maxReconsumeTimes": "l",
+    "batch": "m",
+    "bname": "n",
+}
+"""Long (SEND_MESSAGE) -> one-letter (SEND_MESSAGE_V2) wire names (``SendMessageRequestHeaderV2``)."""
+
+SEND_REPLY_MESSAGE: Final = 324
+SEND_REPLY_MESSAGE_V2: Final = 325
+_V1_CODES: Final = frozenset({int(RequestCode.SEND_MESSAGE), SEND_REPLY_MESSAGE})
+_V2_CODES: Final = frozenset(
+    {int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE), SEND_REPLY_MESSAGE_V2}
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class SendMessageRequestHeader(CommandHeader):
+    """SEND_MESSAGE (10) / SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320) request header.
+
+    Mirrors ``SendMessageRequestHeader`` (long names) and ``SendMessageRequestHeaderV2``
+    (one-letter names, :data:`V2_FIELD_NAMES`). ``born_timestamp`` is ms; ``queue_id < 0`` asks
+    the broker to pick a queue. A batch is flagged by ``batch`` (C++ sends batches as code 10
+    or 310 with ``batch``), not by the code; code 320 implies ``batch=True``.
+    """
+
+    producer_group: str = s("producerGroup")
+    topic: str = s("topic")
+    default_topic: str = s("defaultTopic")
+    default_topic_queue_nums: int = i32("defaultTopicQueueNums")
+    queue_id: int = i32("queueId")
+    sys_flag: int = i32("sysFlag")
+    born_timestamp: int = i64("bornTimestamp")
+    flag: int = i32("flag")
+    properties: str | None = s("properties", required=False)
+    reconsume_times: int | None = i32("reconsumeTimes", required=False)
+    unit_mode: bool = b("unitMode", default=False)
+    batch: bool = b("batch", default=False)
+    max_reconsume_times: int | None = i32("maxReconsumeTimes", required=False)
+    broker_name: str | None = s("bname", required=False)
+
+    @classmethod
+    def from_command(cls, cmd: RemotingCommand) -> Self:
+        """Parse by code: 10/324 long names, 310/320/325 one-letter names.
+
+        Raises:
+            HeaderError: bad or missing field (named as received, e.g. ``'e' (queueId)``), or
+                ``cmd.code`` is not a send code.
+        """
+        if cmd.code in _V1_CODES:
+            return cls.from_ext_fields(cmd.ext_fields)
+        if cmd.code in _V2_CODES:
+            header = cls.from_v2_ext_fields(cmd.ext_fields)
+            if cmd.code == RequestCode.SEND_BATCH_MESSAGE:
+                header.batch = True
+            return header
+        raise HeaderError(
+            cls.__name__, "code", str(cmd.code), f"request code {cmd.code} is not a send request"
+        )
+
+    @classmethod
+    def from_v2_ext_fields(cls, ext: Mapping[str, Any]) -> Self:
+        """Parse the one-letter (V2) form."""
+        return cls._from_ext(ext, V2_FIELD_NAMES)
+
+    def to_v2_ext_fields(self) -> dict[str, str]:
+        """The one-letter (V2) form, as Java / C++ >= 1.2.5 send it."""
+        return {V2_FIELD_NAMES[k]: v for k, v in self.to_ext_fields().items()}
+
+
+@dataclass(slots=True, kw_only=True)
+class SendMessageResponseHeader(CommandHeader):
+    """Send response header. Mirrors ``SendMessageResponseHeader``.
+
+    ``msg_id`` is the offset msgId (comma-joined for a batch). ``msg_region`` and ``trace_on``
+    are the ``MSG_REGION`` / ``TRACE_ON`` ext-fields Java brokers always add (the Java client
+    needs extFields present after a send; C++ reads them only as strings).
+    """
+
+    msg_id: str = s("msgId")
+    queue_id: int = i32("queueId")
+    queue_offset: int = i64("queueOffset")
+    transaction_id: str | None = s("transactionId", required=False)
+    msg_region: str | None = s("MSG_REGION", required=False, default="DefaultRegion")
+    trace_on: bool | None = b("TRACE_ON", default=True)
+
+
+@dataclass(slots=True, kw_only=True)
+class EndTransactionRequestHeader(CommandHeader):
+    """END_TRANSACTION (37, oneway). ``commit_or_rollback``: 0 unknown, 8 commit, 12 rollback."""
+
+    producer_group: str = s("producerGroup")
+    tran_state_table_offset: int = i64("tranStateTableOffset")
+    commit_log_offset: int = i64("commitLogOffset")
+    commit_or_rollback: int = i32("commitOrRollback")
+    from_transaction_check: bool = b("fromTransactionCheck", default=False)
+    msg_id: str = s("msgId")
+    transaction_id: str | None = s("transactionId", required=False)
+
+
+@dataclass(slots=True, kw_only=True)
+class CheckTransactionStateRequestHeader(CommandHeader):
+    """CHECK_TRANSACTION_STATE (39, broker -> producer, oneway). Body = the half message."""
+
+    tran_state_table_offset: int = i64("tranStateTableOffset")
+    commit_log_offset: int = i64("commitLogOffset")
+    msg_id: str | None = s("msgId", required=False)
+    transaction_id: str | None = s("transactionId", required=False)
+    offset_msg_id: str | None = s("offsetMsgId", required=False)
