@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tidemq.admin import AdminClient
 from tidemq.client.producer.producer import Producer
 from tidemq.protocol.message import Message, MessageQueue
@@ -13,18 +15,17 @@ def create_topic(namesrv: str, topic: str, queues: int = 4) -> list[MessageQueue
         admin.create_topic(topic, queues)
         admin.wait_for_route(topic)
         mqs = admin.fetch_subscribe_message_queues(topic)
-        deadline_ok = len(mqs) == queues
-        assert deadline_ok, f"route of {topic} has {len(mqs)} queues, expected {queues}"
+        assert len(mqs) == queues, f"route of {topic} has {len(mqs)} queues, expected {queues}"
         return mqs
 
 
 def produce(
     namesrv: str, topic: str, count: int, *, start: int = 0, tags: list[str] | None = None
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """Send ``count`` messages ``m<i>`` round-robin over the queues; returns what was sent, per message."""
     producer = Producer(namesrv_addr=namesrv, producer_group="spark-test-producer")
     producer.start()
-    sent: list[dict[str, object]] = []
+    sent: list[dict[str, Any]] = []
     try:
         mqs = sorted(producer.fetch_publish_message_queues(topic))
         for i in range(start, start + count):

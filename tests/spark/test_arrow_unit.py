@@ -10,10 +10,10 @@ from tidemq.protocol.message_codec import (
     create_offset_msg_id,
     encode_stored_message,
 )
-from tidemq.spark.arrow import ARROW_SCHEMA, SOURCE_SCHEMA_DDL, RecordBatchBuilder, tag_predicate
+from tidemq.spark.arrow import ARROW_SCHEMA, RecordBatchBuilder, tag_predicate
 
 
-def _record(offset: int, body: bytes, props: dict[str, str], *, compressed: bool = False) -> bytes:
+def _record(offset: int, body: bytes, props: dict[str, str] | str, *, compressed: bool = False) -> bytes:
     return encode_stored_message(
         topic="T",
         body=compress_body(body) if compressed else body,
@@ -40,7 +40,7 @@ def test_decode_columns_and_trim_at_end() -> None:
     )
     builder = RecordBatchBuilder("broker-a")
     kept, nxt = builder.add_body(buf, end_offset=2)
-    assert (kept, nxt) == (2, 3)
+    assert (kept, nxt) == (2, 3)  # the record at offset 2 is at/after the end
     batch = builder.flush()
     assert batch is not None and batch.schema == ARROW_SCHEMA
     rows = batch.to_pylist()
@@ -58,12 +58,31 @@ def test_decode_columns_and_trim_at_end() -> None:
 def test_tag_filter() -> None:
     buf = b"".join(_record(i, b"m", {"TAGS": t}) for i, t in enumerate(["a", "b", "c"]))
     builder = RecordBatchBuilder("b", tag_predicate("a || c"))
-    assert builder.add_body(buf, 100) == (2, 3)
+    builder.add_body(buf, 100)
+    batch = builder.flush()
+    assert batch is not None and batch.column("tags").to_pylist() == ["a", "c"]
     assert tag_predicate("*") is None and tag_predicate(None) is None
 
 
-def test_arrow_schema_matches_spark() -> None:
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import _parse_datatype_string
+def test_properties_with_empty_segments_and_no_properties() -> None:
+    buf = _record(0, b"a", "x\x011\x02") + _record(1, b"b", "")  # C++ trailing separator; none at all
+    builder = RecordBatchBuilder("b")
+    builder.add_body(buf, 10)
+    batch = builder.flush()
+    assert batch is not None
+    assert [dict(p) for p in batch.column("properties").to_pylist()] == [{"x": "1"}, {}]
+    assert batch.column("msgId").to_pylist()[1] == create_offset_msg_id("127.0.0.1:10911", 1001)
 
-    assert to_arrow_schema(_parse_datatype_string(SOURCE_SCHEMA_DDL), timezone="UTC") == ARROW_SCHEMA
+
+def test_ipv6_hosts() -> None:
+    rec = encode_stored_message(
+        topic="T", body=b"v6", properties={"TAGS": "t"}, queue_offset=7, commit_log_offset=9,
+        born_host="[::1]:5", store_host="[2001:db8::1]:10911", store_timestamp=5, born_timestamp=4,
+    )  # fmt: skip
+    builder = RecordBatchBuilder("b")
+    builder.add_body(rec, 10)
+    batch = builder.flush()
+    assert batch is not None
+    row = batch.to_pylist()[0]
+    assert row["body"] == b"v6" and row["queueOffset"] == 7 and row["tags"] == "t"
+    assert row["msgId"] == create_offset_msg_id("[2001:db8::1]:10911", 9)

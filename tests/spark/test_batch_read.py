@@ -20,13 +20,8 @@ def _load(spark: Any, namesrv: str, topic: str, **options: str) -> Any:
 
 def test_schema_matches_arrow(spark: Any) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType
 
-    schema = (
-        StructType.fromDDL(SOURCE_SCHEMA_DDL)
-        if hasattr(StructType, "fromDDL")
-        else spark.createDataFrame([], SOURCE_SCHEMA_DDL).schema
-    )
+    schema = spark.createDataFrame([], SOURCE_SCHEMA_DDL).schema
     assert to_arrow_schema(schema, timezone="UTC") == ARROW_SCHEMA
 
 

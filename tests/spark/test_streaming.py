@@ -49,7 +49,7 @@ def test_stop_and_restart_from_checkpoint_is_exactly_once(spark: Any, cluster: A
         return [row for f in sorted(out.glob("batch-*.json")) for row in json.loads(f.read_text())]
 
     query = start()
-    more: list[dict[str, object]] = []
+    more: list[dict[str, Any]] = []
     producer = threading.Thread(
         target=lambda: more.extend(produce(cluster.namesrv_addr, topic, 150, start=100))
     )

@@ -30,7 +30,10 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     numeric = [all(isinstance(row[i], int) for row in rows) and bool(rows) for i in range(len(headers))]
     lines = []
     for n, row in enumerate(cells):
-        parts = [c.rjust(w) if numeric[i] and n else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        parts = [
+            c.rjust(w) if numeric[i] and n else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
         lines.append("  ".join(parts).rstrip())
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
@@ -75,7 +78,9 @@ def admin_group() -> None:
 
 @admin_group.command("consumer-progress")
 @click.option("--group", "-g", required=True, help="Consumer group.")
-@click.option("--topic", "-t", default=None, help="Only this topic (default: every topic the group has offsets for).")
+@click.option(
+    "--topic", "-t", default=None, help="Only this topic (default: every topic the group has offsets for)."
+)
 @_admin_command
 def consumer_progress(admin: AdminClient, as_json: bool, group: str, topic: str | None) -> None:
     """Per queue: broker offset, the group's offset and the lag (GET_CONSUME_STATS)."""
@@ -102,10 +107,20 @@ def consumer_progress(admin: AdminClient, as_json: bool, group: str, topic: str 
         )
         return
     table = [
-        (r.mq.topic, r.mq.broker_name, r.mq.queue_id, r.broker_offset, r.consumer_offset, r.lag, _ms(r.last_timestamp))
+        (
+            r.mq.topic,
+            r.mq.broker_name,
+            r.mq.queue_id,
+            r.broker_offset,
+            r.consumer_offset,
+            r.lag,
+            _ms(r.last_timestamp),
+        )
         for r in rows
     ]
-    click.echo(format_table(["topic", "broker", "queue", "brokerOffset", "consumerOffset", "lag", "lastTime"], table))
+    click.echo(
+        format_table(["topic", "broker", "queue", "brokerOffset", "consumerOffset", "lag", "lastTime"], table)
+    )
     click.echo(f"\ntotal lag: {total}")
 
 
@@ -143,14 +158,17 @@ def topic_status(admin: AdminClient, as_json: bool, topic: str) -> None:
         _echo_json(table.to_json())
         return
     rows = [
-        (mq.broker_name, mq.queue_id, t.min_offset, t.max_offset, _ms(t.last_update_timestamp)) for mq, t in items
+        (mq.broker_name, mq.queue_id, t.min_offset, t.max_offset, _ms(t.last_update_timestamp))
+        for mq, t in items
     ]
     click.echo(format_table(["broker", "queue", "minOffset", "maxOffset", "lastUpdated"], rows))
 
 
 @admin_group.command("update-topic")
 @click.option("--topic", "-t", required=True, help="Topic to create or update.")
-@click.option("--queues", "-q", type=int, default=8, show_default=True, help="Read and write queue count per broker.")
+@click.option(
+    "--queues", "-q", type=int, default=8, show_default=True, help="Read and write queue count per broker."
+)
 @click.option("--cluster", "-c", default=None, help="Only the brokers of this cluster (default: all).")
 @click.option("--perm", type=int, default=6, show_default=True, help="Permission bits: 6 = read + write.")
 @click.option("--order", is_flag=True, help="Mark the topic as ordered.")

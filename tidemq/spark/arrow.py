@@ -29,10 +29,11 @@ from __future__ import annotations
 import struct
 import zlib
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tidemq.errors import ProtocolError
 from tidemq.protocol.message_codec import MESSAGE_MAGIC_CODE_V2, MessageSysFlag
@@ -65,13 +66,48 @@ ARROW_SCHEMA: Final = pa.schema(
 """Arrow schema of the RecordBatches ``read()`` yields (equals ``to_arrow_schema`` of the DDL, UTC)."""
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # total, magic, crc, queueId, flag, queueOffset, phyOffset, sysFlag, born
-_I32 = struct.Struct(">i")
+# The whole fixed part of a record whose hosts are both IPv4 (the common case), up to the body length.
+_FIXED_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")
+_FIXED_V4_SIZE = _FIXED_V4.size  # 88
 _I64 = struct.Struct(">q")
 _U16 = struct.Struct(">H")
 _TAIL = struct.Struct(">iqi")  # reconsumeTimes, preparedTransactionOffset, bodyLength
+_V6 = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 _BORN_V6 = MessageSysFlag.BORNHOST_V6_FLAG
 _STORE_V6 = MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 _COMPRESSED = MessageSysFlag.COMPRESSED_FLAG
+_MS_TO_US = pa.scalar(1000, pa.int64())
+
+
+def _parse_properties_python(raw: list[bytes]) -> tuple[pa.Array, pa.Array, pa.Array]:
+    offsets = [0]
+    keys: list[str] = []
+    values: list[str] = []
+    for item in raw:
+        for pair in item.decode().split("\x02"):
+            k, sep, v = pair.partition("\x01")
+            if sep:
+                keys.append(k)
+                values.append(v)
+        offsets.append(len(keys))
+    return pa.array(offsets, pa.int32()), pa.array(keys, pa.string()), pa.array(values, pa.string())
+
+
+def parse_properties(raw: list[bytes]) -> pa.MapArray:
+    """RocketMQ property strings (``k\\x01v\\x02k\\x01v``) to a ``map<string,string>`` array.
+
+    Vectorised with Arrow compute; strings with empty segments (a C++ client's trailing
+    ``\\x02``, empty properties) take a per-record Python path.
+    """
+    text = pa.array(raw, pa.binary()).cast(pa.string())
+    lists = pc.split_pattern(text, "\x02")
+    flat = pc.list_flatten(lists)
+    if len(flat) and pc.all(pc.match_substring(flat, "\x01")).as_py():
+        pairs = pc.split_pattern(flat, "\x01", max_splits=1)
+        offsets, keys, values = lists.offsets, pc.list_element(pairs, 0), pc.list_element(pairs, 1)
+    else:
+        offsets, keys, values = _parse_properties_python(raw)
+    return pa.MapArray.from_arrays(offsets, keys, values, type=PROPERTIES_TYPE)
 
 
 class RecordBatchBuilder:
@@ -79,33 +115,33 @@ class RecordBatchBuilder:
 
     Args:
         broker_name: value of the ``brokerName`` column.
-        tag_filter: ``None`` keeps every record; otherwise a predicate on the ``TAGS`` value
-            (``None`` when the message has no tag), e.g. from :func:`tag_predicate`.
+        tag_filter: ``None`` keeps every record; otherwise the set of tags to keep (a record without
+            a tag is dropped), e.g. from :func:`tag_predicate`.
 
-    Use :meth:`add_body` with each PULL_MESSAGE body, then :meth:`flush` for a RecordBatch.
+    All records of a builder come from one queue, hence one topic (the first record's). Use
+    :meth:`add_body` with each PULL_MESSAGE body, then :meth:`flush` for a RecordBatch. The
+    per-record Python loop only slices; properties, keys, tags and timestamps are built with Arrow
+    compute in :meth:`flush`.
     """
 
-    def __init__(self, broker_name: str, tag_filter: Callable[[str | None], bool] | None = None) -> None:
+    def __init__(self, broker_name: str, tag_filter: frozenset[str] | None = None) -> None:
         self.broker_name = broker_name
         self.tag_filter = tag_filter
         self._reset()
 
     def _reset(self) -> None:
-        self.topics: list[str] = []
+        self.topic: str | None = None
         self.queue_ids: list[int] = []
         self.queue_offsets: list[int] = []
-        self.msg_ids: list[str] = []
-        self.keys: list[str | None] = []
-        self.tags: list[str | None] = []
+        self.store_hosts: list[bytes] = []
+        self.phys: list[int] = []
         self.body_offsets = array("i", [0])
         self.body_chunks: list[bytes | memoryview] = []
         self.body_size = 0
         self.born: list[int] = []
         self.stored: list[int] = []
         self.reconsume: list[int] = []
-        self.prop_offsets = array("i", [0])
-        self.prop_keys: list[str] = []
-        self.prop_values: list[str] = []
+        self.props: list[bytes] = []
 
     def __len__(self) -> int:
         return len(self.queue_offsets)
@@ -114,7 +150,8 @@ class RecordBatchBuilder:
         """Decode the records laid back to back in ``buf``, keeping those below ``end_offset``.
 
         Returns:
-            ``(records kept, last queue offset seen + 1)``, the latter -1 when ``buf`` is empty.
+            ``(records kept before tag filtering, last queue offset seen + 1)``, the latter -1 when
+            ``buf`` is empty.
 
         Raises:
             ProtocolError: a truncated or malformed record.
@@ -123,23 +160,31 @@ class RecordBatchBuilder:
         pos, n = 0, len(view)
         kept = 0
         next_offset = -1
-        head_unpack = _HEAD.unpack_from
-        tail_unpack = _TAIL.unpack_from
+        fixed = _FIXED_V4.unpack_from
+        a_qid, a_qoff = self.queue_ids.append, self.queue_offsets.append
+        a_host, a_phy = self.store_hosts.append, self.phys.append
+        a_body, a_boff = self.body_chunks.append, self.body_offsets.append
+        a_born, a_stored, a_rc = self.born.append, self.stored.append, self.reconsume.append
+        a_props = self.props.append
+        topic = self.topic
+        size = self.body_size
         while pos < n:
             try:
-                total, magic, _crc, qid, _flag, qoff, phy, sys_flag, born = head_unpack(view, pos)
+                (total, magic, _crc, qid, _flag, qoff, phy, sys_flag, born, _bh, store_ts, store_host, reconsume,
+                 _prep, body_len) = fixed(view, pos)  # fmt: skip
                 if total <= 0 or pos + total > n:
                     raise ProtocolError(f"record at {pos}: TOTALSIZE {total} exceeds the {n}-byte body")
-                p = pos + 48
-                born_host_len = 20 if sys_flag & _BORN_V6 else 8
-                p += born_host_len
-                store_ts = _I64.unpack_from(view, p)[0]
-                p += 8
-                store_host_len = 20 if sys_flag & _STORE_V6 else 8
-                store_host = view[p : p + store_host_len]
-                p += store_host_len
-                reconsume, _prepared, body_len = tail_unpack(view, p)
-                p += 16
+                if sys_flag & _V6:
+                    p = pos + 48 + (20 if sys_flag & _BORN_V6 else 8)
+                    store_ts = _I64.unpack_from(view, p)[0]
+                    p += 8
+                    hl = 20 if sys_flag & _STORE_V6 else 8
+                    store_host = bytes(view[p : p + hl])
+                    p += hl
+                    reconsume, _prep, body_len = _TAIL.unpack_from(view, p)
+                    p += 16
+                else:
+                    p = pos + _FIXED_V4_SIZE
                 body = view[p : p + body_len]
                 p += body_len
                 if magic == MESSAGE_MAGIC_CODE_V2:
@@ -148,25 +193,16 @@ class RecordBatchBuilder:
                 else:
                     topic_len = view[p]
                     p += 1
-                topic = str(view[p : p + topic_len], "utf-8")
+                if topic is None:
+                    topic = bytes(view[p : p + topic_len]).decode()
                 p += topic_len
-                props_len = _U16.unpack_from(view, p)[0]
-                p += 2
-                props_text = str(view[p : p + props_len], "utf-8") if props_len else ""
+                props_len = (view[p] << 8) | view[p + 1]
+                props = bytes(view[p + 2 : p + 2 + props_len])
             except (struct.error, IndexError, UnicodeDecodeError) as exc:
                 raise ProtocolError(f"malformed message record at byte {pos}: {exc}") from None
             pos += total
             next_offset = qoff + 1
             if qoff >= end_offset:
-                continue
-            props: dict[str, str] = {}
-            if props_text:
-                for item in props_text.split("\x02"):
-                    k, sep, v = item.partition("\x01")
-                    if sep:
-                        props[k] = v
-            tag = props.get("TAGS")
-            if self.tag_filter is not None and not self.tag_filter(tag):
                 continue
             if sys_flag & _COMPRESSED:
                 try:
@@ -176,26 +212,27 @@ class RecordBatchBuilder:
                         f"record at queue offset {qoff}: bad compressed body: {exc}"
                     ) from None
             kept += 1
-            self.topics.append(topic)
-            self.queue_ids.append(qid)
-            self.queue_offsets.append(qoff)
-            uniq = props.get("UNIQ_KEY")
-            self.msg_ids.append(uniq if uniq else (bytes(store_host) + _I64.pack(phy)).hex().upper())
-            self.keys.append(props.get("KEYS"))
-            self.tags.append(tag)
-            self.body_chunks.append(body)
-            self.body_size += len(body)
-            self.body_offsets.append(self.body_size)
-            self.born.append(born * 1000)
-            self.stored.append(store_ts * 1000)
-            self.reconsume.append(reconsume)
-            self.prop_keys.extend(props.keys())
-            self.prop_values.extend(props.values())
-            self.prop_offsets.append(len(self.prop_keys))
+            a_qid(qid)
+            a_qoff(qoff)
+            a_host(store_host)
+            a_phy(phy)
+            a_body(body)
+            size += len(body)
+            a_boff(size)
+            a_born(born)
+            a_stored(store_ts)
+            a_rc(reconsume)
+            a_props(props)
+        self.body_size = size
+        self.topic = topic
         return kept, next_offset
 
     def flush(self) -> pa.RecordBatch | None:
-        """The accumulated records as a RecordBatch of :data:`ARROW_SCHEMA` (None if empty); resets."""
+        """The accumulated records as a RecordBatch of :data:`ARROW_SCHEMA` (None if empty); resets.
+
+        Raises:
+            ProtocolError: properties that are not UTF-8, or more than 2 GiB of bodies.
+        """
         n = len(self.queue_offsets)
         if n == 0:
             return None
@@ -206,39 +243,51 @@ class RecordBatchBuilder:
             n,
             [None, pa.py_buffer(self.body_offsets), pa.py_buffer(b"".join(self.body_chunks))],
         )
-        props_arr = pa.MapArray.from_arrays(
-            pa.array(self.prop_offsets, pa.int32()),
-            pa.array(self.prop_keys, pa.string()),
-            pa.array(self.prop_values, pa.string()),
-            type=PROPERTIES_TYPE,
-        )
+        try:
+            props_arr = parse_properties(self.props)
+        except pa.ArrowInvalid as exc:
+            raise ProtocolError(f"message properties are not UTF-8: {exc}") from None
+        uniq = pc.map_lookup(props_arr, pa.scalar("UNIQ_KEY"), "first")
+        if uniq.null_count:
+            pack = _I64.pack
+            offset_ids = pa.array(
+                [(h + pack(o)).hex().upper() for h, o in zip(self.store_hosts, self.phys, strict=True)],
+                pa.string(),
+            )
+            msg_ids = pc.coalesce(uniq, offset_ids)
+        else:
+            msg_ids = uniq
+        tags = pc.map_lookup(props_arr, pa.scalar("TAGS"), "first")
         columns: list[Any] = [
-            pa.array(self.topics, pa.string()),
+            pa.array([self.topic] * n, pa.string()),
             pa.array([self.broker_name] * n, pa.string()),
             pa.array(self.queue_ids, pa.int32()),
             pa.array(self.queue_offsets, pa.int64()),
-            pa.array(self.msg_ids, pa.string()),
-            pa.array(self.keys, pa.string()),
-            pa.array(self.tags, pa.string()),
+            msg_ids,
+            pc.map_lookup(props_arr, pa.scalar("KEYS"), "first"),
+            tags,
             body_arr,
-            pa.array(self.born, pa.int64()).cast(_TS),
-            pa.array(self.stored, pa.int64()).cast(_TS),
+            pc.multiply(pa.array(self.born, pa.int64()), _MS_TO_US).cast(_TS),
+            pc.multiply(pa.array(self.stored, pa.int64()), _MS_TO_US).cast(_TS),
             pa.array(self.reconsume, pa.int32()),
             props_arr,
         ]
         self._reset()
-        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+        batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+        if self.tag_filter is not None:
+            keep = pc.fill_null(pc.is_in(tags, pa.array(sorted(self.tag_filter), pa.string())), False)
+            batch = batch.filter(keep)
+        return batch
 
 
-def tag_predicate(expression: str | None) -> Callable[[str | None], bool] | None:
-    """The exact client-side tag check for a ``subExpression`` (``*`` / empty = None = all).
+def tag_predicate(expression: str | None) -> frozenset[str] | None:
+    """The tags an exact client-side check keeps for a ``subExpression`` (``*`` / empty = None = all).
 
     ``"a || b"`` keeps messages whose tag is ``a`` or ``b`` (RocketMQ's TAG expression).
     """
     if expression is None or expression.strip() in ("", "*"):
         return None
-    wanted = frozenset(t.strip() for t in expression.split("||") if t.strip())
-    return lambda tag: tag is not None and tag in wanted
+    return frozenset(t.strip() for t in expression.split("||") if t.strip())
 
 
 def decode_to_batches(
