@@ -14,7 +14,8 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def _spark_block() -> str:
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S) if "pyspark" in b]
+    found: list[str] = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    blocks = [b for b in found if "pyspark" in b]
     assert len(blocks) == 1, "the README should have exactly one Spark example"
     return blocks[0]
 
