@@ -23,12 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import selectors
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +34,7 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.namesrv.config import NamesrvConfig
 from tidemq.namesrv.server import NameServer
 from tidemq.remoting.loop import LoopThread
+from tidemq.serve_process import READY_PREFIX, log_tail, serve_command, spawn_serve, stop_serve, wait_ready
 from tidemq.store.config import MessageStoreConfig
 
 LOCALHOST = "127.0.0.1"
@@ -215,7 +211,7 @@ class ServeProcess:
             (the message includes the tail of its log).
     """
 
-    READY_PREFIX = "tidemq ready "
+    READY_PREFIX = READY_PREFIX
 
     def __init__(
         self,
@@ -237,70 +233,28 @@ class ServeProcess:
 
     def command(self) -> list[str]:
         """The command line that is run."""
-        return [
-            sys.executable,
-            "-m",
-            "tidemq",
-            "serve",
-            "--store",
-            str(self.store),
-            "--host",
-            LOCALHOST,
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--flush",
-            self.flush,
-            *self.extra_args,
-        ]
+        return serve_command(self.store, "--flush", self.flush, *self.extra_args, host=LOCALHOST)
 
     def start(self) -> ServeProcess:
         """Start the process and wait for its ready line; returns self."""
         self.store.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        try:
-            self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=log_file, env=env)
-        finally:
-            log_file.close()
-        line = self._read_ready_line()
-        fields = dict(part.split("=", 1) for part in line[len(self.READY_PREFIX) :].split() if "=" in part)
+        self.proc = spawn_serve(self.command(), self.log_path)
+        fields, stdout = wait_ready(self.proc, self.ready_timeout)
+        if fields is None:
+            code = self.proc.poll()
+            self.kill()
+            raise RuntimeError(
+                f"tidemq serve did not become ready within {self.ready_timeout:g}s (exit code {code}); "
+                f"stdout={stdout[-500:]!r}; log tail:\n{self.log_tail()}"
+            )
         self.namesrv_addr = fields.get("namesrv", "")
         self.broker_addr = fields.get("broker", "")
         return self
 
-    def _read_ready_line(self) -> str:
-        assert self.proc is not None and self.proc.stdout is not None
-        deadline = time.monotonic() + self.ready_timeout
-        buf = b""
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                    chunk = os.read(self.proc.stdout.fileno(), 4096)
-                    if not chunk:
-                        break
-                    buf += chunk
-                    for raw in buf.split(b"\n")[:-1]:
-                        text = raw.decode(errors="replace").strip()
-                        if text.startswith(self.READY_PREFIX):
-                            return text
-        code = self.proc.poll()
-        self.kill()
-        raise RuntimeError(
-            f"tidemq serve did not become ready within {self.ready_timeout:g}s (exit code {code}); "
-            f"stdout={buf[-500:]!r}; log tail:\n{self.log_tail()}"
-        )
-
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the process's stderr log."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     @property
     def pid(self) -> int:
@@ -308,18 +262,10 @@ class ServeProcess:
         return self.proc.pid
 
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait; returns the exit code (0 after a clean stop)."""
+        """SIGTERM and wait (SIGKILL after ``timeout`` seconds); returns the exit code (0 after a clean stop)."""
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-        self._close()
-        return code
+        return stop_serve(self.proc, timeout)
 
     def kill(self) -> int:
         """SIGKILL (a crash) and wait; returns the exit code."""

@@ -6,16 +6,15 @@ import asyncio
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from tests.helpers import start_push_consumer, wait_for
 from tidemq.acl import AclClientRPCHook, AclConfigError, SessionCredentials
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
-from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.client.query import query_message_by_uniq_key
 from tidemq.errors import BrokerError, ClientError
@@ -42,14 +41,6 @@ accounts:
 APP: dict[str, Any] = {"access_key": "AppAccessKey", "secret_key": "AppSecretKey"}
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 @pytest.fixture
 def acl_file(tmp_path: Path) -> Path:
     path = tmp_path / "plain_acl.yml"
@@ -68,15 +59,7 @@ async def test_good_credentials_produce_and_consume(tmp_path: Path, acl_file: Pa
             for m in msgs:
                 got[m.msg_id] = m
 
-        consumer = AsyncPushConsumer(
-            namesrv_addr=cluster.namesrv_addr,
-            consumer_group="acl-cg",
-            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-            **APP,
-        )
-        consumer.subscribe("AclTopic", "*")
-        consumer.register_message_listener(listener)
-        await consumer.start()
+        consumer = await start_push_consumer(cluster.namesrv_addr, "acl-cg", "AclTopic", listener, **APP)
         try:
             await wait_for(lambda: set(got) >= sent, 10, "all messages under ACL")
         finally:

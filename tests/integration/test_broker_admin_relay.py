@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.helpers import start_push_consumer, wait_for
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
 from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.producer.producer import AsyncProducer
@@ -25,14 +26,6 @@ from tidemq.testing import Cluster, run_cluster
 
 TOPIC, GROUP = "RelayT", "relay-g"
 HOUR = 3_600_000
-
-
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 async def admin(addr: str, code: int, ext: dict[str, str], *, language: str = "JAVA") -> RemotingCommand:
@@ -130,14 +123,7 @@ async def test_reset_offset_to_a_timestamp_makes_a_live_consumer_reconsume(clust
     def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
         seen.update(m.body.decode() for m in msgs)
 
-    consumer = AsyncPushConsumer(
-        namesrv_addr=cluster.namesrv_addr,
-        consumer_group=GROUP,
-        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-    )
-    consumer.subscribe(TOPIC, "*")
-    consumer.register_message_listener(listener)
-    await consumer.start()
+    consumer = await start_push_consumer(cluster.namesrv_addr, GROUP, TOPIC, listener)
     try:
         consumer.instance.reset_offset_wait = 0.1
         everything = old + new

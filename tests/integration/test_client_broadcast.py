@@ -5,22 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from tests.helpers import wait_for_sync as wait_until
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
 from tidemq.client.consumer.push import PushConsumer
 from tidemq.client.producer.producer import Producer
 from tidemq.protocol.message import Message, MessageExt
 from tidemq.testing import ClusterThread
-
-
-def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
 
 
 class Sink:

@@ -17,10 +17,10 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import wait_for_sync as wait_for
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
 from tidemq.client.consumer.push import PushConsumer
 from tidemq.client.producer.producer import Producer
@@ -28,16 +28,6 @@ from tidemq.protocol.message import Message, MessageExt
 from tidemq.testing import ClusterThread
 
 TOPIC, GROUP, QUEUES = "KillTopic", "KillGroup", 8
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> float:
-    """Wait until ``cond()`` holds (checked every 10 ms); return the seconds it took."""
-    start = time.monotonic()
-    while not cond():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
-    return time.monotonic() - start
 
 
 class ConsumeProcess:

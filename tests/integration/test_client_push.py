@@ -3,28 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import push_consumer, start_push_consumer, wait_for
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
 from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.protocol.message import Message, MessageExt, MessageQueue
 from tidemq.testing import run_cluster
-
-
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> float:
-    """Wait until ``cond()`` holds; return the seconds it took."""
-    start = time.monotonic()
-    while not cond():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-    return time.monotonic() - start
 
 
 async def test_producer_to_push_consumer_delivers_everything(tmp_path: Path) -> None:
@@ -49,14 +38,7 @@ async def test_producer_to_push_consumer_delivers_everything(tmp_path: Path) -> 
             for m in msgs:
                 got[m.msg_id] = m
 
-        consumer = AsyncPushConsumer(
-            namesrv_addr=cluster.namesrv_addr,
-            consumer_group="cg-all",
-            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-        )
-        consumer.subscribe("PushAll", "A || B")
-        consumer.register_message_listener(listener)
-        await consumer.start()
+        consumer = await start_push_consumer(cluster.namesrv_addr, "cg-all", "PushAll", listener, "A || B")
         try:
             await wait_for(lambda: set(got) >= set(sent), 10, "all messages")
         finally:
@@ -85,12 +67,7 @@ async def test_three_consumers_share_eight_queues_and_reassign_fast(tmp_path: Pa
                 received[m.body] += 1
 
         def member() -> AsyncPushConsumer:
-            c = AsyncPushConsumer(
-                namesrv_addr=addr, consumer_group="cg8", consume_from_where="CONSUME_FROM_FIRST_OFFSET"
-            )
-            c.subscribe("Group8", "*")
-            c.register_message_listener(listener)
-            return c
+            return push_consumer(addr, "cg8", "Group8", listener)
 
         def balanced(members: list[AsyncPushConsumer]) -> bool:
             owned = [[q for q in m.assignment() if q.topic == "Group8"] for m in members]
@@ -157,14 +134,7 @@ async def test_rejected_message_is_handed_back_and_offsets_advance(tmp_path: Pat
                 return ConsumeConcurrentlyStatus.RECONSUME_LATER
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        consumer = AsyncPushConsumer(
-            namesrv_addr=cluster.namesrv_addr,
-            consumer_group="cg-r",
-            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-        )
-        consumer.subscribe("RetryT")
-        consumer.register_message_listener(listener)
-        await consumer.start()
+        consumer = await start_push_consumer(cluster.namesrv_addr, "cg-r", "RetryT", listener)
         try:
             await wait_for(lambda: len(seen) == 5, 10, "first delivery")
             store = consumer.offset_store

@@ -6,13 +6,11 @@ INVOKE_BROKER_TO_RESET_OFFSET and for a relayed GET_CONSUMER_RUNNING_INFO).
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import start_push_consumer, wait_for
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
 from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.producer.producer import AsyncProducer
@@ -25,14 +23,6 @@ from tidemq.testing import Cluster, run_cluster
 TOPIC, GROUP = "ResetT", "reset-g"
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 def broker_channel(cluster: Cluster, client_id: str) -> Any:
     info = cluster.broker.consumer_manager.find_channel(GROUP, client_id)
     assert info is not None, "consumer not registered"
@@ -43,15 +33,7 @@ async def start_consumer(cluster: Cluster, seen: Counter[str]) -> AsyncPushConsu
     def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
         seen.update(m.body.decode() for m in msgs)
 
-    consumer = AsyncPushConsumer(
-        namesrv_addr=cluster.namesrv_addr,
-        consumer_group=GROUP,
-        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-    )
-    consumer.subscribe(TOPIC, "*")
-    consumer.register_message_listener(listener)
-    await consumer.start()
-    return consumer
+    return await start_push_consumer(cluster.namesrv_addr, GROUP, TOPIC, listener)
 
 
 async def test_reset_consumer_client_offset_rewinds_the_group(tmp_path: Path) -> None:

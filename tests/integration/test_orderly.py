@@ -7,10 +7,10 @@ import asyncio
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import start_push_consumer, wait_for
 from tidemq.client.consumer.listener import (
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
@@ -26,15 +26,6 @@ from tidemq.testing import Cluster, run_cluster
 KEYS = 20
 PER_KEY = 200
 QUEUES = 8
-
-
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    """Wait until ``cond()`` holds (checked every 10 ms) or fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def now_ms() -> int:
@@ -203,16 +194,15 @@ async def test_suspend_redelivers_same_message_then_dlq_after_max_and_queue_goes
                     return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
             return ConsumeOrderlyStatus.SUCCESS
 
-        consumer = AsyncPushConsumer(
-            namesrv_addr=ns,
-            consumer_group=group,
-            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        consumer = await start_push_consumer(
+            ns,
+            group,
+            topic,
+            on_messages,
+            orderly=True,
             suspend_current_queue_time_millis=200,
             max_reconsume_times=2,
         )
-        consumer.subscribe(topic, "*")
-        consumer.register_message_listener(on_messages, orderly=True)
-        await consumer.start()
         try:
             await wait_for(lambda: [b for b, *_ in seen].count(b"after-2") == 1, 20, "the queue to go on")
         finally:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from tests.helpers import start_push_consumer, wait_for
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
-from tidemq.client.consumer.push import AsyncPushConsumer
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.protocol.message import Message, MessageExt
 from tidemq.protocol.topic import dlq_topic
@@ -17,14 +16,6 @@ from tidemq.testing import run_cluster
 
 # levels 1..6; retries use 3 + reconsumeTimes: level 3 = 1 s, level 4 = 2 s, level 5 = 1 s
 DELAYS = "1s 1s 1s 2s 1s 1s"
-
-
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 async def test_message_failed_twice_comes_back_after_level_3_and_4_delays(tmp_path: Path) -> None:
@@ -46,14 +37,7 @@ async def test_message_failed_twice_comes_back_after_level_3_and_4_delays(tmp_pa
                 else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
             )
 
-        consumer = AsyncPushConsumer(
-            namesrv_addr=cluster.namesrv_addr,
-            consumer_group=group,
-            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-        )
-        consumer.subscribe(topic, "*")
-        consumer.register_message_listener(listener)
-        await consumer.start()
+        consumer = await start_push_consumer(cluster.namesrv_addr, group, topic, listener)
         try:
             await wait_for(lambda: len(seen) >= 3, 20, "the third delivery")
             await asyncio.sleep(0.3)  # nothing more may arrive after a success (checked below)
@@ -98,15 +82,7 @@ async def test_always_failing_message_lands_in_dlq_and_can_be_consumed_there(tmp
                 fine.append(m.body)
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        consumer = AsyncPushConsumer(
-            namesrv_addr=ns,
-            consumer_group=group,
-            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-            max_reconsume_times=3,
-        )
-        consumer.subscribe(topic, "*")
-        consumer.register_message_listener(listener)
-        await consumer.start()
+        consumer = await start_push_consumer(ns, group, topic, listener, max_reconsume_times=3)
         dlq = dlq_topic(group)
         store = cluster.broker.store
         try:
@@ -121,12 +97,7 @@ async def test_always_failing_message_lands_in_dlq_and_can_be_consumed_there(tmp
         async def dlq_listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
             dead.extend(msgs)
 
-        reader = AsyncPushConsumer(
-            namesrv_addr=ns, consumer_group="cg-dlq-reader", consume_from_where="CONSUME_FROM_FIRST_OFFSET"
-        )
-        reader.subscribe(dlq, "*")
-        reader.register_message_listener(dlq_listener)
-        await reader.start()
+        reader = await start_push_consumer(ns, "cg-dlq-reader", dlq, dlq_listener)
         try:
             await wait_for(lambda: len(dead) == 1, 20, "the DLQ consumer")
         finally:

@@ -5,25 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
+from tests.helpers import wait_for
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.protocol.message import Message, MessageExt
 from tidemq.protocol.message_codec import decode_messages
 from tidemq.testing import Cluster, run_cluster
 
 DELAYS = "1s 3s 10s"  # level 2 = 3 s
-
-
-async def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def visible(cluster: Cluster, topic: str) -> list[MessageExt]:

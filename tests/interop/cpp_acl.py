@@ -10,27 +10,18 @@ Both call ``set_session_credentials(ak, sk, channel)`` (C++ ``SetProducerSession
 
 produce prints ``{"event": "sent", "body", "status", "msg_id"}`` per message, ``{"event": "error",
 "body", "error"}`` per failed send and ``{"event": "done", "sent", "failed"}``. consume prints
-``{"event": "started"}``, ``{"event": "msg", "body", "topic"}`` per message and ``{"event": "done",
-"received"}`` after ``--count`` messages or ``--duration`` seconds.
+``{"event": "started"}``, ``{"event": "msg", "body", "topic", ...}`` (``cpp_common.message_dict``)
+per message and ``{"event": "done", "received"}`` after ``--count`` messages or ``--duration``
+seconds.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import threading
-import time
 from typing import Any
 
-_lock = threading.Lock()
-
-
-def emit(obj: dict[str, Any]) -> None:
-    line = json.dumps(obj) + "\n"
-    with _lock:
-        sys.stdout.write(line)
-        sys.stdout.flush()
+from cpp_common import MessageCounter, add_client_args, emit, message_dict, push_consumer, run_push_consumer
 
 
 def produce(args: argparse.Namespace) -> int:
@@ -65,44 +56,24 @@ def produce(args: argparse.Namespace) -> int:
 
 
 def consume(args: argparse.Namespace) -> int:
-    from rocketmq.client import PushConsumer
-
-    consumer = PushConsumer(args.group or "CppAclConsumer")
-    consumer.set_namesrv_addr(args.namesrv)
+    consumer = push_consumer(args.group or "CppAclConsumer", args.namesrv)
     if args.ak:
         consumer.set_session_credentials(args.ak, args.sk, args.channel)
-    received = 0
-    enough = threading.Event()
-    count_lock = threading.Lock()
+    counter = MessageCounter(args.count)
 
     def on_message(msg: Any) -> None:
-        nonlocal received
-        body = msg.body.decode("utf-8", "replace") if isinstance(msg.body, bytes) else str(msg.body)
-        emit({"event": "msg", "body": body, "topic": msg.topic})
-        with count_lock:
-            received += 1
-            if args.count and received >= args.count:
-                enough.set()
+        emit(message_dict(msg))
+        counter.add()
 
     consumer.subscribe(args.topic, on_message, "*")
-    consumer.start()
-    emit({"event": "started"})
-    deadline = time.monotonic() + args.duration
-    try:
-        while not enough.is_set() and time.monotonic() < deadline:
-            enough.wait(0.1)
-    finally:
-        emit({"event": "done", "received": received})
-        consumer.shutdown()
+    run_push_consumer(consumer, counter, args.duration)
     return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("role", choices=["produce", "consume"])
-    parser.add_argument("--namesrv", required=True)
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--group", default="")
+    add_client_args(parser, group="")
     parser.add_argument("--count", type=int, default=10)
     parser.add_argument("--prefix", default="acl")
     parser.add_argument("--ak", default="", help="access key ('' = no credentials)")

@@ -25,10 +25,7 @@ import time
 import zlib
 from typing import Any
 
-
-def emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+from cpp_common import add_client_args, emit
 
 
 def send_batch(producer: Any, topic: str, batch: dict[str, Any]) -> tuple[int, int]:
@@ -75,9 +72,7 @@ def send_batch(producer: Any, topic: str, batch: dict[str, Any]) -> tuple[int, i
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--namesrv", required=True, help="name server host:port")
-    parser.add_argument("--topic", required=True)
-    parser.add_argument("--group", default="CppProducerGroup")
+    add_client_args(parser, group="CppProducerGroup")
     parser.add_argument("--mode", choices=["sync", "oneway", "orderly"], default="sync")
     parser.add_argument("--count", type=int, default=10)
     parser.add_argument("--prefix", default="m")

@@ -13,34 +13,26 @@ bytes for every ``--big-every``-th message, so the C++ client compresses it), ta
 
 ``consume`` prints ``{"event": "started"}``, then per message
 ``{"event": "msg", "body", "tags", "keys", "props": {name: value}, "msg_id", "queue_id",
-"queue_offset", "topic"}`` (``--props`` names the properties to read), and exits after
+"queue_offset", "topic", "reconsume_times"}`` (``--props`` names the properties to read), and exits after
 ``--count`` messages or ``--duration`` seconds with ``{"event": "done", "received"}``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import string
 import sys
-import threading
-import time
 from typing import Any
 
-_lock = threading.Lock()
-
-
-def emit(obj: dict[str, Any]) -> None:
-    line = json.dumps(obj) + "\n"
-    with _lock:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-
-
-def text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return "" if value is None else str(value)
+from cpp_common import (
+    MessageCounter,
+    add_client_args,
+    emit,
+    message_dict,
+    push_consumer,
+    run_push_consumer,
+    text,
+)
 
 
 def make_body(prefix: str, i: int, size: int) -> str:
@@ -98,45 +90,17 @@ def produce(args: argparse.Namespace) -> int:
 
 
 def consume(args: argparse.Namespace) -> int:
-    from rocketmq.client import PushConsumer
-
     names = [n for n in args.props.split(",") if n]
-    consumer = PushConsumer(args.group)
-    consumer.set_namesrv_addr(args.namesrv)
-    received = 0
-    enough = threading.Event()
-    count_lock = threading.Lock()
+    consumer = push_consumer(args.group, args.namesrv)
+    counter = MessageCounter(args.count)
 
     def on_message(msg: Any) -> None:
-        nonlocal received
-        emit(
-            {
-                "event": "msg",
-                "topic": msg.topic,
-                "body": text(msg.body),
-                "tags": text(msg.tags),
-                "keys": text(msg.keys),
-                "props": {n: text(msg.get_property(n)) for n in names},
-                "msg_id": msg.id,
-                "queue_id": msg.queue_id,
-                "queue_offset": msg.queue_offset,
-            }
-        )
-        with count_lock:
-            received += 1
-            if args.count and received >= args.count:
-                enough.set()
+        props = {n: text(msg.get_property(n)) for n in names}
+        emit(message_dict(msg, keys=text(msg.keys), props=props))
+        counter.add()
 
     consumer.subscribe(args.topic, on_message, args.expression)
-    consumer.start()
-    emit({"event": "started"})
-    deadline = time.monotonic() + args.duration
-    try:
-        while not enough.is_set() and time.monotonic() < deadline:
-            enough.wait(0.1)
-    finally:
-        emit({"event": "done", "received": received})
-        consumer.shutdown()
+    run_push_consumer(consumer, counter, args.duration)
     return 0
 
 
@@ -144,18 +108,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("produce")
-    p.add_argument("--namesrv", required=True)
-    p.add_argument("--topic", required=True)
-    p.add_argument("--group", default="CppPropsProducer")
+    add_client_args(p, group="CppPropsProducer")
     p.add_argument("--count", type=int, default=10)
     p.add_argument("--prefix", default="cpp")
     p.add_argument("--big-every", type=int, default=0, help="every n-th message is big (0 = none)")
     p.add_argument("--big-size", type=int, default=6000)
     p.add_argument("--timeout-ms", type=int, default=5000)
     c = sub.add_parser("consume")
-    c.add_argument("--namesrv", required=True)
-    c.add_argument("--topic", required=True)
-    c.add_argument("--group", required=True)
+    add_client_args(c)
     c.add_argument("--expression", default="*")
     c.add_argument("--props", default="", help="comma-separated property names to print")
     c.add_argument("--count", type=int, default=0, help="exit after this many messages (0 = never)")

@@ -6,8 +6,8 @@ Run as a subprocess by the interop tests::
 
 Pulls queue ``--queue-id`` from ``--offset`` (default 0) until ``--count`` messages were read, the
 broker reports no new message (``--until-empty``), or ``--duration`` passes. One line per message
-``{"event": "msg", "body", "tags", "queue_id", "queue_offset"}``, one per pull
-``{"event": "pull", "status", "next_begin_offset", "min_offset", "max_offset", "size"}`` and
+``{"event": "msg", "body", "tags", "queue_id", "queue_offset", ...}`` (``cpp_common.message_dict``),
+one per pull ``{"event": "pull", "status", "next_begin_offset", "min_offset", "max_offset", "size"}`` and
 ``{"event": "done", "received": n, "next_offset": o}`` at the end.
 """
 
@@ -15,30 +15,17 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import sys
 import time
-from typing import Any
+
+from cpp_common import add_client_args, emit, message_dict
 
 STATUS = {0: "FOUND", 1: "NO_NEW_MSG", 2: "NO_MATCHED_MSG", 3: "OFFSET_ILLEGAL", 4: "BROKER_TIMEOUT"}
 
 
-def emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return "" if value is None else str(value)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--namesrv", required=True)
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--topic", required=True)
+    add_client_args(parser)
     parser.add_argument("--queue-id", type=int, default=0)
     parser.add_argument("--offset", type=int, default=0)
     parser.add_argument("--expression", default="*")
@@ -98,15 +85,7 @@ def main() -> int:
             if name == "FOUND":
                 for i in range(res.size):
                     msg = RecvMessage(res.msgFoundList[i])
-                    emit(
-                        {
-                            "event": "msg",
-                            "body": _text(msg.body),
-                            "tags": _text(msg.tags),
-                            "queue_id": msg.queue_id,
-                            "queue_offset": msg.queue_offset,
-                        }
-                    )
+                    emit(message_dict(msg))
                     received += 1
             if name != "BROKER_TIMEOUT":
                 offset = res.nextBeginOffset

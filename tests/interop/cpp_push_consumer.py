@@ -13,33 +13,15 @@ messages (0 = no limit) or ``--duration`` seconds, printing ``{"event": "done", 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import threading
-import time
 from typing import Any
 
-_lock = threading.Lock()
-
-
-def emit(obj: dict[str, Any]) -> None:
-    line = json.dumps(obj) + "\n"
-    with _lock:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return "" if value is None else str(value)
+from cpp_common import MessageCounter, add_client_args, emit, message_dict, push_consumer, run_push_consumer
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--namesrv", required=True)
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--topic", required=True)
+    add_client_args(parser)
     parser.add_argument("--expression", default="*")
     parser.add_argument("--model", choices=["clustering", "broadcasting"], default="clustering")
     parser.add_argument("--orderly", action="store_true")
@@ -48,46 +30,20 @@ def main() -> int:
     parser.add_argument("--instance", default="", help="C++ instance name")
     args = parser.parse_args()
 
-    from rocketmq.client import MessageModel, PushConsumer
+    from rocketmq.client import MessageModel
 
     model = MessageModel.BROADCASTING if args.model == "broadcasting" else MessageModel.CLUSTERING
-    consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
-    consumer.set_namesrv_addr(args.namesrv)
+    consumer = push_consumer(args.group, args.namesrv, orderly=args.orderly, message_model=model)
     if args.instance:
         consumer.set_instance_name(args.instance)
-    received = 0
-    enough = threading.Event()
-    count_lock = threading.Lock()
+    counter = MessageCounter(args.count)
 
     def on_message(msg: Any) -> None:
-        nonlocal received
-        emit(
-            {
-                "event": "msg",
-                "body": _text(msg.body),
-                "tags": _text(msg.tags),
-                "topic": msg.topic,
-                "queue_id": msg.queue_id,
-                "queue_offset": msg.queue_offset,
-                "msg_id": msg.id,
-                "reconsume_times": msg.reconsume_times,
-            }
-        )
-        with count_lock:
-            received += 1
-            if args.count and received >= args.count:
-                enough.set()
+        emit(message_dict(msg))
+        counter.add()
 
     consumer.subscribe(args.topic, on_message, args.expression)
-    consumer.start()
-    emit({"event": "started", "group": args.group, "model": args.model})
-    deadline = time.monotonic() + args.duration
-    try:
-        while not enough.is_set() and time.monotonic() < deadline:
-            enough.wait(0.1)
-    finally:
-        emit({"event": "done", "received": received})
-        consumer.shutdown()
+    run_push_consumer(consumer, counter, args.duration, group=args.group, model=args.model)
     return 0
 
 

@@ -8,7 +8,7 @@ Every message whose body starts with ``--fail-prefix`` gets RECONSUME_LATER for 
 ``--fail-times`` deliveries (counted per body), then CONSUME_SUCCESS; others succeed at once. With
 ``--orderly`` the orderly callback is used instead (the C++ client then re-consumes locally).
 
-Prints ``{"event": "started"}``, then per delivery ``{"event": "msg", "body", "topic", "queue_id",
+Prints ``{"event": "started"}``, then per delivery ``{"event": "msg", "body", "tags", "topic", "queue_id",
 "queue_offset", "msg_id", "reconsume_times", "status", "t"}`` (``t`` = time.time()), and
 ``{"event": "done", "received": n}`` after ``--duration`` seconds or once ``--count`` successes
 were seen.
@@ -21,34 +21,25 @@ binding's low-level ``dll`` calls.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import threading
 import time
 from collections import Counter
 from typing import Any
 
-_lock = threading.Lock()
-
-
-def emit(obj: dict[str, Any]) -> None:
-    line = json.dumps(obj) + "\n"
-    with _lock:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return "" if value is None else str(value)
+from cpp_common import (
+    MessageCounter,
+    add_client_args,
+    emit,
+    message_dict,
+    push_consumer,
+    run_push_consumer,
+    text,
+)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--namesrv", required=True)
-    parser.add_argument("--group", required=True)
-    parser.add_argument("--topic", required=True)
+    add_client_args(parser)
     parser.add_argument("--orderly", action="store_true")
     parser.add_argument("--fail-prefix", default="retry-")
     parser.add_argument("--fail-times", type=int, default=1)
@@ -56,45 +47,27 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=60.0)
     args = parser.parse_args()
 
-    from rocketmq.client import PushConsumer, RecvMessage, _to_bytes, dll, ffi_check
+    from rocketmq.client import RecvMessage, _to_bytes, dll, ffi_check
     from rocketmq.ffi import _CConsumeStatus
 
-    consumer = PushConsumer(args.group, orderly=args.orderly)
-    consumer.set_namesrv_addr(args.namesrv)
+    consumer = push_consumer(args.group, args.namesrv, orderly=args.orderly)
     # the C binding stops at the first failing message of a batch and fails the whole batch:
     # one message per callback keeps the per-message results exact
     consumer.set_message_batch_max_size(1)
     failures: Counter[str] = Counter()
-    successes = 0
-    enough = threading.Event()
+    successes = MessageCounter(args.count)
 
     def on_message(_consumer: Any, raw: Any) -> int:
-        nonlocal successes
         try:
             msg = RecvMessage(raw)
-            body = _text(msg.body)
+            body = text(msg.body)
             fail = body.startswith(args.fail_prefix) and failures[body] < args.fail_times
             if fail:
                 failures[body] += 1
-            emit(
-                {
-                    "event": "msg",
-                    "body": body,
-                    "topic": msg.topic,
-                    "queue_id": msg.queue_id,
-                    "queue_offset": msg.queue_offset,
-                    "msg_id": msg.id,
-                    "reconsume_times": msg.reconsume_times,
-                    "status": "RECONSUME_LATER" if fail else "CONSUME_SUCCESS",
-                    "t": time.time(),
-                }
-            )
+            emit(message_dict(msg, status="RECONSUME_LATER" if fail else "CONSUME_SUCCESS", t=time.time()))
             if fail:
                 return int(_CConsumeStatus.RECONSUME_LATER.value)
-            with _lock:
-                successes += 1
-                if args.count and successes >= args.count:
-                    enough.set()
+            successes.add()
             return int(_CConsumeStatus.CONSUME_SUCCESS.value)
         except Exception as exc:  # never let an exception escape into C++
             emit({"event": "error", "error": f"{type(exc).__name__}: {exc}"})
@@ -102,15 +75,7 @@ def main() -> int:
 
     ffi_check(dll.Subscribe(consumer._handle, _to_bytes(args.topic), _to_bytes("*")))
     consumer._register_callback(on_message)
-    consumer.start()
-    emit({"event": "started", "group": args.group})
-    deadline = time.monotonic() + args.duration
-    try:
-        while not enough.is_set() and time.monotonic() < deadline:
-            enough.wait(0.1)
-    finally:
-        emit({"event": "done", "received": successes})
-        consumer.shutdown()
+    run_push_consumer(consumer, successes, args.duration, group=args.group)
     return 0
 
 

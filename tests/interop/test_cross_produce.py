@@ -8,11 +8,10 @@ bodies cross in both directions (checked in the broker's store: the COMPRESSED s
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 import pytest
 
+from tests.helpers import wait_for_sync
 from tests.interop.conftest import Spawn
 from tests.interop.harness import stored_messages
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
@@ -26,14 +25,6 @@ pytestmark = pytest.mark.interop
 
 COMPRESSED_FLAG = 0x1
 COUNT = 20
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def py_body(i: int) -> str:
@@ -139,7 +130,7 @@ def test_cpp_producer_to_tidemq_consumer(cluster: ClusterThread, spawn: Spawn) -
     consumer.register_message_listener(listener)
     consumer.start()
     try:
-        wait_for(lambda: len(got) >= COUNT, 30, "every C++ message")
+        wait_for_sync(lambda: len(got) >= COUNT, 30, "every C++ message", interval=0.02)
     finally:
         consumer.shutdown()
     assert set(got) == set(sent)

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
-import selectors
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-__all__ = ["EmbeddedBroker"]
+from tidemq.serve_process import log_tail, serve_command, spawn_serve, stop_serve, wait_ready
 
-_READY_PREFIX = "tidemq ready "
+__all__ = ["EmbeddedBroker"]
 
 BROKER_CONF = """\
 # Written by tidemq's pipelines for the embedded broker (RocketMQ broker.conf keys).
@@ -76,22 +73,7 @@ class EmbeddedBroker:
 
     def command(self) -> list[str]:
         """The child's command line."""
-        return [
-            sys.executable,
-            "-m",
-            "tidemq",
-            "serve",
-            "--store",
-            str(self.store),
-            "--host",
-            "127.0.0.1",
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "-c",
-            str(self.conf_path),
-        ]
+        return serve_command(self.store, "-c", str(self.conf_path), host="127.0.0.1")
 
     def start(self) -> EmbeddedBroker:
         """Start the child and wait until it accepts connections; returns self."""
@@ -99,68 +81,34 @@ class EmbeddedBroker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.conf_path.parent.mkdir(parents=True, exist_ok=True)
         self.conf_path.write_text(BROKER_CONF, encoding="utf-8")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        with open(self.log_path, "ab") as log_file:
-            self.proc = subprocess.Popen(
-                self.command(),
-                stdout=subprocess.PIPE,
-                stderr=log_file,
-                env=env,
-                start_new_session=True,  # Ctrl-C reaches the pipeline, which stops the broker last
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        self.proc = spawn_serve(
+            self.command(),
+            self.log_path,
+            start_new_session=True,  # Ctrl-C reaches the pipeline, which stops the broker last
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        fields, _ = wait_ready(self.proc, self.ready_timeout)
+        if fields is None:
+            code = self.proc.poll()
+            self.stop()
+            raise RuntimeError(
+                f"embedded tidemq serve did not become ready within {self.ready_timeout:g}s (exit code {code}); "
+                f"log {self.log_path}:\n{self.log_tail()}"
             )
-        line = self._read_ready_line()
-        fields = dict(p.split("=", 1) for p in line[len(_READY_PREFIX) :].split() if "=" in p)
         self.namesrv_addr = fields.get("namesrv", "")
         self.broker_addr = fields.get("broker", "")
         return self
 
-    def _read_ready_line(self) -> str:
-        assert self.proc is not None and self.proc.stdout is not None
-        deadline = time.monotonic() + self.ready_timeout
-        buf = b""
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
-                    continue
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                buf += chunk
-                for raw in buf.split(b"\n")[:-1]:
-                    text = raw.decode(errors="replace").strip()
-                    if text.startswith(_READY_PREFIX):
-                        return text
-        code = self.proc.poll()
-        self.stop()
-        raise RuntimeError(
-            f"embedded tidemq serve did not become ready within {self.ready_timeout:g}s (exit code {code}); "
-            f"log {self.log_path}:\n{self.log_tail()}"
-        )
-
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the child's log."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM (clean shutdown: flush, checkpoint) and wait; SIGKILL after ``timeout`` s. Idempotent."""
         proc, self.proc = self.proc, None
         if proc is None:
             return 0
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
-        return code
+        return stop_serve(proc, timeout)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()

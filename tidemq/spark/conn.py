@@ -121,40 +121,34 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
     )
     addr = rng.broker_addr
 
+    async def resolve_addr() -> str:
+        return await conns.admin(settings.namesrv).broker_addr(rng.mq.broker_name, topic=rng.mq.topic)
+
+    async def pull_from(broker_addr: str, offset: int) -> PullResult:
+        return await conns.api.pull_message(
+            broker_addr,
+            consumer_group=settings.group,
+            mq=rng.mq,
+            queue_offset=offset,
+            max_msg_nums=min(settings.pull_batch_size, rng.end - offset),
+            sys_flag=sys_flag,
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            subscription=expression,
+            sub_version=0,
+            timeout=settings.pull_timeout,
+        )
+
     async def pull(offset: int) -> PullResult:
         nonlocal addr
         if not addr:
-            addr = await conns.admin(settings.namesrv).broker_addr(rng.mq.broker_name, topic=rng.mq.topic)
+            addr = await resolve_addr()
         try:
-            return await conns.api.pull_message(
-                addr,
-                consumer_group=settings.group,
-                mq=rng.mq,
-                queue_offset=offset,
-                max_msg_nums=min(settings.pull_batch_size, rng.end - offset),
-                sys_flag=sys_flag,
-                commit_offset=0,
-                suspend_timeout_millis=0,
-                subscription=expression,
-                sub_version=0,
-                timeout=settings.pull_timeout,
-            )
+            return await pull_from(addr, offset)
         except RemotingError:
             # the broker may have moved: resolve its address again once
-            addr = await conns.admin(settings.namesrv).broker_addr(rng.mq.broker_name, topic=rng.mq.topic)
-            return await conns.api.pull_message(
-                addr,
-                consumer_group=settings.group,
-                mq=rng.mq,
-                queue_offset=offset,
-                max_msg_nums=min(settings.pull_batch_size, rng.end - offset),
-                sys_flag=sys_flag,
-                commit_offset=0,
-                suspend_timeout_millis=0,
-                subscription=expression,
-                sub_version=0,
-                timeout=settings.pull_timeout,
-            )
+            addr = await resolve_addr()
+            return await pull_from(addr, offset)
 
     offset = rng.start
     pending: concurrent.futures.Future[PullResult] | None = conns.loop.submit(pull(offset))

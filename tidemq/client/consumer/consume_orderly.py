@@ -34,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from tidemq.client.consumer.consume_service import ListenerRunner, reset_retry_topic
+from tidemq.client.consumer.consume_service import ListenerRunner, reset_retry_topic, wait_or_cancel
 from tidemq.client.consumer.listener import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from tidemq.client.consumer.offset_store import OffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue, now_ms
@@ -179,13 +179,7 @@ class ConsumeMessageOrderlyService:
         for handle in list(self._timers):
             handle.cancel()
         self._timers.clear()
-        pending = set(self._inflight)
-        finished = True
-        if pending:
-            _, still = await asyncio.wait(pending, timeout=timeout)
-            finished = not still
-            for task in still:
-                task.cancel()
+        finished = await wait_or_cancel(self._inflight, timeout)
         self._runner.shutdown()
         return finished
 

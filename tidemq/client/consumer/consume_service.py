@@ -180,15 +180,21 @@ class ConsumeMessageConcurrentlyService:
     async def shutdown(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for in-flight requests; returns True when all finished."""
         self._stopped = True
-        pending = set(self._inflight)
-        finished = True
-        if pending:
-            _, still = await asyncio.wait(pending, timeout=timeout)
-            finished = not still
-            for task in still:
-                task.cancel()
+        finished = await wait_or_cancel(self._inflight, timeout)
         self._runner.shutdown()
         return finished
+
+
+async def wait_or_cancel(tasks: set[asyncio.Task[None]], timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for (a snapshot of) ``tasks``, cancel those still running;
+    True when all had finished. Shared by both consume services' ``shutdown``."""
+    pending = set(tasks)
+    if not pending:
+        return True
+    _, still = await asyncio.wait(pending, timeout=timeout)
+    for task in still:
+        task.cancel()
+    return not still
 
 
 def _unwrap(listener: Any) -> Any:

@@ -24,7 +24,8 @@ from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_service import PullRequest, process_pull_result
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.start_offset import compute_pull_from_where
-from tidemq.client.instance import ClientInstance, acquire_loop_thread, release_loop_thread
+from tidemq.client.facade import BlockingFacade
+from tidemq.client.instance import ClientInstance
 from tidemq.errors import ClientError, TideMQError
 from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.protocol.filter import build_subscription_data
@@ -340,13 +341,11 @@ class AsyncPullConsumer:
         return sorted(route_to_subscribe_queues(topic, route))
 
 
-class PullConsumer:
+class PullConsumer(BlockingFacade[AsyncPullConsumer]):
     """Blocking lite pull consumer over :class:`AsyncPullConsumer`. Mirrors ``DefaultLitePullConsumer``."""
 
     def __init__(self, config: PullConsumerConfig | None = None, **overrides: Any) -> None:
-        self._core = AsyncPullConsumer(config, **overrides)
-        self._loop = acquire_loop_thread(self._core.client_id)
-        self._released = False
+        super().__init__(AsyncPullConsumer(config, **overrides))
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._core.subscribe(topic, expression)
@@ -354,17 +353,9 @@ class PullConsumer:
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         self._loop.run(self._core.assign(list(queues)))
 
-    def start(self) -> None:
-        self._loop.run(self._core.start())
-
     def shutdown(self) -> None:
-        if self._released:
-            return
-        try:
-            self._loop.run(self._core.shutdown(), timeout=30)
-        finally:
-            self._released = True
-            release_loop_thread(self._core.client_id)
+        """See :meth:`AsyncPullConsumer.shutdown`; also stops the background loop when unused."""
+        self._shutdown_core(self._core.shutdown, 30)
 
     def poll(self, timeout: float | None = None) -> list[MessageExt]:
         return self._loop.run(self._core.poll(timeout))
@@ -391,14 +382,5 @@ class PullConsumer:
         return self._loop.run(self._core.fetch_message_queues(topic))
 
     def assignment(self) -> list[MessageQueue]:
-        async def get() -> list[MessageQueue]:
-            return self._core.assignment()
-
-        return self._loop.run(get())
-
-    def __enter__(self) -> PullConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        result: list[MessageQueue] = self._call(self._core.assignment)
+        return result

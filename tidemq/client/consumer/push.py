@@ -38,7 +38,8 @@ from tidemq.client.consumer.process_queue import ProcessQueue, check_flow_contro
 from tidemq.client.consumer.pull_service import PullMessageService, PullRequest, process_pull_result
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.start_offset import compute_pull_from_where
-from tidemq.client.instance import ClientInstance, acquire_loop_thread, release_loop_thread
+from tidemq.client.facade import BlockingFacade
+from tidemq.client.instance import ClientInstance
 from tidemq.errors import ClientError, TideMQError
 from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.protocol.filter import build_subscription_data
@@ -510,7 +511,7 @@ class AsyncPushConsumer:
             return False
 
 
-class PushConsumer:
+class PushConsumer(BlockingFacade[AsyncPushConsumer]):
     """Blocking push consumer. Mirrors ``DefaultMQPushConsumer``; runs :class:`AsyncPushConsumer`
     on a background loop. Sync listeners run in a pool of ``consume_thread_max`` threads.
 
@@ -525,22 +526,16 @@ class PushConsumer:
     """
 
     def __init__(self, config: PushConsumerConfig | None = None, **overrides: Any) -> None:
-        self._core = AsyncPushConsumer(config, **overrides)
-        self._loop = acquire_loop_thread(self._core.client_id)
-        self._released = False
+        super().__init__(AsyncPushConsumer(config, **overrides))
 
     @property
     def core(self) -> AsyncPushConsumer:
         """The asyncio consumer underneath."""
         return self._core
 
-    @property
-    def client_id(self) -> str:
-        return self._core.client_id
-
     def subscribe(self, topic: str, expression: str = "*") -> None:
         """See :meth:`AsyncPushConsumer.subscribe`."""
-        self._loop.run(_call(self._core.subscribe, topic, expression))
+        self._call(self._core.subscribe, topic, expression)
 
     def register_message_listener(
         self, listener: MessageListener | MessageListenerOrderly | Any, *, orderly: bool = False
@@ -552,31 +547,11 @@ class PushConsumer:
         """Called (on the loop thread) as ``listener(topic, mq_all, mq_divided)`` when queues change."""
         self._core.queue_listener = listener
 
-    def start(self) -> None:
-        """See :meth:`AsyncPushConsumer.start`."""
-        self._loop.run(self._core.start())
-
     def shutdown(self, timeout: float = 10.0) -> None:
         """See :meth:`AsyncPushConsumer.shutdown`; also stops the background loop when unused."""
-        if self._released:
-            return
-        try:
-            self._loop.run(self._core.shutdown(timeout), timeout=timeout + 30)
-        finally:
-            self._released = True
-            release_loop_thread(self._core.client_id)
+        self._shutdown_core(lambda: self._core.shutdown(timeout), timeout + 30)
 
     def assignment(self) -> list[MessageQueue]:
         """See :meth:`AsyncPushConsumer.assignment`."""
-        return self._loop.run(_call(self._core.assignment))
-
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-
-async def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    return fn(*args)
+        result: list[MessageQueue] = self._call(self._core.assignment)
+        return result

@@ -19,7 +19,8 @@ from typing import Any
 
 from tidemq.client import query
 from tidemq.client.config import ProducerConfig, apply_overrides
-from tidemq.client.instance import ClientInstance, acquire_loop_thread, release_loop_thread
+from tidemq.client.facade import BlockingFacade
+from tidemq.client.instance import ClientInstance
 from tidemq.client.producer.selector import SelectorLike, select_queue
 from tidemq.client.query import QueryResult
 from tidemq.client.route import TopicPublishInfo, route_to_publish_info
@@ -436,7 +437,7 @@ class AsyncProducer:
         return await query.view_message(self.instance, msg_id, topic)
 
 
-class Producer:
+class Producer(BlockingFacade[AsyncProducer]):
     """Blocking producer. Mirrors ``DefaultMQProducer``; runs :class:`AsyncProducer` on a background loop.
 
     Example::
@@ -448,38 +449,15 @@ class Producer:
     """
 
     def __init__(self, config: ProducerConfig | None = None, **overrides: Any) -> None:
-        self._core = AsyncProducer(config, **overrides)
-        self._loop = acquire_loop_thread(self._core.client_id)
-        self._released = False
+        super().__init__(AsyncProducer(config, **overrides))
 
     @property
     def config(self) -> ProducerConfig:
         return self._core.config
 
-    @property
-    def client_id(self) -> str:
-        return self._core.client_id
-
-    def start(self) -> None:
-        """See :meth:`AsyncProducer.start`."""
-        self._loop.run(self._core.start())
-
     def shutdown(self) -> None:
         """See :meth:`AsyncProducer.shutdown`; also stops the background loop when unused."""
-        if self._released:
-            return
-        try:
-            self._loop.run(self._core.shutdown(), timeout=30)
-        finally:
-            self._released = True
-            release_loop_thread(self._core.client_id)
-
-    def __enter__(self) -> Producer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        self._shutdown_core(self._core.shutdown, 30)
 
     def send(
         self,

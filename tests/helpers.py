@@ -1,0 +1,78 @@
+"""Helpers shared by the test packages: waiting on a condition with a deadline (never a bare sleep),
+push consumers set up the way most integration tests want them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tidemq.client.consumer.push import AsyncPushConsumer
+
+
+async def wait_for(cond: Callable[[], bool], timeout: float, what: str, interval: float = 0.01) -> float:
+    """Wait until ``cond()`` holds (checked every ``interval`` s, yielding to the event loop);
+    return the seconds it took.
+
+    Raises:
+        AssertionError: ``cond()`` did not hold within ``timeout`` seconds (the message names ``what``).
+    """
+    start = time.monotonic()
+    while not cond():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)
+    return time.monotonic() - start
+
+
+def wait_for_sync(cond: Callable[[], bool], timeout: float, what: str, interval: float = 0.01) -> float:
+    """:func:`wait_for` for synchronous tests (the condition is made true by other threads or processes)."""
+    start = time.monotonic()
+    while not cond():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+    return time.monotonic() - start
+
+
+def push_consumer(
+    namesrv_addr: str,
+    group: str,
+    topic: str,
+    listener: Any,
+    expression: str = "*",
+    *,
+    orderly: bool = False,
+    **config: Any,
+) -> AsyncPushConsumer:
+    """An :class:`AsyncPushConsumer` of ``group`` on ``topic`` / ``expression``, reading from the first
+    offset (``CONSUME_FROM_FIRST_OFFSET``), with ``listener`` registered; not started.
+
+    ``config`` sets more :class:`~tidemq.client.config.PushConsumerConfig` fields.
+    """
+    consumer = AsyncPushConsumer(
+        namesrv_addr=namesrv_addr,
+        consumer_group=group,
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        **config,
+    )
+    consumer.subscribe(topic, expression)
+    consumer.register_message_listener(listener, orderly=orderly)
+    return consumer
+
+
+async def start_push_consumer(
+    namesrv_addr: str,
+    group: str,
+    topic: str,
+    listener: Any,
+    expression: str = "*",
+    *,
+    orderly: bool = False,
+    **config: Any,
+) -> AsyncPushConsumer:
+    """:func:`push_consumer`, started."""
+    consumer = push_consumer(namesrv_addr, group, topic, listener, expression, orderly=orderly, **config)
+    await consumer.start()
+    return consumer
