@@ -254,6 +254,22 @@ class RecordInfo:
     body_length: int
 
 
+def _read_topic_and_properties(view: memoryview, p: int, magic: int) -> tuple[str, str, int]:
+    """Read the TOPIC (1-byte length, 2 bytes for magic V2) and PROPERTIES (2-byte length) fields
+    at ``p``; returns ``(topic, properties text, position after the record)``."""
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        topic_len = _U16.unpack_from(view, p)[0]
+        p += 2
+    else:
+        topic_len = view[p]
+        p += 1
+    topic = bytes(view[p : p + topic_len]).decode()
+    p += topic_len
+    props_len = _U16.unpack_from(view, p)[0]
+    p += 2
+    return topic, bytes(view[p : p + props_len]).decode(), p + props_len
+
+
 def read_record_info(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordInfo:
     """Parse the header fields, topic and properties of the record at ``buf[pos:]`` (body untouched).
 
@@ -269,18 +285,7 @@ def read_record_info(buf: bytes | bytearray | memoryview, pos: int = 0) -> Recor
         body_len = _I32.unpack_from(view, p)[0]
         body_off = p + 4
         p = body_off + body_len
-        if magic == MESSAGE_MAGIC_CODE_V2:
-            topic_len = _U16.unpack_from(view, p)[0]
-            p += 2
-        else:
-            topic_len = view[p]
-            p += 1
-        topic = bytes(view[p : p + topic_len]).decode()
-        p += topic_len
-        props_len = _U16.unpack_from(view, p)[0]
-        p += 2
-        props = bytes(view[p : p + props_len]).decode()
-        p += props_len
+        topic, props, p = _read_topic_and_properties(view, p, magic)
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"truncated or malformed message record at {pos}: {exc}") from exc
     if body_len < 0 or p - pos != total or p > len(view):
@@ -322,18 +327,8 @@ def decode_message(
         p += 4
         body = bytes(view[p : p + body_len]) if read_body else b""
         p += body_len
-        if _magic == MESSAGE_MAGIC_CODE_V2:
-            topic_len = _U16.unpack_from(view, p)[0]
-            p += 2
-        else:
-            topic_len = view[p]
-            p += 1
-        topic = bytes(view[p : p + topic_len]).decode()
-        p += topic_len
-        props_len = _U16.unpack_from(view, p)[0]
-        p += 2
-        props = string_to_properties(bytes(view[p : p + props_len]).decode()) if props_len else {}
-        p += props_len
+        topic, props_text, p = _read_topic_and_properties(view, p, _magic)
+        props = string_to_properties(props_text) if props_text else {}
     except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"truncated or malformed message record at {pos}: {exc}") from exc
     if body_len < 0 or p - pos != total or p > len(view):
