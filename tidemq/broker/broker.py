@@ -226,40 +226,32 @@ class Broker:
         )
 
     def _register_processors(self) -> None:
+        """Register every processor for each request code in its ``CODES``."""
         from tidemq.broker.processor.admin import AdminBrokerProcessor
         from tidemq.broker.processor.client_manage import ClientManageProcessor
         from tidemq.broker.processor.offsets import ConsumerManageProcessor
         from tidemq.broker.processor.pull import PullMessageProcessor
         from tidemq.broker.processor.query import QueryMessageProcessor
+        from tidemq.broker.processor.relay import AdminRelayProcessor
         from tidemq.broker.processor.send import SendMessageProcessor
         from tidemq.broker.processor.send_back import SendMessageBackProcessor
 
-        server = self.remoting_server
         self.send_processor = SendMessageProcessor(self)
-        for code in SendMessageProcessor.CODES:
-            server.register_processor(code, self.send_processor)
         self.pull_processor = PullMessageProcessor(self)
-        server.register_processor(RequestCode.PULL_MESSAGE, self.pull_processor)
-        offsets = ConsumerManageProcessor(self)
-        for code in ConsumerManageProcessor.CODES:
-            server.register_processor(code, offsets)
-        query = QueryMessageProcessor(self)
-        for code in QueryMessageProcessor.CODES:
-            server.register_processor(code, query)
-        admin = AdminBrokerProcessor(self)
-        for code in AdminBrokerProcessor.CODES:
-            server.register_processor(code, admin)
-        client_manage = ClientManageProcessor(self)
-        for code in ClientManageProcessor.CODES:
-            server.register_processor(code, client_manage)
-        send_back = SendMessageBackProcessor(self)
-        for code in SendMessageBackProcessor.CODES:
-            server.register_processor(code, send_back)
-        from tidemq.broker.processor.relay import AdminRelayProcessor
-
         self.admin_relay_processor = AdminRelayProcessor(self)
-        for code in AdminRelayProcessor.CODES:
-            server.register_processor(code, self.admin_relay_processor)
+        processors: list[Any] = [
+            self.send_processor,
+            self.pull_processor,
+            ConsumerManageProcessor(self),
+            QueryMessageProcessor(self),
+            AdminBrokerProcessor(self),
+            ClientManageProcessor(self),
+            SendMessageBackProcessor(self),
+            self.admin_relay_processor,
+        ]
+        for processor in processors:
+            for code in processor.CODES:
+                self.remoting_server.register_processor(code, processor)
 
     async def shutdown(self) -> None:
         """Stop cleanly: close connections, unregister, persist offsets/configs, shut the store down.

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from tidemq.broker.longpolling import HeldPullRequest
 from tidemq.errors import RemotingError
 from tidemq.protocol.body import EXPRESSION_TYPE_TAG, SubscriptionData
-from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import SUB_ALL, build_subscription_data
 from tidemq.protocol.headers import (
@@ -93,6 +93,8 @@ class PullMessageProcessor:
     Args:
         broker: the owning broker (config, managers, store, consumer manager, hold service).
     """
+
+    CODES = (RequestCode.PULL_MESSAGE,)
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
