@@ -255,25 +255,17 @@ def broker(
 def _register_subcommands() -> None:
     """Attach the commands that live with their layer (client, admin, pipelines).
 
-    Each import is cheap (click objects only); a layer whose optional dependencies are missing
-    simply does not add its commands, so ``tidemq serve`` keeps working on a minimal install.
+    Those modules import only click and tidemq (heavy imports such as pyspark happen inside the
+    commands), so ``tidemq serve`` stays quick to start.
     """
+    from tidemq.admin.cli import admin_group
     from tidemq.client.cli import consume_command, send_command
+    from tidemq.pipelines.cli import pipeline_group
 
     main.add_command(send_command, "send")
     main.add_command(consume_command, "consume")
-    try:
-        from tidemq.admin.cli import admin_group
-
-        main.add_command(admin_group, "admin")
-    except ImportError:  # pragma: no cover - admin layer not installed
-        pass
-    try:
-        from tidemq.pipelines.cli import pipeline_group
-
-        main.add_command(pipeline_group, "pipeline")
-    except ImportError:  # pragma: no cover - pipelines need the spark extra
-        pass
+    main.add_command(admin_group, "admin")
+    main.add_command(pipeline_group, "pipeline")
 
 
 _register_subcommands()
