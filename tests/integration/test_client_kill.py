@@ -2,7 +2,7 @@
 
 The victim is a real ``tidemq consume`` process (``python -m tidemq consume --json``) in a group
 with two in-process :class:`PushConsumer` members on a topic of 8 queues. It is killed as soon as
-it printed its first message, so messages it had pulled but not printed (or printed but not
+it printed its first test message, so messages it had pulled but not printed (or printed but not
 committed) are in flight. The broker notices the closed connection, notifies the survivors
 (NOTIFY_CONSUMER_IDS_CHANGED) and they rebalance onto all 8 queues, resuming from the victim's
 committed offsets. Duplicates are allowed, counted and printed.
@@ -33,10 +33,12 @@ TOPIC, GROUP, QUEUES = "KillTopic", "KillGroup", 8
 class ConsumeProcess:
     """``python -m tidemq consume --json`` as a subprocess; its JSON lines collected by a thread.
 
-    ``kill_after_first_message`` SIGKILLs it from the reader thread the moment it prints a message.
+    ``kill_on_body_prefix`` SIGKILLs it from the reader thread the moment it prints a message whose
+    body starts with that prefix (the test's payload, not the setup message that created the topic:
+    killing on that one could happen before the group had even split three ways).
     """
 
-    def __init__(self, args: list[str], log: Path, *, kill_after_first_message: bool = False) -> None:
+    def __init__(self, args: list[str], log: Path, *, kill_on_body_prefix: str | None = None) -> None:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._log = log.open("wb")
         self.proc = subprocess.Popen(
@@ -47,7 +49,7 @@ class ConsumeProcess:
             env=env,
         )
         self.log_path = log
-        self.kill_after_first = kill_after_first_message
+        self.kill_on_body_prefix = kill_on_body_prefix
         self.events: list[dict[str, Any]] = []
         self.killed_at: float | None = None
         self._lock = threading.Lock()
@@ -60,10 +62,11 @@ class ConsumeProcess:
             event = json.loads(raw)
             with self._lock:
                 self.events.append(event)
-            if self.kill_after_first and event["event"] == "message":
+            prefix = self.kill_on_body_prefix
+            if prefix is not None and event["event"] == "message" and event["body"].startswith(prefix):
                 self.proc.kill()
                 self.killed_at = time.monotonic()
-                self.kill_after_first = False
+                self.kill_on_body_prefix = None
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -113,7 +116,7 @@ def test_sigkilled_member_queues_are_taken_over_and_nothing_is_lost(tmp_path: Pa
             victim = ConsumeProcess(
                 ["--namesrv", ns, "--topic", TOPIC, "--group", GROUP, "--from", "first", "--duration", "60"],
                 tmp_path / "victim.stderr.log",
-                kill_after_first_message=True,
+                kill_on_body_prefix="m-",
             )
 
             def owned(m: PushConsumer) -> list[int]:
