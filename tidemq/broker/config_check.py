@@ -53,11 +53,11 @@ def _label(name: str, sources: Sources | None) -> str:
 
 
 def _fail(label: str, value: object, allowed: str) -> ConfigError:
-    shown = value if isinstance(value, str) else repr(value)
-    text = str(shown)
+    text = str(value)
     if len(text) > 80:
         text = text[:77] + "..."
-    return ConfigError(f"invalid configuration: {label}={text!r}: {allowed}")
+    shown = repr(text) if isinstance(value, str) else text
+    return ConfigError(f"invalid configuration: {label}={shown}: {allowed}")
 
 
 _TRUE = ("true",)
@@ -201,7 +201,7 @@ STORE_RULES: dict[str, Rule] = {
     "flush_interval_commit_log": _at_least(1),
     "flush_interval_consume_queue": _at_least(1),
     "sync_flush_timeout": _at_least(1),
-    "file_reserved_time": _at_least(1),
+    "file_reserved_time": _at_least(0),
     "disk_max_used_space_ratio": _between(10, 95),
     "max_message_size": _between(1, 64 * 1024 * 1024),
     "max_transfer_bytes_on_message_in_memory": _at_least(1),
