@@ -27,12 +27,9 @@ typecheck: venv
 
 check: lint typecheck
 
-# A test that fails once and then passes on its own is reported as FLAKY (names in the log) rather
-# than failing the run; a test that fails twice fails it.
+# No retries: a test that fails fails the run (a flaky test is fixed, not re-run).
 test: venv java-check check
-	$(VENV)/bin/pytest -q tests || { \
-	  echo "=== FLAKY? re-running only the tests that failed above, once ==="; \
-	  $(VENV)/bin/pytest -q --lf tests; }
+	$(VENV)/bin/pytest -q tests
 
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit
