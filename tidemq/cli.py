@@ -18,7 +18,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -51,7 +51,7 @@ def main(log_level: str) -> None:
     _setup_logging(log_level)
 
 
-def _config_error(exc: Exception) -> None:
+def _config_error(exc: Exception) -> NoReturn:
     """Print a configuration error as one line on stderr and exit 1 (nothing has started)."""
     click.echo(f"tidemq: error: {exc}", err=True)
     sys.exit(1)
@@ -61,7 +61,23 @@ def _port_value(flag: str, raw: str | None) -> int | None:
     """Parse a ``--*-port`` flag through the shared config checks (``None`` = not given)."""
     from tidemq.broker.config_check import check_port
 
-    return None if raw is None else check_port(flag, raw)
+    try:
+        return None if raw is None else check_port(flag, raw)
+    except TideMQError as exc:
+        _config_error(exc)
+
+
+def _lock_store(sc: Any) -> Any:
+    """Take the store's exclusive lock before anything starts (a second process exits here, with one
+    line naming the store and the holder's pid)."""
+    from tidemq.store.lock import StoreLock
+
+    lock = StoreLock(sc.store_path_root_dir)
+    try:
+        lock.acquire()
+    except TideMQError as exc:
+        _config_error(exc)
+    return lock
 
 
 def _broker_configs(
@@ -190,13 +206,14 @@ def serve(
     )
     if acl_file:
         bc.acl_enable, bc.acl_file = True, str(Path(acl_file).resolve())
+    store_lock = _lock_store(sc)
 
     async def run(stop: asyncio.Event) -> None:
         namesrv = NameServer(NamesrvConfig(), host, ns_port or 0)
         await namesrv.start()
         ns_addr = f"{_host_for(host)}:{namesrv.port}"
         bc.namesrv_addr = ns_addr
-        broker = Broker(bc, sc)
+        broker = Broker(bc, sc, store_lock=store_lock)
         try:
             await broker.start()
         except BaseException:
@@ -265,8 +282,10 @@ def broker(
     if not bc.namesrv_addr_list():
         raise click.UsageError("no name server: pass --namesrv host:port (or namesrvAddr in -c broker.conf)")
 
+    store_lock = _lock_store(sc)
+
     async def run(stop: asyncio.Event) -> None:
-        b = Broker(bc, sc)
+        b = Broker(bc, sc, store_lock=store_lock)
         await b.start()
         click.echo(f"tidemq ready broker={b.addr}")
         sys.stdout.flush()

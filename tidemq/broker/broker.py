@@ -81,6 +81,8 @@ class Broker:
     Args:
         config: broker settings (``listen_port=0`` picks a free port).
         store_config: message store settings (``store_path_root_dir``, ``flush_disk_type``...).
+        store_lock: the lock on the store directory when the caller took it already (the CLI does,
+            before anything starts); else :meth:`start` takes it. Released by :meth:`shutdown`.
 
     Attributes (for processors and the client-manage services):
         config, store_config, store, topic_config_manager, subscription_group_manager,
@@ -96,7 +98,9 @@ class Broker:
         await broker.shutdown()
     """
 
-    def __init__(self, config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+    def __init__(
+        self, config: BrokerConfig, store_config: MessageStoreConfig, *, store_lock: StoreLock | None = None
+    ) -> None:
         from tidemq.broker.broker_to_client import Broker2Client
         from tidemq.broker.consumer_manager import ClientHousekeepingService, ConsumerManager
         from tidemq.broker.producer_manager import ProducerManager
@@ -119,7 +123,7 @@ class Broker:
         self.remoting_server = RemotingServer(
             config.listen_host, config.listen_port, idle_timeout=config.server_channel_max_idle_time_seconds
         )
-        self._store_lock = StoreLock(root)
+        self._store_lock = store_lock if store_lock is not None else StoreLock(root)
         self.remoting_client = RemotingClient()
         self.store: MessageStore = None  # type: ignore[assignment]  # set in start()
         self.pull_request_hold_service: PullRequestHoldService = None  # type: ignore[assignment]
