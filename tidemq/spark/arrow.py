@@ -91,7 +91,7 @@ def _starts_by_magic(buf: bytes | memoryview) -> IntArray | None:
     b = np.frombuffer(buf, np.uint8)
     n = len(b)
     at = L.POS_MAGIC
-    starts = np.flatnonzero(b[at : n - 3] == _MAGIC_HEAD[0])
+    starts: IntArray = np.flatnonzero(b[at : n - 3] == _MAGIC_HEAD[0]).astype(np.int64)
     starts = starts[
         (b[starts + at + 1] == _MAGIC_HEAD[1])
         & (b[starts + at + 2] == _MAGIC_HEAD[2])
@@ -140,7 +140,8 @@ def record_starts(buf: bytes | memoryview) -> IntArray:
 
 def _gather(buf: ByteArray, pos: IntArray, width: int) -> ByteArray:
     """``(n, width)`` bytes: ``buf[pos[i] : pos[i] + width]`` for every ``i``."""
-    return buf[pos[:, None] + _WIDTH[width]]
+    out: ByteArray = buf[pos[:, None] + _WIDTH[width]]
+    return out
 
 
 def _int(buf: ByteArray, pos: IntArray, dtype: str) -> IntArray:
