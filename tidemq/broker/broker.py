@@ -30,6 +30,7 @@ from tidemq.broker.config_recovery import config_files_missing, recreate_missing
 from tidemq.broker.flush import FlushRealTimeService, GroupCommitService
 from tidemq.broker.longpolling import PullRequestHoldService
 from tidemq.broker.offset_manager import ConsumerOffsetManager
+from tidemq.broker.stats import BrokerStatsManager
 from tidemq.broker.subscription_group import SubscriptionGroupManager
 from tidemq.broker.topic_config import TopicConfigManager
 from tidemq.protocol.body import RegisterBrokerBody
@@ -127,6 +128,7 @@ class Broker:
         self._offsets_file_missing = False
         self._store_lock = store_lock if store_lock is not None else StoreLock(root)
         self.remoting_client = RemotingClient()
+        self.broker_stats = BrokerStatsManager(config.broker_cluster_name)
         self.store: MessageStore = None  # type: ignore[assignment]  # set in start()
         self.pull_request_hold_service: PullRequestHoldService = None  # type: ignore[assignment]
         self.group_commit_service: GroupCommitService | None = None
@@ -246,6 +248,7 @@ class Broker:
         )
         self._every(self.config.client_channel_scan_interval / 1000.0, self._scan_channels, "scan-channels")
         self._every(10.0, self._retention_check, "clean-expired")
+        self._every(10.0, self._sample_stats, "stats-sample")
         log.info(
             "broker %s (%s) started at %s",
             self.config.broker_name,
@@ -256,6 +259,7 @@ class Broker:
     def _register_processors(self) -> None:
         """Register every processor for each request code in its ``CODES``."""
         from tidemq.broker.processor.admin import AdminBrokerProcessor
+        from tidemq.broker.processor.admin_runtime import BrokerRuntimeProcessor
         from tidemq.broker.processor.client_manage import ClientManageProcessor
         from tidemq.broker.processor.offsets import ConsumerManageProcessor
         from tidemq.broker.processor.pull import PullMessageProcessor
@@ -273,6 +277,7 @@ class Broker:
             ConsumerManageProcessor(self),
             QueryMessageProcessor(self),
             AdminBrokerProcessor(self),
+            BrokerRuntimeProcessor(self),
             ClientManageProcessor(self),
             SendMessageBackProcessor(self),
             self.admin_relay_processor,
@@ -435,6 +440,9 @@ class Broker:
 
     async def _persist_offsets(self) -> None:
         await self.loop.run_in_executor(None, lambda: self.consumer_offset_manager.persist(force=False))
+
+    async def _sample_stats(self) -> None:
+        self.broker_stats.sample()
 
     async def _scan_channels(self) -> None:
         self.client_housekeeping_service.scan_exception_channel(now_ms())
