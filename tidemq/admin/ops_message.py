@@ -15,6 +15,7 @@ from typing import Any
 from tidemq.admin.ops_group import GroupOps
 from tidemq.client.consumer.pull_service import process_pull_result
 from tidemq.errors import ClientError
+from tidemq.protocol.headers.pull import PullSysFlag
 from tidemq.protocol.message import Message, MessageExt, MessageQueue
 
 __all__ = ["TOOLS_CONSUMER_GROUP", "TOOLS_PRODUCER_GROUP", "MessageOps"]
@@ -120,7 +121,7 @@ class MessageOps(GroupOps):
             mq=mq,
             queue_offset=offset,
             max_msg_nums=max_nums,
-            sys_flag=0,
+            sys_flag=PullSysFlag.FLAG_SUBSCRIPTION,  # the broker builds the subscription from '*'
             commit_offset=0,
             suspend_timeout_millis=0,
             subscription="*",
