@@ -206,14 +206,20 @@ def create_app(
         try:
             route = await admin().examine_topic_route_info(topic)
             stats = await admin().examine_topic_stats(topic)
+            tps = 0.0
+            for bd in route.broker_datas:
+                addr = bd.broker_addrs.get(0)
+                if addr:
+                    data = await admin().stats_data_or_zero(addr, "TOPIC_PUT_NUMS", topic)
+                    tps += float(data["statsMinute"]["tps"])
             groups = []
             for g in await admin().query_topic_consume_by_who(topic):
                 cs = await admin().examine_consume_stats(g, topic)
                 groups.append({"group": g, "lag": cs.compute_total_diff()})
         except (TideMQError, TimeoutError) as exc:
-            return failed(request, "topic.html", exc, topic=topic, route=None, queues=[], groups=[])
+            return failed(request, "topic.html", exc, topic=topic, route=None, queues=[], groups=[], tps=0.0)
         queues = sorted(stats.offset_table.items())
-        return page(request, "topic.html", topic=topic, route=route, queues=queues, groups=groups)
+        return page(request, "topic.html", topic=topic, route=route, queues=queues, groups=groups, tps=tps)
 
     async def groups(request: Request) -> Response:
         rows = []

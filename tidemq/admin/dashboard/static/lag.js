@@ -10,7 +10,7 @@
         width: Math.min(840, el.clientWidth || 840), height: 240,
         series: [{}, { label: "lag (messages)", stroke: "#1a5fb4", width: 2, fill: "rgba(26,95,180,0.08)" }],
         axes: [{}, { label: "messages" }],
-        scales: { x: { time: true } }
+        scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.15)]; } } }
       }, series, el);
       el.setAttribute("data-points", String(data.t.length));
     } else {
