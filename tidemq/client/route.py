@@ -49,6 +49,14 @@ class TopicPublishInfo:
         """True when there is at least one writable queue. Mirrors ``TopicPublishInfo.ok``."""
         return bool(self.message_queue_list)
 
+    def next_index(self) -> int:
+        """The next value of the round-robin cursor (``sendWhichQueue.incrementAndGet()``)."""
+        return next(self._counter)
+
+    def queue_nums_of_broker(self, broker_name: str) -> int:
+        """How many writable queues ``broker_name`` has here. Mirrors ``getQueueIdByBroker``."""
+        return sum(1 for mq in self.message_queue_list if mq.broker_name == broker_name)
+
     def select_one_message_queue(self, last_broker_name: str | None = None) -> MessageQueue:
         """Next queue round-robin, avoiding ``last_broker_name`` when another broker exists.
 

@@ -351,35 +351,35 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
         self._core.subscribe(topic, expression)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
-        self._loop.run(self._core.assign(list(queues)))
+        self._run(self._core.assign(list(queues)))
 
     def shutdown(self) -> None:
         """See :meth:`AsyncPullConsumer.shutdown`; also stops the background loop when unused."""
         self._shutdown_core(self._core.shutdown, 30)
 
     def poll(self, timeout: float | None = None) -> list[MessageExt]:
-        return self._loop.run(self._core.poll(timeout))
+        return self._run(self._core.poll(timeout))
 
     def commit_sync(self) -> None:
-        self._loop.run(self._core.commit_sync())
+        self._run(self._core.commit_sync())
 
     def committed(self, mq: MessageQueue) -> int:
-        return self._loop.run(self._core.committed(mq))
+        return self._run(self._core.committed(mq))
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
-        self._loop.run(self._core.seek(mq, offset))
+        self._run(self._core.seek(mq, offset))
 
     def seek_to_begin(self, mq: MessageQueue) -> None:
-        self._loop.run(self._core.seek_to_begin(mq))
+        self._run(self._core.seek_to_begin(mq))
 
     def seek_to_end(self, mq: MessageQueue) -> None:
-        self._loop.run(self._core.seek_to_end(mq))
+        self._run(self._core.seek_to_end(mq))
 
     def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self._loop.run(self._core.offset_for_timestamp(mq, timestamp_ms))
+        return self._run(self._core.offset_for_timestamp(mq, timestamp_ms))
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        return self._loop.run(self._core.fetch_message_queues(topic))
+        return self._run(self._core.fetch_message_queues(topic))
 
     def assignment(self) -> list[MessageQueue]:
         result: list[MessageQueue] = self._call(self._core.assignment)
