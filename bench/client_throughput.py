@@ -15,6 +15,9 @@ Shapes (1 KiB bodies unless ``--body``):
   process consumes; produce-to-consume latency p50 / p90 / p99 / max (ms, born timestamp to the
   listener call), the achieved send rate and the producer's worst lag behind its schedule.
 
+Each throughput shape also prints ``*_client_cpu_us_per_msg``: CPU (user + system) of this client
+process per message -- steadier than wall-clock rates on a shared machine.
+
 Run: ``python -m bench.client_throughput [--messages N] [--latency-messages N] [--only SHAPE ...]``.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import tempfile
 import threading
@@ -179,24 +183,50 @@ def bench_latency(ns: str, topic: str, n: int, rate: float, body: bytes) -> dict
     }
 
 
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+class _Cpu:
+    """Client-process CPU seconds (user + system) spent inside a ``with`` block."""
+
+    def __enter__(self) -> _Cpu:
+        self.start = _cpu_s()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = _cpu_s() - self.start
+
+    def per_msg_us(self, n: int) -> float:
+        return round(self.seconds / max(n, 1) * 1e6, 1)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     body = b"x" * args.body
     out: dict[str, Any] = {"bench": "client_throughput", "messages": args.messages, "body_bytes": args.body}
     shapes = args.only or SHAPES
     with tempfile.TemporaryDirectory() as tmp, ServeProcess(Path(tmp) / "store", flush="async") as proc:
         ns = proc.namesrv_addr
+        n = args.messages
         if "send_single" in shapes:
-            out["send_single_msgs_per_s"] = round(
-                bench_send_single(ns, "BenchS", args.messages // 4, body), 1
-            )
+            with _Cpu() as cpu:
+                out["send_single_msgs_per_s"] = round(bench_send_single(ns, "BenchS", n // 4, body), 1)
+            out["send_single_client_cpu_us_per_msg"] = cpu.per_msg_us(n // 4)
         if {"send_batch32", "push_batch32", "lite_pull"} & set(shapes):
-            rate = bench_send_batch(ns, "BenchB", args.messages, body)
+            with _Cpu() as cpu:
+                rate = bench_send_batch(ns, "BenchB", n, body)
             if "send_batch32" in shapes:
                 out["send_batch32_msgs_per_s"] = round(rate, 1)
+                out["send_batch32_client_cpu_us_per_msg"] = cpu.per_msg_us(n)
         if "push_batch32" in shapes:
-            out["push_batch32_msgs_per_s"] = round(bench_push(ns, "BenchB", args.messages), 1)
+            with _Cpu() as cpu:
+                out["push_batch32_msgs_per_s"] = round(bench_push(ns, "BenchB", n), 1)
+            out["push_batch32_client_cpu_us_per_msg"] = cpu.per_msg_us(n)
         if "lite_pull" in shapes:
-            out["lite_pull_msgs_per_s"] = round(bench_lite_pull(ns, "BenchB", args.messages), 1)
+            with _Cpu() as cpu:
+                out["lite_pull_msgs_per_s"] = round(bench_lite_pull(ns, "BenchB", n), 1)
+            out["lite_pull_client_cpu_us_per_msg"] = cpu.per_msg_us(n)
         if "latency" in shapes:
             out["latency"] = bench_latency(ns, "BenchL", args.latency_messages, args.rate, body)
     return out
