@@ -11,6 +11,30 @@ from typing import Any
 from tidemq.client.consumer.push import AsyncPushConsumer
 
 
+def poll(cond: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
+    """Check ``cond()`` every ``interval`` s until it holds or ``timeout`` s pass; whether it held.
+
+    The one waiting loop of the test suite (synchronous: the condition is made true by other
+    threads or processes); :func:`wait_for_sync` raises instead of returning False.
+    """
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() >= deadline:
+            return bool(cond())
+        time.sleep(interval)
+    return True
+
+
+async def poll_async(cond: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
+    """:func:`poll` for coroutines: yields to the event loop between checks."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() >= deadline:
+            return bool(cond())
+        await asyncio.sleep(interval)
+    return True
+
+
 async def wait_for(cond: Callable[[], bool], timeout: float, what: str, interval: float = 0.01) -> float:
     """Wait until ``cond()`` holds (checked every ``interval`` s, yielding to the event loop);
     return the seconds it took.
@@ -19,20 +43,16 @@ async def wait_for(cond: Callable[[], bool], timeout: float, what: str, interval
         AssertionError: ``cond()`` did not hold within ``timeout`` seconds (the message names ``what``).
     """
     start = time.monotonic()
-    while not cond():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(interval)
+    if not await poll_async(cond, timeout, interval):
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
     return time.monotonic() - start
 
 
 def wait_for_sync(cond: Callable[[], bool], timeout: float, what: str, interval: float = 0.01) -> float:
     """:func:`wait_for` for synchronous tests (the condition is made true by other threads or processes)."""
     start = time.monotonic()
-    while not cond():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+    if not poll(cond, timeout, interval):
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
     return time.monotonic() - start
 
 

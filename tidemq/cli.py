@@ -18,7 +18,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -51,36 +51,79 @@ def main(log_level: str) -> None:
     _setup_logging(log_level)
 
 
+def _config_error(exc: Exception) -> NoReturn:
+    """Print a configuration error as one line on stderr and exit 1 (nothing has started)."""
+    click.echo(f"tidemq: error: {exc}", err=True)
+    sys.exit(1)
+
+
+def _port_value(flag: str, raw: str | None) -> int | None:
+    """Parse a ``--*-port`` flag through the shared config checks (``None`` = not given)."""
+    from tidemq.broker.config_check import check_port
+
+    try:
+        return None if raw is None else check_port(flag, raw)
+    except TideMQError as exc:
+        _config_error(exc)
+
+
+def _lock_store(sc: Any) -> Any:
+    """Take the store's exclusive lock before anything starts (a second process exits here, with one
+    line naming the store and the holder's pid)."""
+    from tidemq.store.lock import StoreLock
+
+    lock = StoreLock(sc.store_path_root_dir)
+    try:
+        lock.acquire()
+    except TideMQError as exc:
+        _config_error(exc)
+    return lock
+
+
 def _broker_configs(
     conf: str | None,
     store: str | None,
     host: str,
-    port: int | None,
+    port: str | None,
     flush: str | None,
     broker_name: str | None,
     namesrv: str | None,
+    *,
+    port_flag: str = "--port",
 ) -> tuple[Any, Any]:
+    """BrokerConfig + MessageStoreConfig from defaults, ``-c broker.conf`` and the CLI flags, checked
+    once by :func:`tidemq.broker.config_check.check_config`; an invalid value exits with one line."""
     from tidemq.broker.config import BrokerConfig, load_broker_conf
+    from tidemq.broker.config_check import apply_overrides, check_config, check_flush_flag
     from tidemq.store.config import MessageStoreConfig
 
-    if conf:
-        bc, sc = load_broker_conf(conf)
-    else:
-        bc, sc = BrokerConfig(), MessageStoreConfig()
-    bc.listen_host = host
-    if port is not None:
-        bc.listen_port = port
-    if broker_name:
-        bc.broker_name = broker_name
-    elif not conf:
-        bc.broker_name = "broker-a"
-    if namesrv is not None:
-        bc.namesrv_addr = namesrv
-    if store is not None or not conf:
-        sc.store_path_root_dir = str(Path(store or DEFAULT_STORE).expanduser())
-    if flush:
-        sc.flush_disk_type = "SYNC_FLUSH" if flush.lower() == "sync" else "ASYNC_FLUSH"
-    Path(sc.store_path_root_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        sources: dict[str, str] = {}
+        if conf:
+            bc, sc = load_broker_conf(conf, sources=sources, check=False)
+        else:
+            bc, sc = BrokerConfig(), MessageStoreConfig()
+        flags: dict[str, str] = {"listen_host": host}
+        sources["listen_host"] = "--host"
+        if port is not None:
+            flags["listen_port"], sources["listen_port"] = port, port_flag
+        if broker_name:
+            flags["broker_name"], sources["broker_name"] = broker_name, "--broker-name"
+        elif not conf:
+            bc.broker_name = "broker-a"
+        if namesrv is not None:
+            flags["namesrv_addr"], sources["namesrv_addr"] = namesrv, "--namesrv"
+        apply_overrides(bc, flags, sources)
+        if store is not None or not conf:
+            sc.store_path_root_dir = str(Path(store or DEFAULT_STORE).expanduser())
+            sources["store_path_root_dir"] = "--store"
+        if flush is not None:
+            sc.flush_disk_type = check_flush_flag(flush)
+            sources["flush_disk_type"] = "--flush"
+        check_config(bc, sc, sources)
+        Path(sc.store_path_root_dir).mkdir(parents=True, exist_ok=True)
+    except (TideMQError, OSError) as exc:
+        _config_error(exc)
     return bc, sc
 
 
@@ -117,7 +160,7 @@ def _host_for(listen_host: str) -> str:
 def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--flush",
-        type=click.Choice(["async", "sync"], case_sensitive=False),
+        metavar="[async|sync]",
         default=None,
         help="ASYNC_FLUSH (default) or SYNC_FLUSH: acknowledge sends only after fsync.",
     )(f)
@@ -128,12 +171,8 @@ def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
     "--store", type=click.Path(file_okay=False), default=None, help=f"Store directory [{DEFAULT_STORE}]."
 )
 @click.option("--host", default="0.0.0.0", show_default=True, help="Interface to listen on.")
-@click.option(
-    "--namesrv-port", type=int, default=9876, show_default=True, help="Name server port (0 = free port)."
-)
-@click.option(
-    "--broker-port", type=int, default=None, help="Broker port (0 = free port) [10911, or listenPort of -c]."
-)
+@click.option("--namesrv-port", default="9876", show_default=True, help="Name server port (0 = free port).")
+@click.option("--broker-port", default=None, help="Broker port (0 = free port) [10911, or listenPort of -c].")
 @_flush_opt
 @click.option(
     "-c", "--config", "conf", type=click.Path(dir_okay=False, exists=True), help="RocketMQ broker.conf."
@@ -149,8 +188,8 @@ def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
 def serve(
     store: str | None,
     host: str,
-    namesrv_port: int,
-    broker_port: int | None,
+    namesrv_port: str,
+    broker_port: str | None,
     flush: str | None,
     conf: str | None,
     broker_name: str | None,
@@ -161,16 +200,20 @@ def serve(
     from tidemq.namesrv.config import NamesrvConfig
     from tidemq.namesrv.server import NameServer
 
-    bc, sc = _broker_configs(conf, store, host, broker_port, flush, broker_name, None)
+    ns_port = _port_value("--namesrv-port", namesrv_port)
+    bc, sc = _broker_configs(
+        conf, store, host, broker_port, flush, broker_name, None, port_flag="--broker-port"
+    )
     if acl_file:
         bc.acl_enable, bc.acl_file = True, str(Path(acl_file).resolve())
+    store_lock = _lock_store(sc)
 
     async def run(stop: asyncio.Event) -> None:
-        namesrv = NameServer(NamesrvConfig(), host, namesrv_port)
+        namesrv = NameServer(NamesrvConfig(), host, ns_port or 0)
         await namesrv.start()
         ns_addr = f"{_host_for(host)}:{namesrv.port}"
         bc.namesrv_addr = ns_addr
-        broker = Broker(bc, sc)
+        broker = Broker(bc, sc, store_lock=store_lock)
         try:
             await broker.start()
         except BaseException:
@@ -190,14 +233,16 @@ def serve(
 
 @main.command()
 @click.option("--host", default="0.0.0.0", show_default=True, help="Interface to listen on.")
-@click.option("--port", type=int, default=9876, show_default=True, help="Port (0 = free port).")
-def namesrv(host: str, port: int) -> None:
+@click.option("--port", default="9876", show_default=True, help="Port (0 = free port).")
+def namesrv(host: str, port: str) -> None:
     """Run a name server alone."""
     from tidemq.namesrv.config import NamesrvConfig
     from tidemq.namesrv.server import NameServer
 
+    port_no = _port_value("--port", port) or 0
+
     async def run(stop: asyncio.Event) -> None:
-        server = NameServer(NamesrvConfig(), host, port)
+        server = NameServer(NamesrvConfig(), host, port_no)
         await server.start()
         click.echo(f"tidemq ready namesrv={_host_for(host)}:{server.port}")
         sys.stdout.flush()
@@ -215,9 +260,7 @@ def namesrv(host: str, port: int) -> None:
     "--store", type=click.Path(file_okay=False), default=None, help=f"Store directory [{DEFAULT_STORE}]."
 )
 @click.option("--host", default="0.0.0.0", show_default=True, help="Interface to listen on.")
-@click.option(
-    "--port", type=int, default=None, help="Broker port (0 = free port) [10911, or listenPort of -c]."
-)
+@click.option("--port", default=None, help="Broker port (0 = free port) [10911, or listenPort of -c].")
 @_flush_opt
 @click.option(
     "-c", "--config", "conf", type=click.Path(dir_okay=False, exists=True), help="RocketMQ broker.conf."
@@ -227,7 +270,7 @@ def broker(
     namesrv_addr: str | None,
     store: str | None,
     host: str,
-    port: int | None,
+    port: str | None,
     flush: str | None,
     conf: str | None,
     broker_name: str | None,
@@ -239,8 +282,10 @@ def broker(
     if not bc.namesrv_addr_list():
         raise click.UsageError("no name server: pass --namesrv host:port (or namesrvAddr in -c broker.conf)")
 
+    store_lock = _lock_store(sc)
+
     async def run(stop: asyncio.Event) -> None:
-        b = Broker(bc, sc)
+        b = Broker(bc, sc, store_lock=store_lock)
         await b.start()
         click.echo(f"tidemq ready broker={b.addr}")
         sys.stdout.flush()

@@ -4,7 +4,6 @@ Also the blocking facades (Producer / PushConsumer) on their background loops.""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from tests.helpers import wait_for_sync as wait_until
@@ -27,6 +26,17 @@ class Sink:
     def distinct(self) -> set[bytes]:
         with self.lock:
             return set(self.bodies)
+
+
+def caught_up(consumer: PushConsumer, cluster: ClusterThread) -> bool:
+    """Every queue of BcT is owned, nothing is in flight and its consumed offset is the broker's max."""
+    store = cluster.broker.store
+    queues = {mq: pq for mq, pq in consumer.core.owned_process_queues().items() if mq.topic == "BcT"}
+    table = consumer.core.offset_store.clone_offset_table("BcT")
+    return len(queues) == len(store.topics_and_queues().get("BcT", [])) and all(
+        pq.msg_count == 0 and table.get(mq, -1) == store.get_max_offset_in_queue("BcT", mq.queue_id)
+        for mq, pq in queues.items()
+    )
 
 
 def broadcaster(addr: str, store: Path, name: str, sink: Sink) -> PushConsumer:
@@ -67,7 +77,8 @@ def test_broadcasting_members_each_get_everything_and_resume(tmp_path: Path) -> 
         r1 = Sink()
         c1 = broadcaster(addr, offsets, "one", r1)
         wait_until(lambda: r1.distinct() >= second, 10, "restarted member got the second wave")
-        time.sleep(0.3)
+        # nothing of the first wave is on its way: every queue consumed up to the broker's max offset
+        wait_until(lambda: caught_up(c1, cluster), 10, "restarted member caught up on every queue")
         assert not (r1.distinct() & first), "restart must resume from the local offsets, not from the start"
         c1.shutdown()
         c2.shutdown()

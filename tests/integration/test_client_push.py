@@ -99,7 +99,8 @@ async def test_three_consumers_share_eight_queues_and_reassign_fast(tmp_path: Pa
             leaver = members.pop(0)
             await leaver.shutdown()
             leave_time = await wait_for(lambda: balanced(members), 5, "two members balanced again")
-            await asyncio.sleep(0.3)
+            produced = len(sent)  # keep producing a while after the leave
+            await wait_for(lambda: len(sent) >= produced + 50, 10, "50 more messages after the leave")
             stop.set()
             await producing
             await wait_for(lambda: set(sent) <= set(received), 15, "every message consumed")

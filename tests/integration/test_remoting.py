@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import wait_for
 from tidemq.errors import (
     LocalProtocolError,
     RemotingConnectError,
@@ -107,14 +108,6 @@ async def client() -> AsyncIterator[RemotingClient]:
 
 def addr_of(server: RemotingServer) -> str:
     return f"127.0.0.1:{server.port}"
-
-
-async def wait_until(predicate: object, within: float = 5.0) -> None:
-    """Poll ``predicate()`` until it is true; fail after ``within`` seconds (a deadline, not a sleep)."""
-    assert callable(predicate)
-    async with asyncio.timeout(within):
-        while not predicate():  # noqa: ASYNC110 - condition polling with a deadline
-            await asyncio.sleep(0.005)
 
 
 async def test_request_response_round_trip(server: RemotingServer, client: RemotingClient) -> None:
@@ -336,7 +329,7 @@ async def test_channel_listeners_see_connect_and_close(server: RemotingServer) -
     await cli.invoke(addr_of(server), RemotingCommand.create_request(ECHO), timeout=5.0)
     local = next(iter(cli.channels.values())).local_addr
     await cli.close()
-    await wait_until(lambda: len(events) == 2)
+    await wait_for(lambda: len(events) == 2, 5.0, "both channel events", interval=0.005)
     assert events == [("connect", local), ("close", local)]
 
 
@@ -350,7 +343,12 @@ async def test_shutdown_fails_pending_client_requests(processors: Processors) ->
         call = asyncio.ensure_future(
             cli.invoke(addr_of(srv), RemotingCommand.create_request(NEVER), timeout=30.0)
         )
-        await wait_until(lambda: len(srv.channels) == 1 and not call.done())
+        await wait_for(
+            lambda: len(srv.channels) == 1 and not call.done(),
+            5.0,
+            "the call to be in flight",
+            interval=0.005,
+        )
         await srv.shutdown()
         with pytest.raises(RemotingSendRequestError):
             await asyncio.wait_for(call, 5.0)
@@ -433,7 +431,12 @@ async def test_backpressure_pauses_a_peer_that_does_not_read() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", srv.port, limit=1024)
         requests = [RemotingCommand.create_request(ECHO) for _ in range(100)]
         writer.write(b"".join(encode_command(r) for r in requests))
-        await wait_until(lambda: len(srv.channels) == 1 and srv.channels[0].write_paused)
+        await wait_for(
+            lambda: len(srv.channels) == 1 and srv.channels[0].write_paused,
+            5.0,
+            "the server's writes to pause",
+            interval=0.005,
+        )
         decoder = FrameDecoder()
         frames: list[RemotingCommand] = []
         async with asyncio.timeout(20.0):

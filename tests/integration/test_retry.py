@@ -3,7 +3,6 @@ SCHEDULE_TOPIC_XXXX -> %RETRY%<group> -> consumer again, and %DLQ%<group> after 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -12,10 +11,27 @@ from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeC
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.protocol.message import Message, MessageExt
 from tidemq.protocol.topic import dlq_topic
-from tidemq.testing import run_cluster
+from tidemq.testing import Cluster, run_cluster
 
 # levels 1..6; retries use 3 + reconsumeTimes: level 3 = 1 s, level 4 = 2 s, level 5 = 1 s
 DELAYS = "1s 1s 1s 2s 1s 1s"
+
+
+def nothing_pending(cluster: Cluster, group: str, delivered: int) -> bool:
+    """No delayed message still waits in SCHEDULE_TOPIC_XXXX and the consumer has seen the original
+    plus every copy in ``%RETRY%<group>``: no further delivery can come."""
+    broker = cluster.broker
+    store = broker.store
+    schedule = broker.schedule_message_service
+    assert schedule is not None
+    for level in schedule.delay_table:
+        if schedule.offset_table.get(level, 0) < store.get_max_offset_in_queue(
+            "SCHEDULE_TOPIC_XXXX", level - 1
+        ):
+            return False
+    retry = f"%RETRY%{group}"
+    copies = sum(store.get_max_offset_in_queue(retry, q) for q in store.topics_and_queues().get(retry, []))
+    return delivered == 1 + copies
 
 
 async def test_message_failed_twice_comes_back_after_level_3_and_4_delays(tmp_path: Path) -> None:
@@ -40,7 +56,9 @@ async def test_message_failed_twice_comes_back_after_level_3_and_4_delays(tmp_pa
         consumer = await start_push_consumer(cluster.namesrv_addr, group, topic, listener)
         try:
             await wait_for(lambda: len(seen) >= 3, 20, "the third delivery")
-            await asyncio.sleep(0.3)  # nothing more may arrive after a success (checked below)
+            # nothing more may arrive after a success: no delayed copy is left in the schedule
+            # topic and every copy in the retry topic has been delivered (checked below)
+            await wait_for(lambda: nothing_pending(cluster, group, len(seen)), 10, "the retry path to drain")
         finally:
             await consumer.shutdown()
             await producer.shutdown()

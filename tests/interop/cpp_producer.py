@@ -6,7 +6,9 @@ Run as a subprocess by the interop tests::
 
 Modes: ``sync`` (send_sync), ``oneway`` (send_oneway), ``orderly`` (send_orderly; ``--shard key``
 sends message i with sharding key ``key-<i % keys>`` hashed to the selector argument, ``--shard
-index`` uses ``i`` itself so message i lands on queue ``i % queue_count``). Bodies are
+index`` uses ``i`` itself so message i lands on queue ``i % queue_count``). A ``oneway`` run
+without ``--stdin`` ends by waiting for a line on (or the end of) its stdin, which its caller
+writes once it has seen the messages at the broker. Bodies are
 ``<prefix>-<i>``; ``--tags`` is a comma list cycled over the messages ("-" = no tag).
 
 Prints ``{"event": "sent", "body", "tag", "mode", "status", "msg_id", "offset", "key"}`` per
@@ -20,12 +22,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import select
 import sys
-import time
 import zlib
 from typing import Any
 
 from cpp_common import add_client_args, emit
+
+ONEWAY_RELEASE_TIMEOUT_S = 30.0
+"""Most a oneway run waits for its caller's go-ahead before shutting the producer down."""
+
+
+def wait_for_release(timeout: float) -> None:
+    """Oneway frames are written asynchronously, and only the caller can see them arrive at the
+    broker: wait (with a deadline) until it writes a line to our stdin or closes it. With
+    ``--stdin`` the end of input is that signal already."""
+    emit({"event": "waiting", "why": "oneway frames in flight; close stdin once they arrived"})
+    ready, _, _ = select.select([sys.stdin], [], [], timeout)
+    if ready:
+        sys.stdin.readline()
 
 
 def send_batch(producer: Any, topic: str, batch: dict[str, Any]) -> tuple[int, int]:
@@ -111,8 +126,8 @@ def main() -> int:
             failed_total += failed
             emit({"event": "done", "sent": sent, "failed": failed, "prefix": batch["prefix"]})
     finally:
-        if oneway_used:
-            time.sleep(0.5)  # oneway frames are written asynchronously; let them leave
+        if oneway_used and not args.stdin:
+            wait_for_release(ONEWAY_RELEASE_TIMEOUT_S)
         producer.shutdown()
     return 0 if failed_total == 0 else 1
 

@@ -165,17 +165,6 @@ def stored_count(broker: Any, topic: str) -> int:
     )
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` seconds pass (for state in another process)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
-
-
 def group_client_ids(broker: Any, group: str) -> list[str]:
     """Client ids the broker has registered for ``group`` (empty when none)."""
     info = broker.consumer_manager.get_consumer_group_info(group)

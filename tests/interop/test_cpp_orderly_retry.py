@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import poll
 from tests.interop.conftest import Spawn
-from tests.interop.harness import group_client_ids, stored_count, wait_for
+from tests.interop.harness import group_client_ids, stored_count
 from tests.interop.test_cpp_push_consumer import Driver
 from tidemq.client.consumer.listener import (
     ConsumeOrderlyContext,
@@ -142,14 +143,14 @@ def test_mixed_orderly_group_shares_queues_without_overlap(cluster: ClusterThrea
     py.register_message_listener(MessageListenerOrderly(on_messages))
     py.start()
     try:
-        assert wait_for(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30)
+        assert poll(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30)
 
         def split() -> bool:
             table = cluster.broker.rebalance_lock_manager.lock_table().get(group, {})
             holders = {e.client_id for mq, e in table.items() if mq.topic == topic}
             return len([mq for mq in table if mq.topic == topic]) == 4 and len(holders) == 2
 
-        assert wait_for(split, 60), cluster.broker.rebalance_lock_manager.lock_table()
+        assert poll(split, 60), cluster.broker.rebalance_lock_manager.lock_table()
         sent = driver.send(mode="orderly", shard="key", count=400, prefix="m")
         key_of = {e["body"]: e["key"] for e in sent}
 
@@ -158,7 +159,7 @@ def test_mixed_orderly_group_shares_queues_without_overlap(cluster: ClusterThrea
                 n = len({e["body"] for e in py_seen if e["body"].startswith("m-")})
             return n + len({e["body"] for e in cpp.of("msg") if e["body"].startswith("m-")})
 
-        assert wait_for(lambda: total() >= 400, 60), (total(), cpp.describe())
+        assert poll(lambda: total() >= 400, 60), (total(), cpp.describe())
     finally:
         py.shutdown()
     assert not violations, violations[:3]

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import poll
 from tests.interop.conftest import Spawn
-from tests.interop.harness import CppProcess, stored_count, stored_messages, wait_for
+from tests.interop.harness import CppProcess, stored_count, stored_messages
 from tidemq.testing import ClusterThread, ServeProcess
 
 pytest.importorskip("rocketmq.client")
@@ -45,9 +46,7 @@ def test_sync_oneway_orderly_sends_are_all_stored(cluster: ClusterThread, spawn:
     assert len(orderly.of("sent")) == 300
 
     # oneway frames may still be in flight when the producer exits: wait for the store
-    assert wait_for(lambda: stored_count(cluster.broker, TOPIC) >= 1400, 15), stored_count(
-        cluster.broker, TOPIC
-    )
+    assert poll(lambda: stored_count(cluster.broker, TOPIC) >= 1400, 15), stored_count(cluster.broker, TOPIC)
     by_queue = stored_messages(cluster.broker, TOPIC)
     bodies = [m.body.decode() for msgs in by_queue.values() for m in msgs]
     assert len(bodies) == 1400

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import poll
 from tests.interop.conftest import Spawn
-from tests.interop.harness import CppProcess, group_client_ids, wait_for
+from tests.interop.harness import CppProcess, group_client_ids
 from tidemq.testing import ClusterThread
 
 pytest.importorskip("rocketmq.client")
@@ -67,7 +68,7 @@ def warm_up(driver: Driver, consumers: list[CppProcess], settled: Callable[[str]
         rounds += 1
         prefix = f"warm{rounds}"
         driver.send(mode="orderly", shard="index", count=QUEUES, prefix=prefix, tags="Warm")
-        if wait_for(functools.partial(settled, prefix), 5.0):
+        if poll(functools.partial(settled, prefix), 5.0):
             return rounds
     raise AssertionError("consumers did not settle in 40 s: " + " | ".join(c.describe() for c in consumers))
 
@@ -80,7 +81,7 @@ def test_clustering_group_of_two_gets_each_message_once(cluster: ClusterThread, 
         push_consumer(spawn, ns, group, topic, "--model", "clustering", "--duration", "90", name=f"member{i}")
         for i in range(2)
     ]
-    assert wait_for(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30), group_client_ids(
+    assert poll(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30), group_client_ids(
         cluster.broker, group
     )
 
@@ -94,7 +95,7 @@ def test_clustering_group_of_two_gets_each_message_once(cluster: ClusterThread, 
 
     sent = driver.send(mode="sync", count=400, prefix="main")
     assert len(sent) == 400
-    assert wait_for(lambda: sum(len(bodies(m, "main")) for m in members) >= 400, 30), [
+    assert poll(lambda: sum(len(bodies(m, "main")) for m in members) >= 400, 30), [
         m.describe() for m in members
     ]
     received = Counter(b for m in members for b in bodies(m, "main"))
@@ -121,7 +122,7 @@ def test_broadcasting_consumers_each_get_every_message(cluster: ClusterThread, s
         )
         for i in range(2)
     ]
-    assert wait_for(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30)
+    assert poll(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30)
 
     def settled(prefix: str) -> bool:
         want = sorted(f"{prefix}-{i}" for i in range(QUEUES))
@@ -182,7 +183,7 @@ def test_survivor_takes_over_when_a_member_exits(cluster: ClusterThread, spawn: 
     driver = Driver(spawn, ns, topic)
     driver.send(mode="sync", count=QUEUES, prefix="create")
     members = [push_consumer(spawn, ns, group, topic, "--duration", "90", name=f"fo{i}") for i in range(2)]
-    assert wait_for(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30)
+    assert poll(lambda: len(group_client_ids(cluster.broker, group)) == 2, 30)
 
     def settled(prefix: str) -> bool:
         got = [bodies(m, prefix) for m in members]
@@ -192,7 +193,7 @@ def test_survivor_takes_over_when_a_member_exits(cluster: ClusterThread, spawn: 
 
     warm_up(driver, members, settled)
     members[1].stop()  # SIGTERM: the C++ client shuts down (unregisters) or its connection drops
-    assert wait_for(lambda: len(group_client_ids(cluster.broker, group)) == 1, 30)
+    assert poll(lambda: len(group_client_ids(cluster.broker, group)) == 1, 30)
     # the survivor is notified, rebalances and gets all queues
     driver.send(mode="orderly", shard="index", count=QUEUES * 5, prefix="after")
     survivor = members[0]

@@ -16,10 +16,10 @@ import functools
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
 
 import pytest
 
+from tests.helpers import poll
 from tests.interop.conftest import Spawn
 from tests.interop.harness import CppProcess, group_client_ids
 from tidemq.client.consumer.allocate import AllocateMessageQueueAveragely
@@ -33,15 +33,6 @@ pytest.importorskip("rocketmq.client")
 pytestmark = pytest.mark.interop
 
 TOPIC, GROUP, QUEUES = "MixedTopic", "MixedGroup", 8
-
-
-def wait_for(cond: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 class TidemqMember:
@@ -100,7 +91,7 @@ def test_mixed_group_splits_queues_and_consumes_everything(cluster: ClusterThrea
             )
             for i in range(2)
         ]
-        assert wait_for(lambda: len(group_client_ids(cluster.broker, GROUP)) == 4, 30), group_client_ids(
+        assert poll(lambda: len(group_client_ids(cluster.broker, GROUP)) == 4, 30), group_client_ids(
             cluster.broker, GROUP
         )
         cids = group_client_ids(cluster.broker, GROUP)
@@ -132,7 +123,7 @@ def test_mixed_group_splits_queues_and_consumes_everything(cluster: ClusterThrea
             prefix = f"warm{rounds}"
             for q in queues:
                 producer.send(Message(TOPIC, f"{prefix}-{q.queue_id}".encode()), queue=q)
-            if wait_for(functools.partial(delivered_as_expected, prefix), 5):
+            if poll(functools.partial(delivered_as_expected, prefix), 5):
                 break
             assert time.monotonic() < deadline, (
                 f"group did not settle: expected {expected}, tidemq owns "
@@ -148,7 +139,7 @@ def test_mixed_group_splits_queues_and_consumes_everything(cluster: ClusterThrea
             got |= {b for p in cpps for b, _ in cpp_received(p, "main")}
             return got >= set(bodies)
 
-        assert wait_for(everything, 30), " | ".join(p.describe() for p in cpps)
+        assert poll(everything, 30), " | ".join(p.describe() for p in cpps)
         # each queue was consumed by exactly one member, and every member took part
         owners: dict[int, set[str]] = defaultdict(set)
         counts: Counter[str] = Counter()

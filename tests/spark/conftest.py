@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,12 +56,3 @@ def spark() -> Iterator[object]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterThread]:
     with ClusterThread(tmp_path_factory.mktemp("spark-cluster"), **SPARK_BROKER) as c:
         yield c
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    """Poll ``predicate`` until true; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.05)

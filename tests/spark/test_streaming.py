@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tests.spark.conftest import wait_until
+from tests.helpers import wait_for_sync
 from tests.spark.helpers import create_topic, produce
 from tidemq.admin import AdminClient
 from tidemq.spark import attach_offset_committer
@@ -54,13 +54,13 @@ def test_stop_and_restart_from_checkpoint_is_exactly_once(spark: Any, cluster: A
         target=lambda: more.extend(produce(cluster.namesrv_addr, topic, 150, start=100))
     )
     producer.start()
-    wait_until(lambda: len(rows_written()) >= 120, 60, "the first run to write 120 rows")
+    wait_for_sync(lambda: len(rows_written()) >= 120, 60, "the first run to write 120 rows")
     query.stop()
     producer.join(60)
     assert len(rows_written()) < 250, "stop came too late to test a restart mid-stream"
     query = start()
     try:
-        wait_until(
+        wait_for_sync(
             lambda: len({tuple(r) for r in rows_written()}) >= 250, 60, "the restarted run to catch up"
         )
         query.processAllAvailable()
@@ -142,14 +142,14 @@ def test_new_queues_are_picked_up(spark: Any, cluster: Any, tmp_path: Path) -> N
         .start()
     )
     try:
-        wait_until(lambda: spark.table("grow").count() == 5, 60, "the first 5 rows")
+        wait_for_sync(lambda: spark.table("grow").count() == 5, 60, "the first 5 rows")
         with AdminClient(cluster.namesrv_addr) as admin:
             admin.create_topic(topic, 3)
-            wait_until(
+            wait_for_sync(
                 lambda: len(admin.fetch_subscribe_message_queues(topic)) == 3, 30, "3 queues in the route"
             )
         produce(cluster.namesrv_addr, topic, 9, start=5)  # 3 land in each queue
-        wait_until(lambda: spark.table("grow").count() == 14, 60, "rows of the new queues")
+        wait_for_sync(lambda: spark.table("grow").count() == 14, 60, "rows of the new queues")
         assert {r.queueId for r in spark.table("grow").collect()} == {0, 1, 2}
     finally:
         query.stop()

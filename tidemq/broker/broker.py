@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidemq.broker.config import BrokerConfig, guess_broker_ip
+from tidemq.broker.config_check import check_config
 from tidemq.broker.flush import FlushRealTimeService, GroupCommitService
 from tidemq.broker.longpolling import PullRequestHoldService
 from tidemq.broker.offset_manager import ConsumerOffsetManager
+from tidemq.broker.stats import BrokerStatsManager
 from tidemq.broker.subscription_group import SubscriptionGroupManager
 from tidemq.broker.topic_config import TopicConfigManager
 from tidemq.protocol.body import RegisterBrokerBody
@@ -36,6 +38,7 @@ from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 from tidemq.remoting import RemotingClient, RemotingServer
 from tidemq.store.config import MessageStoreConfig
+from tidemq.store.lock import StoreLock
 from tidemq.store.message_store import MessageStore
 
 if TYPE_CHECKING:
@@ -79,6 +82,8 @@ class Broker:
     Args:
         config: broker settings (``listen_port=0`` picks a free port).
         store_config: message store settings (``store_path_root_dir``, ``flush_disk_type``...).
+        store_lock: the lock on the store directory when the caller took it already (the CLI does,
+            before anything starts); else :meth:`start` takes it. Released by :meth:`shutdown`.
 
     Attributes (for processors and the client-manage services):
         config, store_config, store, topic_config_manager, subscription_group_manager,
@@ -94,7 +99,9 @@ class Broker:
         await broker.shutdown()
     """
 
-    def __init__(self, config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+    def __init__(
+        self, config: BrokerConfig, store_config: MessageStoreConfig, *, store_lock: StoreLock | None = None
+    ) -> None:
         from tidemq.broker.broker_to_client import Broker2Client
         from tidemq.broker.consumer_manager import ClientHousekeepingService, ConsumerManager
         from tidemq.broker.producer_manager import ProducerManager
@@ -114,8 +121,12 @@ class Broker:
         self.rebalance_lock_manager: RebalanceLockManager = RebalanceLockManager()
         self.broker2client: Broker2Client = Broker2Client(self)
         self.client_housekeeping_service: ClientHousekeepingService = ClientHousekeepingService(self)
-        self.remoting_server = RemotingServer(config.listen_host, config.listen_port)
+        self.remoting_server = RemotingServer(
+            config.listen_host, config.listen_port, idle_timeout=config.server_channel_max_idle_time_seconds
+        )
+        self._store_lock = store_lock if store_lock is not None else StoreLock(root)
         self.remoting_client = RemotingClient()
+        self.broker_stats = BrokerStatsManager(config.broker_cluster_name)
         self.store: MessageStore = None  # type: ignore[assignment]  # set in start()
         self.pull_request_hold_service: PullRequestHoldService = None  # type: ignore[assignment]
         self.group_commit_service: GroupCommitService | None = None
@@ -157,6 +168,18 @@ class Broker:
         self.loop = asyncio.get_running_loop()
         self._loop_thread_id = threading.get_ident()
         self._stop.clear()
+        # 0. every value checked once (docs/reliability.md), then one process per store: the lock
+        #    is taken before any file is read and handed to the MessageStore, which releases it.
+        check_config(self.config, self.store_config)
+        self._store_lock.acquire()
+        try:
+            await self._start_locked()
+        except BaseException:
+            if self.store is None or not self.store.running:
+                self._store_lock.release()
+            raise
+
+    async def _start_locked(self) -> None:
         # 1. config files first: refuse to start (before binding) if offsets would be lost.
         self.consumer_offset_manager.load()
         self.topic_config_manager.load()
@@ -181,6 +204,7 @@ class Broker:
         self.addr = f"{ip}:{self.port}"
         # 3. store (recovery may take a while: run it in a thread).
         self.store = MessageStore(self.store_config, store_host=self.addr)
+        self.store.lock = self._store_lock
         await self.loop.run_in_executor(None, self.store.load)
         self.store.message_arriving_listener = self._on_message_arriving
         # 4. services and processors
@@ -218,6 +242,7 @@ class Broker:
         )
         self._every(self.config.client_channel_scan_interval / 1000.0, self._scan_channels, "scan-channels")
         self._every(10.0, self._retention_check, "clean-expired")
+        self._every(10.0, self._sample_stats, "stats-sample")
         log.info(
             "broker %s (%s) started at %s",
             self.config.broker_name,
@@ -228,6 +253,7 @@ class Broker:
     def _register_processors(self) -> None:
         """Register every processor for each request code in its ``CODES``."""
         from tidemq.broker.processor.admin import AdminBrokerProcessor
+        from tidemq.broker.processor.admin_runtime import BrokerRuntimeProcessor
         from tidemq.broker.processor.client_manage import ClientManageProcessor
         from tidemq.broker.processor.offsets import ConsumerManageProcessor
         from tidemq.broker.processor.pull import PullMessageProcessor
@@ -245,6 +271,7 @@ class Broker:
             ConsumerManageProcessor(self),
             QueryMessageProcessor(self),
             AdminBrokerProcessor(self),
+            BrokerRuntimeProcessor(self),
             ClientManageProcessor(self),
             SendMessageBackProcessor(self),
             self.admin_relay_processor,
@@ -263,6 +290,7 @@ class Broker:
         self._shut_down = True
         if not self.started and self.store is None:
             await self.remoting_server.shutdown()
+            self._store_lock.release()
             return
         self.started = False
         self._stop.set()
@@ -297,6 +325,7 @@ class Broker:
                 log.exception("persist at shutdown failed")
         if self.store is not None:
             await self.loop.run_in_executor(None, self.store.shutdown)
+        self._store_lock.release()
         log.info("broker %s at %s stopped", self.config.broker_name, self.addr)
 
     # -- name server registration ---------------------------------------------------------------
@@ -405,6 +434,9 @@ class Broker:
 
     async def _persist_offsets(self) -> None:
         await self.loop.run_in_executor(None, lambda: self.consumer_offset_manager.persist(force=False))
+
+    async def _sample_stats(self) -> None:
+        self.broker_stats.sample()
 
     async def _scan_channels(self) -> None:
         self.client_housekeeping_service.scan_exception_channel(now_ms())

@@ -14,7 +14,6 @@ import dataclasses
 import logging
 import re
 import socket
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +66,9 @@ class BrokerConfig:
         register_broker_timeout_mills: REGISTER_BROKER RPC timeout (ms).
         acl_enable: check every request against plain ACL (``aclEnable``; see docs/acl.md).
         acl_file: the ``plain_acl.yml`` to use; ``None`` = ``<store root>/config/plain_acl.yml``.
+        server_channel_max_idle_time_seconds: a connection that sends nothing for this long (s) is
+            closed, as is one that has not read our responses for this long (RocketMQ's
+            ``NettyServerConfig.serverChannelMaxIdleTimeSeconds``, 120).
     """
 
     broker_name: str = field(default_factory=_default_broker_name, metadata={"important": True})
@@ -99,6 +101,7 @@ class BrokerConfig:
     broker_role: str = "ASYNC_MASTER"
     acl_enable: bool = False
     acl_file: str | None = None
+    server_channel_max_idle_time_seconds: int = 120
 
     def namesrv_addr_list(self) -> list[str]:
         """``namesrv_addr`` split on ``;`` (blank entries dropped)."""
@@ -148,55 +151,52 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
-def _convert(value: str, hint: Any, key: str) -> Any:
-    args = typing.get_args(hint)
-    if args:  # Optional[X] / X | None
-        if value == "" and type(None) in args:
-            return None
-        hint = next(a for a in args if a is not type(None))
-    if hint is bool:
-        low = value.strip().lower()
-        if low not in ("true", "false"):
-            raise ClientError(f"broker.conf: {key} must be true or false, got {value!r}")
-        return low == "true"
-    if hint is int:
-        try:
-            return int(value.strip())
-        except ValueError:
-            raise ClientError(f"broker.conf: {key} must be an integer, got {value!r}") from None
-    if hint is float:
-        try:
-            return float(value.strip())
-        except ValueError:
-            raise ClientError(f"broker.conf: {key} must be a number, got {value!r}") from None
-    return value
+def apply_properties(
+    target: Any, props: dict[str, str], *, source: str = "broker.conf", sources: dict[str, str] | None = None
+) -> list[str]:
+    """Set every ``props`` key (camelCase) that names a field of dataclass ``target``; return the rest.
 
+    Values are parsed by :func:`tidemq.broker.config_check.parse_value`; ``sources`` (when given)
+    records ``{field: "<key> in <source>"}`` for later error messages.
 
-def apply_properties(target: Any, props: dict[str, str], *, source: str = "broker.conf") -> list[str]:
-    """Set every ``props`` key (camelCase) that names a field of dataclass ``target``; return the rest."""
-    hints = typing.get_type_hints(type(target))
+    Raises:
+        ConfigError: a value does not parse as its field's type (one line naming key and value).
+    """
+    from tidemq.broker.config_check import apply_overrides
+
     names = {f.name for f in dataclasses.fields(target)}
+    labels = sources if sources is not None else {}
+    values: dict[str, str] = {}
     rest: list[str] = []
     for key, value in props.items():
         name = camel_to_snake(key)
         if name in names:
-            setattr(target, name, _convert(value, hints[name], f"{source} {key}"))
+            labels[name] = f"{key} (in {source})"
+            values[name] = value
         else:
             rest.append(key)
+    apply_overrides(target, values, labels)
     return rest
 
 
 def load_broker_conf(
-    path: str | Path, *, store_config: MessageStoreConfig | None = None
+    path: str | Path,
+    *,
+    store_config: MessageStoreConfig | None = None,
+    sources: dict[str, str] | None = None,
+    check: bool = True,
 ) -> tuple[BrokerConfig, MessageStoreConfig]:
     """Read a RocketMQ ``broker.conf`` (camelCase keys) into ``(BrokerConfig, MessageStoreConfig)``.
 
     Keys known to either dataclass are applied (``brokerName``, ``listenPort``, ``namesrvAddr``,
     ``brokerIP1``, ``flushDiskType``, ``storePathRootDir``, ``fileReservedTime``, ``deleteWhen``,
-    ``mappedFileSizeCommitLog``...); unknown keys are logged as warnings and ignored.
+    ``mappedFileSizeCommitLog``...); unknown keys are logged as warnings and ignored. ``sources``
+    (when given) is filled with ``{field: "<key> (in <path>)"}``; with ``check`` (default) every
+    value is checked by :func:`tidemq.broker.config_check.check_config`.
 
     Raises:
-        ClientError: the file cannot be read, or a value does not parse as the field's type.
+        ClientError: the file cannot be read.
+        ConfigError: a value does not parse or is not allowed (one line: key, value, what is allowed).
     """
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
@@ -205,10 +205,15 @@ def load_broker_conf(
     props = parse_properties(text)
     broker = BrokerConfig()
     store = store_config if store_config is not None else MessageStoreConfig()
-    rest = apply_properties(broker, props, source=str(path))
-    unknown = apply_properties(store, {k: props[k] for k in rest}, source=str(path))
+    labels = sources if sources is not None else {}
+    rest = apply_properties(broker, props, source=str(path), sources=labels)
+    unknown = apply_properties(store, {k: props[k] for k in rest}, source=str(path), sources=labels)
     for key in unknown:
         log.warning("%s: unknown broker.conf key %r ignored", path, key)
+    if check:
+        from tidemq.broker.config_check import check_config
+
+        check_config(broker, store, labels)
     return broker, store
 
 

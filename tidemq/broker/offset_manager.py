@@ -15,6 +15,7 @@ import logging
 import threading
 from pathlib import Path
 
+from tidemq.broker.names import is_valid_group, is_valid_topic
 from tidemq.errors import StoreError
 from tidemq.store.config_file import atomic_write_json, load_json
 
@@ -95,6 +96,9 @@ class ConsumerOffsetManager:
 
     def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Store ``offset`` for (group, topic, queue); a smaller value than stored is logged, still kept."""
+        if not (is_valid_group(group) and is_valid_topic(topic)):  # no state from bad names
+            log.debug("ignoring offset commit of %r / %r from %s: bad name", group, topic, client_host)
+            return
         key = offset_key(topic, group)
         with self._lock:
             queues = self.offset_table.setdefault(key, {})

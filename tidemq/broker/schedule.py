@@ -46,6 +46,13 @@ RETRY_ON_ERROR_S = 0.1
 """Java's ``DELAY_FOR_A_PERIOD``: a failed put is retried after this long."""
 MAX_DELIVER_PER_ROUND = 256
 """Messages delivered in one go before yielding to the event loop."""
+MAX_DELIVERY_ATTEMPTS = 100
+"""Failed puts of one message (about 10 s at ``RETRY_ON_ERROR_S``) before it is moved aside."""
+UNDELIVERABLE_TOPIC = "rmq_sys_SCHEDULE_UNDELIVERABLE"
+"""Where a due message the store refuses is moved (queue 0; ``REAL_TOPIC`` / ``REAL_QID`` kept),
+so one message never holds back the rest of its delay level. A system topic (``rmq_sys_``)."""
+_PERMANENT = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
+"""Put failures that retrying cannot fix: the message is moved aside at once."""
 
 
 def compute_deliver_timestamp(delay_level: int, store_timestamp_ms: int, delay_table: dict[int, int]) -> int:
@@ -143,6 +150,10 @@ class ScheduleMessageService:
         self._loop_thread = 0
         self._started = False
         self._dirty = False
+        self._failures: dict[int, tuple[int, int]] = {}
+        """``{level: (queue offset, failed attempts)}`` of the message a level is stuck on."""
+        self.moved_aside = 0
+        """Due messages moved to :data:`UNDELIVERABLE_TOPIC` (or skipped) because they could not be delivered."""
 
     # -- persistence ----------------------------------------------------------------------------
 
@@ -311,15 +322,20 @@ class ScheduleMessageService:
                     continue
                 result = store.put_message(inner)
                 if result.status is not PutMessageStatus.PUT_OK:
-                    log.warning(
-                        "delay level %d: delivering %s to %s failed (%s %s); retrying",
-                        level,
-                        msg.msg_id,
-                        inner.topic,
-                        result.status.value,
-                        result.remark or "",
-                    )
-                    return RETRY_ON_ERROR_S
+                    if not self._give_up(level, offset, result.status):
+                        log.warning(
+                            "delay level %d: delivering %s to %s failed (%s %s); retrying",
+                            level,
+                            msg.msg_id,
+                            inner.topic,
+                            result.status.value,
+                            result.remark or "",
+                        )
+                        return RETRY_ON_ERROR_S
+                    self.move_aside(level, offset, unit.commit_log_offset, msg, inner, result.remark or "")
+                    offset += 1
+                    continue
+                self._failures.pop(level, None)
                 offset += 1
                 done += 1
                 self.delivered += 1
@@ -330,6 +346,77 @@ class ScheduleMessageService:
             if offset != self.offset_table.get(level, 0):
                 self.offset_table[level] = offset
                 self._dirty = True
+
+    def _give_up(self, level: int, offset: int, status: PutMessageStatus) -> bool:
+        """Count a failed put of ``offset``; True when it cannot succeed or failed too often."""
+        if status in _PERMANENT:
+            self._failures.pop(level, None)
+            return True
+        at, attempts = self._failures.get(level, (offset, 0))
+        attempts = attempts + 1 if at == offset else 1
+        if attempts >= MAX_DELIVERY_ATTEMPTS:
+            self._failures.pop(level, None)
+            return True
+        self._failures[level] = (offset, attempts)
+        return False
+
+    def move_aside(
+        self,
+        level: int,
+        offset: int,
+        commit_log_offset: int,
+        msg: Any,
+        inner: MessageExtBrokerInner,
+        why: str,
+    ) -> None:
+        """Put an undeliverable due message into :data:`UNDELIVERABLE_TOPIC` so its level goes on.
+
+        One WARNING line names the message, its destination, the reason and where it went (or, when
+        even that put fails, its commit-log offset, where it stays readable).
+        """
+        self.moved_aside += 1
+        props = dict(inner.properties)
+        props[MessageConst.PROPERTY_REAL_TOPIC] = inner.topic
+        props[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(inner.queue_id)
+        aside = MessageExtBrokerInner(
+            UNDELIVERABLE_TOPIC,
+            inner.body,
+            flag=inner.flag,
+            properties=props,
+            queue_id=0,
+            sys_flag=inner.sys_flag,
+            born_timestamp=inner.born_timestamp,
+            born_host=inner.born_host,
+            reconsume_times=inner.reconsume_times,
+            tags_code=inner.tags_code,
+        )
+        result = self.store.put_message(aside)
+        destination = f"{inner.topic[:64]}{'...' if len(inner.topic) > 64 else ''} queue {inner.queue_id}"
+        if result.status is PutMessageStatus.PUT_OK and result.append_result is not None:
+            log.warning(
+                "delay level %d: message %s for %s cannot be delivered (%s); moved aside to %s queue 0 "
+                "offset %d, the level goes on",
+                level,
+                msg.msg_id,
+                destination,
+                why,
+                UNDELIVERABLE_TOPIC,
+                result.append_result.logics_offset,
+            )
+        else:
+            log.warning(
+                "delay level %d: message %s for %s cannot be delivered (%s) nor moved aside (%s); "
+                "skipped, it stays readable at commit-log offset %d (%s queue %d offset %d)",
+                level,
+                msg.msg_id,
+                destination,
+                why,
+                result.status.value,
+                commit_log_offset,
+                SCHEDULE_TOPIC,
+                level - 1,
+                offset,
+            )
 
     async def _run_persist(self) -> None:
         while self._started:

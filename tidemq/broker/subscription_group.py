@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.names import is_valid_group
 from tidemq.broker.topic_config import now_ms
 from tidemq.errors import StoreError
 from tidemq.protocol.body import DataVersion, SubscriptionGroupConfig
@@ -103,6 +104,8 @@ class SubscriptionGroupManager:
         if cfg is not None:
             return cfg
         if not self.broker_config.auto_create_subscription_group:
+            return None
+        if not is_valid_group(group):  # never create state from a bad name (tidemq.broker.names)
             return None
         with self._lock:
             cfg = self.subscription_group_table.get(group)

@@ -99,6 +99,7 @@ class DefaultRequestProcessor:
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
             RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list_from_ns,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_namesrv_config,
         }
 
     @property
@@ -233,6 +234,19 @@ class DefaultRequestProcessor:
         header = DeleteTopicRequestHeader.from_ext_fields(request.ext_fields)
         self.route_info_manager.delete_topic(header.topic, request.ext_fields.get("clusterName") or None)
         return _ok()
+
+    def get_namesrv_config(self, channel: Channel | None, request: RemotingCommand) -> RemotingCommand:
+        """GET_NAMESRV_CONFIG (319): the options as Java properties text (camelCase keys)."""
+        import dataclasses
+
+        lines = []
+        for f in dataclasses.fields(self.config):
+            value = getattr(self.config, f.name)
+            head, *rest = f.name.split("_")
+            key = head + "".join(p[:1].upper() + p[1:] for p in rest)
+            text = str(value).lower() if isinstance(value, bool) else "" if value is None else str(value)
+            lines.append(f"{key}={text}\n")
+        return _ok("".join(sorted(lines)).encode())
 
     # ------------------------------------------------------------------ KV config
 

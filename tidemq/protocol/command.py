@@ -199,9 +199,12 @@ def _int_field(header: dict[str, Any], name: str, default: int | None = None) ->
     if isinstance(value, bool) or value is None:
         raise RemotingCommandError(f"header field {name!r} missing or not an integer: {value!r}")
     try:
-        return int(value)
+        number = int(value)
     except (TypeError, ValueError):
         raise RemotingCommandError(f"header field {name!r} is not an integer: {value!r}") from None
+    if not -0x80000000 <= number <= 0x7FFFFFFF:  # Java int: an echoed opaque must stay encodable
+        raise RemotingCommandError(f"header field {name!r} is outside the 32-bit range: {number}")
+    return number
 
 
 def decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:

@@ -31,37 +31,30 @@ from typing import Final
 from tidemq.errors import ProtocolError
 from tidemq.protocol.message import Message, MessageExt, properties_to_string, string_to_properties
 
-MESSAGE_MAGIC_CODE: Final = -626843481  # 0xDAA320A7
-MESSAGE_MAGIC_CODE_V2: Final = -626843480  # 0xDAA320A8 (RocketMQ 5: 2-byte topic length)
-BLANK_MAGIC_CODE: Final = -875286124  # 0xCBD43194, end-of-file filler inside commit-log segments
+# The record layout is defined once, in tidemq.protocol.record_layout (codec, store and Spark use it);
+# the public names stay importable from here.
+from tidemq.protocol.record_layout import BLANK_MAGIC_CODE as BLANK_MAGIC_CODE
+from tidemq.protocol.record_layout import HEAD as _HEAD
+from tidemq.protocol.record_layout import HOST4 as _HOST4
+from tidemq.protocol.record_layout import HOST6 as _HOST6
+from tidemq.protocol.record_layout import IPV4_FIXED_SIZE as IPV4_FIXED_SIZE
+from tidemq.protocol.record_layout import MAX_PROPERTIES_BYTES as MAX_PROPERTIES_BYTES
+from tidemq.protocol.record_layout import MAX_TOPIC_BYTES as MAX_TOPIC_BYTES
+from tidemq.protocol.record_layout import MESSAGE_MAGIC_CODE as MESSAGE_MAGIC_CODE
+from tidemq.protocol.record_layout import MESSAGE_MAGIC_CODE_V2 as MESSAGE_MAGIC_CODE_V2
+from tidemq.protocol.record_layout import POS_BORN_HOST as POS_BORN_HOST
+from tidemq.protocol.record_layout import POS_PHYSICAL_OFFSET as POS_PHYSICAL_OFFSET
+from tidemq.protocol.record_layout import POS_QUEUE_OFFSET as POS_QUEUE_OFFSET
+from tidemq.protocol.record_layout import POS_SYS_FLAG as POS_SYS_FLAG
+from tidemq.protocol.record_layout import SIZE_MAGIC as _SIZE_MAGIC
+from tidemq.protocol.record_layout import TAIL as _TAIL
+from tidemq.protocol.record_layout import store_timestamp_position as store_timestamp_position
 
-MAX_TOPIC_BYTES: Final = 127
-MAX_PROPERTIES_BYTES: Final = 32767
-IPV4_FIXED_SIZE: Final = 91
-"""Record size without body, topic and properties bytes when both hosts are IPv4."""
-
-# Byte positions inside a record (IPv4 born host; the store timestamp moves with a v6 born host).
-POS_TOTAL_SIZE: Final = 0
-POS_MAGIC: Final = 4
-POS_BODY_CRC: Final = 8
-POS_QUEUE_ID: Final = 12
-POS_FLAG: Final = 16
-POS_QUEUE_OFFSET: Final = 20
-POS_PHYSICAL_OFFSET: Final = 28
-POS_SYS_FLAG: Final = 36
-POS_BORN_TIMESTAMP: Final = 40
-POS_BORN_HOST: Final = 48
-
-_HEAD = struct.Struct(">iiiiiqqiq")  # total .. born timestamp: 48 bytes
-_HOST4 = struct.Struct(">4si")
-_HOST6 = struct.Struct(">16si")
-_TAIL = struct.Struct(">iq")  # reconsume times, prepared transaction offset
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _U8 = struct.Struct(">B")
 _U16 = struct.Struct(">H")
 _BATCH_HEAD = struct.Struct(">iiii")  # total, magic, crc, flag
-_SIZE_MAGIC = struct.Struct(">ii")
 
 
 class MessageSysFlag:
@@ -212,11 +205,6 @@ def encode_stored_message(
             props_raw,
         )
     )
-
-
-def store_timestamp_position(sys_flag: int) -> int:
-    """Byte position of STORETIMESTAMP in a record with ``sys_flag`` (56 for an IPv4 born host)."""
-    return POS_BORN_HOST + (20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8)
 
 
 def patch_stored_message(

@@ -28,6 +28,7 @@ from tidemq.errors import (
     RemotingTimeoutError,
 )
 from tidemq.protocol.command import MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, encode_command, next_opaque
+from tidemq.remoting.log_limit import bad_frame_log
 from tidemq.remoting.processor import RequestDispatcher
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,8 @@ class Channel:
         self._closed = False
         self._closed_event = asyncio.Event()
         self.close_reason: str | None = None
+        self.last_read_time = self._loop.time()
+        """``loop.time()`` of the last bytes received (the idle reaper closes silent connections)."""
 
     def protocol(self) -> asyncio.Protocol:
         """The ``asyncio.Protocol`` to hand to ``create_server`` / ``create_connection``."""
@@ -254,10 +257,11 @@ class Channel:
             self._on_open(self)
 
     def _on_data(self, data: bytes) -> None:
+        self.last_read_time = self._loop.time()
         try:
             commands = self._decoder.feed(data)
         except RemotingCommandError as exc:
-            log.warning("closing connection from %s: %s", self.remote_addr, exc)
+            bad_frame_log.warning(self.remote_addr, "closing connection from %s: %s", self.remote_addr, exc)
             self.close(f"malformed frame: {exc}")
             return
         for cmd in commands:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from tidemq.errors import LocalProtocolError, ProtocolError
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.command import RemotingCommand
+from tidemq.remoting.log_limit import bad_request_log
 
 if TYPE_CHECKING:
     from tidemq.remoting.channel import Channel
@@ -138,9 +139,21 @@ class RequestDispatcher:
         try:
             channel.write_command(response)
         except LocalProtocolError as exc:
-            log.error("%s: cannot send the response to code %d: %s", channel.remote_addr, request.code, exc)
-            error = RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, str(exc)).response_to(request)
-            channel.write_command(error)
+            bad_request_log.log(
+                logging.ERROR,
+                channel.remote_addr,
+                "%s: cannot send the response to code %d: %s",
+                channel.remote_addr,
+                request.code,
+                exc,
+            )
+            error = RemotingCommand.create_response(
+                ResponseCode.SYSTEM_ERROR, f"the response could not be encoded: {exc}"
+            ).response_to(request)
+            try:
+                channel.write_command(error)
+            except LocalProtocolError:  # not even an error fits (opaque checked on decode): drop the peer
+                channel.close("unanswerable request")
 
     async def make_response(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """Run the processor for ``request`` with the error mapping described in the module doc."""
@@ -156,9 +169,23 @@ class RequestDispatcher:
                 for hook in self.rpc_hooks:
                     hook.do_after_response(channel.remote_addr, request, response)
         except ProtocolError as exc:
-            log.info("%s: bad request code %d: %s", channel.remote_addr, request.code, exc)
+            bad_request_log.log(
+                logging.INFO,
+                channel.remote_addr,
+                "%s: bad request code %d: %s",
+                channel.remote_addr,
+                request.code,
+                exc,
+            )
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, str(exc))
         except Exception as exc:
-            log.exception("%s: processor for request code %d failed", channel.remote_addr, request.code)
+            bad_request_log.log(
+                logging.ERROR,
+                channel.remote_addr,
+                "%s: processor for request code %d failed",
+                channel.remote_addr,
+                request.code,
+                exc_info=True,
+            )
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         return response

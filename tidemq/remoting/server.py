@@ -12,6 +12,7 @@ import logging
 
 from tidemq.protocol.command import MAX_FRAME_SIZE
 from tidemq.remoting.channel import Channel
+from tidemq.remoting.idle import IdleChannelReaper
 from tidemq.remoting.processor import (
     ChannelListener,
     RequestDispatcher,
@@ -22,6 +23,8 @@ from tidemq.remoting.processor import (
 
 log = logging.getLogger(__name__)
 
+DEFAULT_IDLE_TIMEOUT = 120.0
+"""Seconds of silence before a connection is closed (``serverChannelMaxIdleTimeSeconds``)."""
 SHUTDOWN_GRACE = 2.0
 """Seconds :meth:`RemotingServer.shutdown` waits for connections to close before aborting them."""
 
@@ -34,6 +37,8 @@ class RemotingServer:
         port: TCP port; 0 picks a free one (read :attr:`port` after :meth:`start`).
         max_frame_size: largest accepted frame in bytes (default 16 MiB); a larger frame
             closes that connection.
+        idle_timeout: seconds after which a connection that sent nothing (or stopped reading our
+            responses) is closed (RocketMQ's ``serverChannelMaxIdleTimeSeconds``, default 120).
 
     Example::
 
@@ -44,7 +49,14 @@ class RemotingServer:
         await server.shutdown()
     """
 
-    def __init__(self, host: str = "0.0.0.0", port: int = 0, *, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self,
+        host: str = "0.0.0.0",
+        port: int = 0,
+        *,
+        max_frame_size: int = MAX_FRAME_SIZE,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+    ) -> None:
         self.host = host
         self._requested_port = port
         self.max_frame_size = max_frame_size
@@ -53,6 +65,8 @@ class RemotingServer:
         self._channels: set[Channel] = set()
         self._server: asyncio.AbstractServer | None = None
         self._port = port
+        self.idle_reaper = IdleChannelReaper(lambda: self._channels, idle_timeout)
+        """Closes connections silent (or not reading) for ``idle_timeout`` s (tidemq/remoting/idle.py)."""
 
     @property
     def port(self) -> int:
@@ -98,6 +112,7 @@ class RemotingServer:
         sockets = self._server.sockets
         if sockets:
             self._port = int(sockets[0].getsockname()[1])
+        self.idle_reaper.start()
         log.info("remoting server listening on %s:%d", self.host, self._port)
 
     async def shutdown(self) -> None:
@@ -106,6 +121,7 @@ class RemotingServer:
         if server is None:
             return
         server.close()
+        await self.idle_reaper.stop()
         channels = list(self._channels)
         for channel in channels:
             channel.cancel_tasks()

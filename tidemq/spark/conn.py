@@ -25,8 +25,10 @@ import pyarrow as pa
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.client.api import ClientAPI, PullResult, PullStatus
 from tidemq.errors import RemotingError
+from tidemq.protocol import record_layout
 from tidemq.protocol.filter import SUB_ALL
 from tidemq.protocol.headers import PullSysFlag
+from tidemq.protocol.message import MessageQueue
 from tidemq.remoting.client import RemotingClient
 from tidemq.remoting.loop import LoopThread
 from tidemq.spark.arrow import RecordBatchBuilder, tag_predicate
@@ -34,8 +36,10 @@ from tidemq.spark.offsets import QueueRange
 
 log = logging.getLogger(__name__)
 
-ROWS_PER_BATCH = 32_768
-"""Rows per yielded RecordBatch (Spark's speed is flat between 1k and 100k)."""
+_READ_FLAG = PullSysFlag.build_sys_flag(
+    commit_offset=False, suspend=False, subscription=True, class_filter=False
+)
+"""Pull flags of the connector: never commit, never long-poll."""
 
 
 class DataLossError(RuntimeError):
@@ -89,6 +93,7 @@ class ReadSettings:
     fail_on_data_loss: bool = True
     pull_batch_size: int = 4096
     pull_timeout: float = 10.0
+    include_properties: bool = True
 
 
 def _data_loss(rng: QueueRange, lost_from: int, lost_to: int, reason: str, settings: ReadSettings) -> None:
@@ -115,9 +120,8 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
         return
     conns = connections()
     expression = settings.sub_expression or SUB_ALL
-    builder = RecordBatchBuilder(rng.mq.broker_name, tag_predicate(expression))
-    sys_flag = PullSysFlag.build_sys_flag(
-        commit_offset=False, suspend=False, subscription=True, class_filter=False
+    builder = RecordBatchBuilder(
+        rng.mq.broker_name, tag_predicate(expression), include_properties=settings.include_properties
     )
     addr = rng.broker_addr
 
@@ -131,7 +135,7 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
             mq=rng.mq,
             queue_offset=offset,
             max_msg_nums=min(settings.pull_batch_size, rng.end - offset),
-            sys_flag=sys_flag,
+            sys_flag=_READ_FLAG,
             commit_offset=0,
             suspend_timeout_millis=0,
             subscription=expression,
@@ -183,12 +187,46 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
         if nxt < rng.end:
             pending = conns.loop.submit(pull(nxt))  # next pull in flight while this body is decoded
         if body:
-            builder.add_body(body, rng.end)
-            if len(builder) >= ROWS_PER_BATCH:
-                batch = builder.flush()
-                if batch is not None:
-                    yield batch
+            builder.add_body(body, rng.end)  # one RecordBatch per pull body (up to pullBatchSize rows)
+            batch = builder.flush()
+            if batch is not None:
+                yield batch
         offset = nxt
     batch = builder.flush()
     if batch is not None:
         yield batch
+
+
+def store_timestamp_at(mq: MessageQueue, broker_addr: str, offset: int, settings: ReadSettings) -> int | None:
+    """STORETIMESTAMP (ms) of the message at ``offset`` of ``mq`` (one pull of one message), or None
+    when the broker has no message there (deleted, or at/after the queue's end).
+
+    A tag filter does not apply: any message counts.
+    """
+    conns = connections()
+
+    async def pull() -> PullResult:
+        return await conns.api.pull_message(
+            broker_addr,
+            consumer_group=settings.group,
+            mq=mq,
+            queue_offset=offset,
+            max_msg_nums=1,
+            sys_flag=_READ_FLAG,
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            subscription=SUB_ALL,
+            sub_version=0,
+            timeout=settings.pull_timeout,
+        )
+
+    result = conns.loop.run(pull(), settings.pull_timeout * 3)
+    if result.pull_status is not PullStatus.FOUND or len(result.body) < record_layout.POS_BORN_HOST + 8:
+        return None
+    body = result.body
+    sys_flag = record_layout.HEAD.unpack_from(body, 0)[7]
+    queue_offset = record_layout.HEAD.unpack_from(body, 0)[5]
+    if queue_offset != offset:
+        return None
+    pos = record_layout.store_timestamp_position(sys_flag)
+    return int.from_bytes(body[pos : pos + 8], "big", signed=True)

@@ -10,8 +10,9 @@ pull directly from brokers (:func:`tidemq.spark.conn.read_queue_range`).
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +28,12 @@ from pyspark.sql.streaming.datasource import (
 
 from tidemq.admin.client import AdminClient
 from tidemq.errors import NoRouteError
+from tidemq.protocol.body.route import TopicList
+from tidemq.protocol.codes import RequestCode
+from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.message import MessageQueue
-from tidemq.spark.conn import ReadSettings, read_queue_range
+from tidemq.protocol.topic import SYSTEM_TOPICS
+from tidemq.spark.conn import ReadSettings, read_queue_range, store_timestamp_at
 from tidemq.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -36,11 +41,12 @@ from tidemq.spark.offsets import (
     OffsetMap,
     QueueRange,
     from_offset_json,
+    queue_key,
     rate_limit,
     split_ranges,
     to_offset_json,
 )
-from tidemq.spark.options import SourceOptions
+from tidemq.spark.options import OptionError, SourceOptions
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +60,7 @@ class QueuePartition(InputPartition):  # type: ignore[misc]
 
 
 class _OffsetResolver:
-    """Driver-side offset look-ups over one lazily created AdminClient (never pickled)."""
+    """Driver-side queue and offset look-ups over one lazily created AdminClient (never pickled)."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
@@ -73,23 +79,62 @@ class _OffsetResolver:
             self._admin = AdminClient(self.opts.namesrv)
         return self._admin
 
+    def topic_list(self) -> list[str]:
+        """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), sorted."""
+        admin = self.admin.core
+        request = RemotingCommand.create_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        resp = self.admin.loop_thread.run(admin._namesrv(lambda: request, None), 60.0)
+        return sorted(TopicList.decode(resp.body).topic_list) if resp.body else []
+
+    def _topic_queues(self, topic: str, *, missing_ok: bool = False) -> list[MessageQueue]:
+        try:
+            return self.admin.fetch_subscribe_message_queues(topic)
+        except NoRouteError as exc:
+            if missing_ok:
+                return []
+            raise NoRouteError(
+                f"topic {topic} does not exist (name server {self.opts.namesrv}): {exc}"
+            ) from None
+
     def queues(self) -> list[MessageQueue]:
-        """Readable queues of every topic. Raises ``NoRouteError`` naming an unknown topic."""
-        out: list[MessageQueue] = []
-        for topic in self.opts.topics:
-            try:
-                out.extend(self.admin.fetch_subscribe_message_queues(topic))
-            except NoRouteError as exc:
-                raise NoRouteError(
-                    f"topic {topic} does not exist (name server {self.opts.namesrv}): {exc}"
-                ) from None
-        return out
+        """Readable queues of what the options name (subscribe / subscribePattern / assign).
+
+        Raises:
+            NoRouteError: a subscribed or assigned topic does not exist.
+            OptionError: ``assign`` names a queue the topic does not have.
+        """
+        o = self.opts
+        if o.pattern is not None:
+            regex = re.compile(o.pattern)
+            topics = [t for t in self.topic_list() if regex.fullmatch(t) and not _is_system_topic(t)]
+            return [mq for t in topics for mq in self._topic_queues(t, missing_ok=True)]
+        if o.assign is not None:
+            out: list[MessageQueue] = []
+            by_topic: dict[str, list[MessageQueue]] = {}
+            for topic, queue in o.assign:
+                mqs = by_topic.get(topic)
+                if mqs is None:
+                    mqs = by_topic[topic] = self._topic_queues(topic)
+                if isinstance(queue, int):
+                    hit = [mq for mq in mqs if mq.queue_id == queue]
+                else:
+                    hit = [mq for mq in mqs if queue_key(mq) == queue]
+                if not hit:
+                    raise OptionError(
+                        f"option assign: topic {topic} has no queue {queue!r}; its queues are "
+                        f"{[queue_key(mq) for mq in sorted(mqs)]}"
+                    )
+                out.extend(mq for mq in hit if mq not in out)
+            return out
+        return [mq for topic in o.topics for mq in self._topic_queues(topic)]
 
     def broker_addrs(self, mqs: Sequence[MessageQueue]) -> dict[str, str]:
         return {name: self.admin.broker_addr(name) for name in {mq.broker_name for mq in mqs}}
 
     def resolve(self, spec: str, mqs: Sequence[MessageQueue], *, what: str) -> OffsetMap:
         """Offsets for ``earliest`` / ``latest`` / ``group`` / JSON (placeholders resolved)."""
+        if not mqs:
+            return {}
         if spec == "earliest":
             return self.admin.fetch_min_offsets(mqs)
         if spec == "latest":
@@ -104,18 +149,87 @@ class _OffsetResolver:
         known = set(mqs)
         unknown = sorted(set(given) - known)
         if unknown:
-            raise OffsetError(f"{what} names queues the topic does not have: {[str(m) for m in unknown]}")
-        wanted = {mq: given.get(mq, EARLIEST) for mq in mqs}
+            raise OffsetError(f"{what} names queues the source does not read: {[str(m) for m in unknown]}")
+        wanted = {mq: given.get(mq, EARLIEST if what == "startingOffsets" else LATEST) for mq in mqs}
         need_min = [mq for mq, off in wanted.items() if off == EARLIEST]
         need_max = [mq for mq, off in wanted.items() if off == LATEST]
         mins = self.admin.fetch_min_offsets(need_min) if need_min else {}
         maxs = self.admin.fetch_max_offsets(need_max) if need_max else {}
         return {mq: mins.get(mq, maxs.get(mq, off)) for mq, off in wanted.items()}
 
+    def offset_for_time(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset of ``mq`` stored at or after ``timestamp_ms``; the queue's max offset
+        (nothing to read) when every message is older.
+
+        RocketMQ's SEARCH_OFFSET_BY_TIMESTAMP answers the *closer* neighbour of the time, and the
+        last message for a time in the future; its answer is only the starting point of a check
+        (and, rarely, a binary search) on the store times of the messages themselves.
+        """
+        low, high = self.admin.min_offset(mq), self.admin.max_offset(mq)
+        if high <= low:
+            return high
+        addr = self.admin.broker_addr(mq.broker_name)
+        settings = self.settings()
+
+        def at_or_after(offset: int) -> bool:
+            ts = store_timestamp_at(mq, addr, offset, settings)
+            return ts is not None and ts >= timestamp_ms
+
+        hint = min(max(self.admin.search_offset(mq, timestamp_ms), low), high - 1)
+        if at_or_after(hint):
+            if hint == low or not at_or_after(hint - 1):
+                return hint
+            lo, hi = low, hint - 1
+        else:
+            if hint + 1 == high or at_or_after(hint + 1):
+                return hint + 1
+            lo, hi = hint + 2, high
+        while lo < hi:  # invariant: the answer is in [lo, hi]; hi == high means none
+            mid = (lo + hi) // 2
+            if at_or_after(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def by_time(self, mqs: Sequence[MessageQueue], times: Mapping[MessageQueue, int]) -> OffsetMap:
+        return {mq: self.offset_for_time(mq, times[mq]) for mq in mqs if mq in times}
+
+    def _times_json(self, text: str, mqs: Sequence[MessageQueue], what: str) -> dict[MessageQueue, int]:
+        times = from_offset_json(text, what=what)
+        unknown = sorted(set(times) - set(mqs))
+        if unknown:
+            raise OffsetError(f"{what} names queues the source does not read: {[str(m) for m in unknown]}")
+        bad = [str(mq) for mq, ts in times.items() if ts < 0]
+        if bad:
+            raise OffsetError(f"{what}: timestamps must be ms >= 0 ({bad})")
+        return times
+
     def starting(self, mqs: Sequence[MessageQueue], default: str) -> OffsetMap:
-        if self.opts.starting_timestamp is not None:
-            return self.admin.search_offsets(mqs, self.opts.starting_timestamp)
-        return self.resolve(self.opts.starting_offsets or default, mqs, what="startingOffsets")
+        """Start offsets: startingOffsetsByTimestamp > startingTimestamp > startingOffsets > default.
+
+        Queues left out of ``startingOffsetsByTimestamp`` follow ``startingOffsets`` (or the default).
+        """
+        o = self.opts
+        spec = o.starting_offsets or default
+        if o.starting_by_timestamp is not None:
+            times = self._times_json(o.starting_by_timestamp, mqs, "startingOffsetsByTimestamp")
+            rest = [mq for mq in mqs if mq not in times]
+            return {**self.resolve(spec, rest, what="startingOffsets"), **self.by_time(mqs, times)}
+        if o.starting_timestamp is not None:
+            return self.by_time(mqs, dict.fromkeys(mqs, o.starting_timestamp))
+        return self.resolve(spec, mqs, what="startingOffsets")
+
+    def ending(self, mqs: Sequence[MessageQueue]) -> OffsetMap:
+        """End offsets (batch): endingOffsetsByTimestamp > endingTimestamp > endingOffsets."""
+        o = self.opts
+        if o.ending_by_timestamp is not None:
+            times = self._times_json(o.ending_by_timestamp, mqs, "endingOffsetsByTimestamp")
+            rest = [mq for mq in mqs if mq not in times]
+            return {**self.resolve(o.ending_offsets, rest, what="endingOffsets"), **self.by_time(mqs, times)}
+        if o.ending_timestamp is not None:
+            return self.by_time(mqs, dict.fromkeys(mqs, o.ending_timestamp))
+        return self.resolve(o.ending_offsets, mqs, what="endingOffsets")
 
     def settings(self) -> ReadSettings:
         o = self.opts
@@ -126,11 +240,12 @@ class _OffsetResolver:
             fail_on_data_loss=o.fail_on_data_loss,
             pull_batch_size=o.pull_batch_size,
             pull_timeout=o.pull_timeout,
+            include_properties=o.include_headers,
         )
 
     def plan(self, start: OffsetMap, end: OffsetMap) -> list[QueuePartition]:
-        """Partitions for ``[start, end)`` per queue (split by ``minPartitions``)."""
-        mqs = sorted(end)
+        """Partitions for ``[start, end)`` per queue (split by ``minPartitions``); empty ranges dropped."""
+        mqs = sorted(mq for mq in end if end[mq] > start.get(mq, end[mq]))
         addrs = self.broker_addrs(mqs) if mqs else {}
         ranges = [
             QueueRange(mq, start.get(mq, end[mq]), end[mq], addrs.get(mq.broker_name, "")) for mq in mqs
@@ -144,10 +259,18 @@ class _OffsetResolver:
             self._admin = None
 
 
+def _is_system_topic(topic: str) -> bool:
+    """RocketMQ's own topics, which ``subscribePattern`` never matches."""
+    return topic.startswith(("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_")) or topic in SYSTEM_TOPICS
+
+
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    if not isinstance(partition, QueuePartition):
-        raise TypeError(f"tidemq source got a foreign partition {partition!r}")
-    return read_queue_range(partition.range, partition.settings)
+    if isinstance(partition, QueuePartition):
+        return read_queue_range(partition.range, partition.settings)
+    if getattr(partition, "value", None) is None:
+        # Spark's stand-in when partitions() planned nothing (empty topic, start == end): no rows.
+        return iter(())
+    raise TypeError(f"tidemq source got a foreign partition {partition!r}")
 
 
 class TideMQBatchReader(DataSourceReader):  # type: ignore[misc]
@@ -158,18 +281,16 @@ class TideMQBatchReader(DataSourceReader):  # type: ignore[misc]
         self.resolver = _OffsetResolver(opts)
 
     def partitions(self) -> list[QueuePartition]:
-        """Resolve the offsets now and plan one partition per non-empty queue range."""
+        """Resolve the offsets now and plan one partition per non-empty queue range (none at all:
+        Spark then reads one empty stand-in partition and the DataFrame is empty)."""
         try:
             mqs = self.resolver.queues()
             start = self.resolver.starting(mqs, "earliest")
-            if self.opts.ending_offsets == "latest":
-                end = self.resolver.admin.fetch_max_offsets(mqs)
-            else:
-                end = self.resolver.resolve(self.opts.ending_offsets, mqs, what="endingOffsets")
+            end = self.resolver.ending(mqs)
             bad = [mq for mq in mqs if end[mq] < start[mq]]
             if bad:
                 raise OffsetError(
-                    "endingOffsets is before startingOffsets for "
+                    "the end offset is before the start offset for "
                     + ", ".join(
                         f"{mq.topic}/{mq.broker_name}:{mq.queue_id} ({start[mq]} > {end[mq]})" for mq in bad
                     )
@@ -184,34 +305,51 @@ class TideMQBatchReader(DataSourceReader):  # type: ignore[misc]
 
 
 class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
-    """Micro-batch reader with admission control (``maxOffsetsPerTrigger``) and Trigger.AvailableNow.
+    """Micro-batch reader with admission control and Trigger.AvailableNow.
 
-    New queues of a topic (more queues, a new broker) are picked up at their min offset.
+    ``maxOffsetsPerTrigger`` caps a batch (Kafka's proportional split over queues);
+    ``minOffsetsPerTrigger`` holds a batch back until that many messages are new or
+    ``maxTriggerDelay`` has passed since the previous batch (both ignored under AvailableNow, which
+    reads up to the end offsets snapshotted at its start). New queues of a topic, and new topics
+    matching ``subscribePattern``, are picked up at their min offset.
+
+    Raises:
+        OptionError: an ending option (batch only) was given.
     """
 
     def __init__(self, opts: SourceOptions) -> None:
+        opts.check_streaming()
         self.opts = opts
         self.resolver = _OffsetResolver(opts)
         self._latest: OffsetMap | None = None
         self._available_now_target: OffsetMap | None = None
+        self._last_batch_at = time.monotonic()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "resolver": self.resolver, "_latest": None, "_available_now_target": None}
+        return {
+            "opts": self.opts,
+            "resolver": self.resolver,
+            "_latest": None,
+            "_available_now_target": None,
+            "_last_batch_at": 0.0,
+        }
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
-        """First start of a query: resolve startingOffsets (default latest) / startingTimestamp."""
+        """First start of a query: resolve the starting options (default latest)."""
         mqs = self.resolver.queues()
         return to_offset_json(self.resolver.starting(mqs, "latest"))
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        """``ReadMaxRows(maxOffsetsPerTrigger)`` when set, else everything available."""
+        """``ReadMaxRows(maxOffsetsPerTrigger)``, else ``ReadMinRows(minOffsetsPerTrigger)``, else all."""
         if self.opts.max_offsets_per_trigger:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def _fetch_latest(self) -> OffsetMap:
         mqs = self.resolver.queues()
-        latest = self.resolver.admin.fetch_max_offsets(mqs)
+        latest = self.resolver.admin.fetch_max_offsets(mqs) if mqs else {}
         self._latest = latest
         return latest
 
@@ -220,9 +358,10 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
         self._available_now_target = self._fetch_latest()
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, dict[str, int]]:
-        """End offset of the next micro-batch (``start`` unchanged when there is nothing new)."""
+        """End offset of the next micro-batch (``start`` unchanged when there is nothing to run)."""
         begin = from_offset_json(start, what="start offset")
         latest = self._fetch_latest()
+        available_now = self._available_now_target is not None
         if self._available_now_target is not None:
             target = self._available_now_target
             latest = {mq: min(off, target.get(mq, begin.get(mq, 0))) for mq, off in latest.items()}
@@ -231,15 +370,26 @@ class TideMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
             mins = self.resolver.admin.fetch_min_offsets(new)
             log.info("tidemq source: new queues %s start at their min offsets", [str(m) for m in new])
             begin = {**begin, **mins}
-        if isinstance(limit, ReadMaxRows):
-            end = rate_limit(begin, latest, int(limit.max_rows))
-        elif isinstance(limit, ReadMinRows):
-            backlog = sum(max(0, latest[mq] - begin[mq]) for mq in latest)
-            end = latest if backlog >= int(limit.min_rows) else {mq: begin[mq] for mq in latest}
+        max_rows = int(limit.max_rows) if isinstance(limit, ReadMaxRows) else None
+        min_rows = None if available_now else self.opts.min_offsets_per_trigger
+        if isinstance(limit, ReadMinRows) and not available_now:
+            min_rows = int(limit.min_rows)
+        if isinstance(limit, ReadAllAvailable):
+            max_rows = min_rows = None
+        elif max_rows is None and not isinstance(limit, ReadMaxRows):
+            max_rows = self.opts.max_offsets_per_trigger
+        backlog = sum(max(0, latest[mq] - begin[mq]) for mq in latest)
+        waited_ms = (time.monotonic() - self._last_batch_at) * 1000
+        if min_rows and backlog < min_rows and waited_ms < self.opts.max_trigger_delay_ms:
+            end = {mq: begin[mq] for mq in latest}
+        elif max_rows:
+            end = rate_limit(begin, latest, max_rows)
         else:
             end = dict(latest)
         for mq, off in begin.items():  # monotonic; vanished queues keep their offset
             end[mq] = max(end.get(mq, off), off)
+        if any(end[mq] > begin.get(mq, end[mq]) for mq in end):
+            self._last_batch_at = time.monotonic()
         return to_offset_json(end)
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:

@@ -23,12 +23,13 @@ from tidemq.protocol.message_codec import (
     read_record_info,
     store_timestamp_position,
 )
+from tidemq.protocol.record_layout import POS_SYS_FLAG, SIZE_MAGIC
 from tidemq.store.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger(__name__)
 
 END_FILE_MIN_BLANK_LENGTH = 8
-_BLANK = struct.Struct(">ii")
+_BLANK = SIZE_MAGIC
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
@@ -104,7 +105,7 @@ class CommitLog:
         head = self.queue.select(offset, min(size, 76))
         if head is None or len(head) < 64:
             return -1
-        sys_flag = _I32.unpack_from(head, 36)[0]
+        sys_flag = _I32.unpack_from(head, POS_SYS_FLAG)[0]
         pos = store_timestamp_position(sys_flag)
         if pos + 8 > len(head):
             return -1

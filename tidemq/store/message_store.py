@@ -35,6 +35,7 @@ from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import MessageStoreConfig
 from tidemq.store.consume_queue import ConsumeQueue, CqUnit
 from tidemq.store.index import IndexService, QueryMessageResult, query_message
+from tidemq.store.lock import StoreLock
 from tidemq.store.message_reader import MessageReader
 from tidemq.store.results import (
     AppendMessageResult,
@@ -118,6 +119,8 @@ class MessageStore:
         """Wall clock in ms used for store timestamps (tests may replace it)."""
         self.recovered_abnormally = False
         """Whether :meth:`load` found an ``abort`` file (the last run did not shut down cleanly)."""
+        self.lock = StoreLock(self.root)
+        """The exclusive lock on ``<root>/lock``, taken by :meth:`load`, dropped by :meth:`shutdown`."""
 
     @property
     def running(self) -> bool:
@@ -132,8 +135,17 @@ class MessageStore:
         tail, and repair consume queues (drop entries past the end, re-dispatch missing ones).
 
         Raises:
+            StoreLockedError: another process (or store object) holds ``<root>/lock``.
             StoreError: the directory cannot be used (segment of the wrong size, not writable...).
         """
+        self.lock.acquire()  # before the abort file: it belongs to the lock holder only
+        try:
+            self._load_locked()
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _load_locked(self) -> None:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             Path(self.config.consume_queue_dir).mkdir(parents=True, exist_ok=True)
@@ -225,6 +237,7 @@ class MessageStore:
             (self.root / "abort").unlink()
         except FileNotFoundError:
             pass
+        self.lock.release()
 
     # ------------------------------------------------------------------------------------- put
     def find_consume_queue(self, topic: str, queue_id: int, create: bool = False) -> ConsumeQueue | None:

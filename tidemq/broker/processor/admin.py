@@ -2,9 +2,11 @@
 
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
 GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208), CLEAN_EXPIRED_CONSUMEQUEUE (306),
-DELETE_EXPIRED_COMMITLOG (329), GET_BROKER_RUNTIME_INFO (28), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
-GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207), GET_PRODUCER_CONNECTION_LIST (204).
-The relays to consumers (222, 307, 309) live in ``relay.py``.
+DELETE_EXPIRED_COMMITLOG (329), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200),
+GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), DELETE_SUBSCRIPTIONGROUP (207), GET_PRODUCER_CONNECTION_LIST (204),
+QUERY_TOPIC_CONSUME_BY_WHO (300), CLONE_GROUP_OFFSET (314).
+The relays to consumers (222, 307, 309) live in ``relay.py``; runtime info, statistics and broker
+config (28, 315, 25, 26) in ``admin_runtime.py``.
 
 Bodies keyed by MessageQueue (ConsumeStats, TopicStatsTable) use fastjson's object-as-key form, as
 only Java admin tools read them.
@@ -22,7 +24,6 @@ from tidemq.errors import ProtocolError
 from tidemq.protocol.body import (
     Connection,
     ConsumeStats,
-    KVTable,
     OffsetWrapper,
     SubscriptionGroupConfig,
     TopicConfig,
@@ -30,7 +31,7 @@ from tidemq.protocol.body import (
     TopicStatsTable,
     loads_body,
 )
-from tidemq.protocol.codes import TIDEMQ_VERSION, RequestCode, ResponseCode
+from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import (
     CreateTopicRequestHeader,
@@ -65,11 +66,12 @@ class AdminBrokerProcessor:
         RequestCode.GET_CONSUME_STATS,
         RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
         RequestCode.DELETE_EXPIRED_COMMITLOG,
-        RequestCode.GET_BROKER_RUNTIME_INFO,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
         RequestCode.GET_PRODUCER_CONNECTION_LIST,
+        RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+        RequestCode.CLONE_GROUP_OFFSET,
     )
 
     def __init__(self, broker: Broker) -> None:
@@ -112,8 +114,14 @@ class AdminBrokerProcessor:
         if code == RequestCode.GET_CONSUME_STATS:
             h = GetConsumeStatsRequestHeader.from_command(request)
             return self.get_consume_stats(h.consumer_group, h.topic)
-        if code == RequestCode.GET_BROKER_RUNTIME_INFO:
-            return self.get_broker_runtime_info()
+        if code == RequestCode.QUERY_TOPIC_CONSUME_BY_WHO:
+            return self.query_topic_consume_by_who(_required(request, "topic"))
+        if code == RequestCode.CLONE_GROUP_OFFSET:
+            return self.clone_group_offset(
+                _required(request, "srcGroup"),
+                _required(request, "destGroup"),
+                str(request.ext_fields.get("topic") or ""),
+            )
         if code == RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP:
             cfg = SubscriptionGroupConfig.from_json(loads_body(request.body, "SubscriptionGroupConfig"))
             problem = check_group(cfg.group_name)
@@ -250,24 +258,30 @@ class AdminBrokerProcessor:
             return _resp(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         return _resp(ResponseCode.SUCCESS, None, self.consume_stats(group, topic).encode())
 
-    def get_broker_runtime_info(self) -> RemotingCommand:
-        """GET_BROKER_RUNTIME_INFO (28): a few figures as a KVTable."""
-        broker = self.broker
-        store = broker.store
-        table = {
-            "brokerVersion": str(TIDEMQ_VERSION),
-            "brokerVersionDesc": "tidemq",
-            "brokerAddr": broker.addr,
-            "flushDiskType": str(broker.store_config.flush_disk_type),
-            "topicCount": str(len(broker.topic_config_manager.topic_config_table)),
-            "heldPullRequests": str(
-                broker.pull_request_hold_service.held_count if broker.pull_request_hold_service else 0
-            ),
-        }
-        max_phy = getattr(store, "get_max_phy_offset", None)
-        if callable(max_phy):
-            table["commitLogMaxOffset"] = str(max_phy())
-        min_phy = getattr(store, "get_min_phy_offset", None)
-        if callable(min_phy):
-            table["commitLogMinOffset"] = str(min_phy())
-        return _resp(ResponseCode.SUCCESS, None, KVTable(table=table).encode())
+    def query_topic_consume_by_who(self, topic: str) -> RemotingCommand:
+        """QUERY_TOPIC_CONSUME_BY_WHO (300): body ``GroupList`` ``{"groupList":[...]}``: the groups
+        online for ``topic`` plus those with committed offsets for it."""
+        groups = set(self.broker.consumer_manager.query_topic_consume_by_who(topic))
+        groups |= self.broker.consumer_offset_manager.which_group_by_topic(topic)
+        return _resp(ResponseCode.SUCCESS, None, orjson.dumps({"groupList": sorted(groups)}))
+
+    def clone_group_offset(self, src: str, dest: str, topic: str) -> RemotingCommand:
+        """CLONE_GROUP_OFFSET (314): copy ``src``'s committed offsets of ``topic`` (blank: every topic
+        ``src`` has offsets for) to ``dest``. Mirrors ``cloneGroupOffset``."""
+        for name in (src, dest):
+            problem = check_group(name)
+            if problem is not None:
+                return _resp(ResponseCode.SYSTEM_ERROR, problem)
+        manager = self.broker.consumer_offset_manager
+        topics = [topic] if topic.strip() else sorted(manager.which_topic_by_consumer(src))
+        for t in topics:
+            for qid, offset in manager.query_offset_table(src, t).items():
+                manager.commit_offset("CLONE", dest, t, qid, offset)
+        return _resp(ResponseCode.SUCCESS)
+
+
+def _required(request: RemotingCommand, name: str) -> str:
+    value = request.ext_fields.get(name)
+    if value is None or str(value) == "":
+        raise ProtocolError(f"missing required field {name!r}")
+    return str(value)

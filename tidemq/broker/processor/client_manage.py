@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import orjson
 
 from tidemq.broker.consumer_manager import ClientChannel, ClientChannelInfo, ConsumerGroupInfo, now_millis
+from tidemq.broker.names import check_group_name, check_retry_topic_of, check_topic_name
 from tidemq.errors import ProtocolError
 from tidemq.protocol.body import (
     Connection,
@@ -119,6 +120,9 @@ class ClientManageProcessor:
             version=int(request.version),
             last_update_timestamp=now,
         )
+        problem = _check_heartbeat_names(heartbeat)
+        if problem is not None:  # nothing registered or created from a heartbeat with a bad name
+            return _response(ResponseCode.SYSTEM_ERROR, problem)
         broker = self.broker
         created_topic = False
         for data in heartbeat.consumer_data_set:
@@ -130,11 +134,11 @@ class ClientManageProcessor:
                 sys_flag = _FLAG_UNIT_SUB if getattr(data, "unit_mode", False) else 0
                 topic = retry_topic(group)
                 existed = broker.topic_config_manager.select_topic_config(topic) is not None
-                broker.topic_config_manager.create_topic_in_send_message_back_method(
-                    topic, config.retry_queue_nums, PermName.PERM_WRITE | PermName.PERM_READ, sys_flag
-                )
-                if not existed and broker.topic_config_manager.select_topic_config(topic) is not None:
-                    created_topic = True
+                if not existed and check_retry_topic_of(group) is None:  # no retries for > 120 chars
+                    broker.topic_config_manager.create_topic_in_send_message_back_method(
+                        topic, config.retry_queue_nums, PermName.PERM_WRITE | PermName.PERM_READ, sys_flag
+                    )
+                    created_topic = broker.topic_config_manager.select_topic_config(topic) is not None
             changed = broker.consumer_manager.register_consumer(
                 group,
                 dataclasses.replace(info),  # one record per group: no aliasing between tables
@@ -268,6 +272,23 @@ class ClientManageProcessor:
         body = UnlockBatchRequestBody.decode(request.body)
         self.broker.rebalance_lock_manager.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
         return _response(ResponseCode.SUCCESS)
+
+
+def _check_heartbeat_names(heartbeat: HeartbeatData) -> str | None:
+    """The first bad group or subscription-topic name of a heartbeat (``tidemq.broker.names``)."""
+    for data in heartbeat.consumer_data_set:
+        problem = check_group_name(data.group_name)
+        if problem is not None:
+            return f"consumer group: {problem}"
+        for sub in data.subscription_data_set:
+            problem = check_topic_name(sub.topic)
+            if problem is not None:
+                return f"subscription of group {data.group_name}: {problem}"
+    for pdata in heartbeat.producer_data_set:
+        problem = check_group_name(pdata.group_name)
+        if problem is not None:
+            return f"producer group: {problem}"
+    return None
 
 
 def _code_name(code: int) -> str:

@@ -236,6 +236,10 @@ class PullMessageProcessor:
             max_offset=result.max_offset,
         ).to_ext_fields()
         if code == ResponseCode.SUCCESS:
+            # statistics: one O(1) call per request
+            self.broker.broker_stats.inc_get(
+                header.consumer_group, header.topic, result.message_count, result.buffer_total_size
+            )
             body = b"".join(result.message_buffers)
             return RemotingCommand.create_response(code, result.status.value, fields, body)
         if (

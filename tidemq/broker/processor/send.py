@@ -253,6 +253,8 @@ class SendMessageProcessor:
             result = self.broker.store.put_message(inner)
         except ProtocolError as exc:
             return error(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}", ext)
+        if result.append_result is not None:  # statistics: one O(1) call per request
+            self.broker.broker_stats.inc_put(header.topic, 1, result.append_result.wrote_bytes)
         return await self._handle_put_result(result, queue_id, wait, ext)
 
     # -- batch ------------------------------------------------------------------------------------
@@ -311,6 +313,9 @@ class SendMessageProcessor:
             result = self.broker.store.put_messages(inners)
         except ProtocolError as exc:
             return error(ResponseCode.MESSAGE_ILLEGAL, f"the batch is illegal: {exc}", ext)
+        if result.append_result is not None:  # statistics: one O(1) call per request
+            append = result.append_result
+            self.broker.broker_stats.inc_put(header.topic, append.msg_num, append.wrote_bytes)
         return await self._handle_put_result(result, queue_id, wait, ext)
 
     # -- result ------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import logging
 import random
 from typing import TYPE_CHECKING, ClassVar
 
+from tidemq.broker.names import check_retry_topic_of
 from tidemq.broker.processor.send import CLIENT_VERSION_WITH_MAX_RECONSUME, FAQ_NO_TOPIC, PERM_RW, error
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -82,6 +83,9 @@ class SendMessageBackProcessor:
         """The decision logic (callable without a socket): copy the message to retry or DLQ."""
         broker = self.broker
         group = header.group
+        problem = check_retry_topic_of(group)  # before anything is created or parked for later
+        if problem is not None:
+            return error(ResponseCode.SYSTEM_ERROR, problem)
         sgc = broker.subscription_group_manager.find_subscription_group_config(group)
         if sgc is None:
             return error(

@@ -1,0 +1,477 @@
+"""The core of :class:`~tidemq.admin.client.AsyncAdminClient`: transport, name server, topics, offsets.
+
+Split out of ``client.py`` so each family of admin requests reads in one sitting; the families
+build on each other: :class:`AdminCore` <- ``BrokerOps`` (ops_broker) <- ``GroupOps`` (ops_group)
+<- ``MessageOps`` (ops_message) <- ``AsyncAdminClient``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Self, TypeVar
+
+from tidemq.client.api import ClientAPI
+from tidemq.errors import BrokerError, ClientError, NoRouteError, QueryNotFoundError, RemotingError
+from tidemq.protocol.body import (
+    MULTI_TAG,
+    SINGLE_TAG,
+    ClusterInfo,
+    ConsumerConnection,
+    ConsumeStats,
+    TopicRouteData,
+    TopicStatsTable,
+)
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import (
+    CreateTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+)
+from tidemq.protocol.message import MessageQueue
+from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, MASTER_ID, PermName, validate_topic
+from tidemq.remoting.client import RemotingClient
+
+__all__ = ["AdminCore", "QueueProgress"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    """One row of ``consumer-progress``: a queue's broker offset, the group's offset and the lag.
+
+    Attributes:
+        mq: the message queue.
+        broker_offset: max offset of the queue (next offset to be written).
+        consumer_offset: the group's committed offset (next offset to consume); 0 when none.
+        lag: ``broker_offset - consumer_offset`` (never negative).
+        last_timestamp: store time (ms) of the last consumed message, 0 if unknown.
+    """
+
+    mq: MessageQueue
+    broker_offset: int
+    consumer_offset: int
+    lag: int
+    last_timestamp: int
+
+
+class AdminCore:
+    """Plumbing, name-server lookups, topics, offsets and consume stats of :class:`AsyncAdminClient`.
+
+    Mirrors the core of ``DefaultMQAdminExt``.
+
+    Args:
+        namesrv_addr: ``"host:port"`` (several separated by ``;``; tried in order).
+        timeout: default seconds per request (3.0, RocketMQ's ``timeoutMillis``).
+        remoting: a shared transport; by default the client owns one and closes it in :meth:`close`.
+        access_key / secret_key: ACL credentials (both or neither); every request is then signed
+            (``AclClientRPCHook``), so the client works against an ACL broker with an admin account.
+
+    Raises:
+        ClientError: no name-server address, or only one of the two keys.
+    """
+
+    def __init__(
+        self,
+        namesrv_addr: str,
+        *,
+        timeout: float = 3.0,
+        remoting: RemotingClient | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+    ) -> None:
+        self.namesrv_addrs = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        if not self.namesrv_addrs:
+            raise ClientError("namesrv_addr is required (host:port)")
+        self.timeout = timeout
+        self._own_remoting = remoting is None
+        self.remoting = remoting if remoting is not None else RemotingClient()
+        if (access_key is None) != (secret_key is None):
+            raise ClientError("give both access_key and secret_key, or neither")
+        self.access_key, self.secret_key = access_key, secret_key
+        if access_key and secret_key:
+            from tidemq.acl.client_hook import AclClientRPCHook
+            from tidemq.acl.common import SessionCredentials
+
+            self.remoting.register_rpc_hook(AclClientRPCHook(SessionCredentials(access_key, secret_key)))
+        self.api = ClientAPI(self.remoting)
+        self._broker_addrs: dict[str, str] = {}
+
+    async def close(self) -> None:
+        """Close the transport if this client owns it."""
+        if self._own_remoting:
+            await self.remoting.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _invoke_checked(
+        self, addr: str, request: RemotingCommand, timeout: float | None
+    ) -> RemotingCommand:
+        request.language = self.api.language
+        resp = await self.remoting.invoke(addr, request, self.timeout if timeout is None else timeout)
+        if resp.code != ResponseCode.SUCCESS:
+            raise BrokerError.for_code(resp.code, resp.remark, addr)
+        return resp
+
+    async def _namesrv(self, request_factory: Any, timeout: float | None) -> RemotingCommand:
+        last: Exception | None = None
+        for addr in self.namesrv_addrs:
+            try:
+                return await self._invoke_checked(addr, request_factory(), timeout)
+            except RemotingError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    # -- name server ---------------------------------------------------------------------------
+
+    async def examine_broker_cluster_info(self, timeout: float | None = None) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO (106): clusters and their brokers' addresses."""
+        resp = await self._namesrv(
+            lambda: RemotingCommand.create_request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout
+        )
+        info = ClusterInfo.decode(resp.body) if resp.body else ClusterInfo()
+        for name, bd in info.broker_addr_table.items():
+            addr = bd.select_broker_addr()
+            if addr:
+                self._broker_addrs[name] = bd.broker_addrs.get(MASTER_ID, addr)
+        return info
+
+    async def examine_topic_route_info(self, topic: str, timeout: float | None = None) -> TopicRouteData:
+        """GET_ROUTEINFO_BY_TOPIC (105). Raises ``NoRouteError`` for an unknown topic."""
+        last: Exception | None = None
+        for addr in self.namesrv_addrs:
+            try:
+                route = await self.api.get_topic_route_info_from_name_server(
+                    addr, topic, self.timeout if timeout is None else timeout
+                )
+            except RemotingError as exc:
+                last = exc
+                continue
+            for bd in route.broker_datas:
+                master = bd.broker_addrs.get(MASTER_ID) or bd.select_broker_addr()
+                if master:
+                    self._broker_addrs[bd.broker_name] = master
+            return route
+        assert last is not None
+        raise last
+
+    async def broker_addr(self, broker_name: str, *, topic: str | None = None) -> str:
+        """The master address of ``broker_name`` (from a cached route, else the cluster table).
+
+        Raises:
+            ClientError: no such broker.
+        """
+        addr = self._broker_addrs.get(broker_name)
+        if addr is None and topic is not None:
+            await self.examine_topic_route_info(topic)
+            addr = self._broker_addrs.get(broker_name)
+        if addr is None:
+            await self.examine_broker_cluster_info()
+            addr = self._broker_addrs.get(broker_name)
+        if addr is None:
+            raise ClientError(f"broker {broker_name!r} is not registered with the name server")
+        return addr
+
+    async def all_broker_addrs(self, cluster: str | None = None) -> dict[str, str]:
+        """``{brokerName: master address}`` of every broker (of ``cluster`` when given)."""
+        info = await self.examine_broker_cluster_info()
+        names = info.cluster_addr_table.get(cluster, set()) if cluster else set(info.broker_addr_table)
+        if cluster and not names:
+            raise ClientError(
+                f"cluster {cluster!r} has no brokers (known: {sorted(info.cluster_addr_table)})"
+            )
+        out: dict[str, str] = {}
+        for name in sorted(names):
+            bd = info.broker_addr_table.get(name)
+            addr = bd.broker_addrs.get(MASTER_ID) if bd else None
+            if addr:
+                out[name] = addr
+        return out
+
+    async def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic`` (``readQueueNums`` per readable broker), sorted."""
+        route = await self.examine_topic_route_info(topic)
+        mqs = [
+            MessageQueue(topic, qd.broker_name, qid)
+            for qd in route.queue_datas
+            if qd.perm & PermName.PERM_READ
+            for qid in range(qd.read_queue_nums)
+        ]
+        return sorted(mqs)
+
+    # -- topics --------------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        topic: str,
+        queue_nums: int = 8,
+        *,
+        cluster: str | None = None,
+        perm: int = PermName.PERM_READ | PermName.PERM_WRITE,
+        order: bool = False,
+        read_queue_nums: int | None = None,
+        topic_filter_type: str = SINGLE_TAG,
+        timeout: float | None = None,
+    ) -> list[str]:
+        """UPDATE_AND_CREATE_TOPIC (17) on every master of ``cluster`` (default: every cluster).
+
+        Mirrors ``createAndUpdateTopicConfig`` applied per broker, as ``mqadmin updateTopic -c`` does.
+        Also used to grow a topic (new queues appear in the route after the broker re-registers).
+
+        Returns:
+            The broker addresses that accepted.
+
+        Raises:
+            ClientError: invalid topic name or queue count, or no broker to create it on.
+            BrokerError: a broker refused (its remark says why).
+        """
+        validate_topic(topic)
+        if topic == AUTO_CREATE_TOPIC_KEY:
+            raise ClientError(f"topic {topic} is reserved")
+        if queue_nums <= 0 or queue_nums > 1024:
+            raise ClientError(f"queue_nums must be within 1..1024, got {queue_nums}")
+        if topic_filter_type not in (SINGLE_TAG, MULTI_TAG):
+            raise ClientError(f"topic_filter_type must be {SINGLE_TAG} or {MULTI_TAG}")
+        brokers = await self.all_broker_addrs(cluster)
+        if not brokers:
+            raise ClientError("no broker is registered with the name server")
+        ext = CreateTopicRequestHeader(
+            topic=topic,
+            default_topic=AUTO_CREATE_TOPIC_KEY,
+            read_queue_nums=queue_nums if read_queue_nums is None else read_queue_nums,
+            write_queue_nums=queue_nums,
+            perm=perm,
+            topic_filter_type=topic_filter_type,
+            topic_sys_flag=0,
+            order=order,
+        ).to_ext_fields()
+        addrs = list(brokers.values())
+        await asyncio.gather(
+            *(
+                self._invoke_checked(
+                    a, RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, dict(ext)), timeout
+                )
+                for a in addrs
+            )
+        )
+        return addrs
+
+    async def examine_topic_stats(self, topic: str, timeout: float | None = None) -> TopicStatsTable:
+        """GET_TOPIC_STATS_INFO (202) on every broker of the topic's route, merged."""
+        route = await self.examine_topic_route_info(topic, timeout)
+        table = TopicStatsTable()
+        for bd in route.broker_datas:
+            addr = bd.broker_addrs.get(MASTER_ID) or bd.select_broker_addr()
+            if not addr:
+                continue
+            req = RemotingCommand.create_request(
+                RequestCode.GET_TOPIC_STATS_INFO, GetTopicStatsInfoRequestHeader(topic=topic).to_ext_fields()
+            )
+            resp = await self._invoke_checked(addr, req, timeout)
+            if resp.body:
+                table.offset_table.update(TopicStatsTable.decode(resp.body).offset_table)
+        return table
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    async def _mq_addr(self, mq: MessageQueue) -> str:
+        return await self.broker_addr(mq.broker_name, topic=mq.topic)
+
+    async def min_offset(self, mq: MessageQueue, timeout: float | None = None) -> int:
+        """GET_MIN_OFFSET (31): the queue's smallest readable offset."""
+        t = self.timeout if timeout is None else timeout
+        return await self.api.get_min_offset(await self._mq_addr(mq), mq, t)
+
+    async def max_offset(self, mq: MessageQueue, timeout: float | None = None) -> int:
+        """GET_MAX_OFFSET (30): the queue's next offset to be written."""
+        t = self.timeout if timeout is None else timeout
+        return await self.api.get_max_offset(await self._mq_addr(mq), mq, t)
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int, timeout: float | None = None) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP (29): the first offset stored at or after ``timestamp_ms``."""
+        t = self.timeout if timeout is None else timeout
+        return await self.api.search_offset(await self._mq_addr(mq), mq, timestamp_ms, t)
+
+    async def fetch_min_offsets(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+        """:meth:`min_offset` of many queues, concurrently."""
+        items = list(mqs)
+        values = await asyncio.gather(*(self.min_offset(mq) for mq in items))
+        return dict(zip(items, values, strict=True))
+
+    async def fetch_max_offsets(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
+        """:meth:`max_offset` of many queues, concurrently."""
+        items = list(mqs)
+        values = await asyncio.gather(*(self.max_offset(mq) for mq in items))
+        return dict(zip(items, values, strict=True))
+
+    async def search_offsets(self, mqs: Iterable[MessageQueue], timestamp_ms: int) -> dict[MessageQueue, int]:
+        """:meth:`search_offset` of many queues, concurrently."""
+        items = list(mqs)
+        values = await asyncio.gather(*(self.search_offset(mq, timestamp_ms) for mq in items))
+        return dict(zip(items, values, strict=True))
+
+    # -- consumer groups -----------------------------------------------------------------------
+
+    async def query_consumer_offset(self, group: str, mq: MessageQueue, timeout: float | None = None) -> int:
+        """QUERY_CONSUMER_OFFSET (14): the group's committed offset of ``mq``, -1 when it has none."""
+        t = self.timeout if timeout is None else timeout
+        try:
+            return await self.api.query_consumer_offset(await self._mq_addr(mq), group, mq, t)
+        except QueryNotFoundError:
+            return -1
+
+    async def query_consumer_offsets(
+        self, group: str, mqs: Iterable[MessageQueue]
+    ) -> dict[MessageQueue, int]:
+        """:meth:`query_consumer_offset` of many queues, concurrently (-1 = none)."""
+        items = list(mqs)
+        values = await asyncio.gather(*(self.query_consumer_offset(group, mq) for mq in items))
+        return dict(zip(items, values, strict=True))
+
+    async def update_consumer_offset(
+        self, group: str, mq: MessageQueue, offset: int, timeout: float | None = None
+    ) -> None:
+        """UPDATE_CONSUMER_OFFSET (15): set the group's offset (next offset to consume) of ``mq``.
+
+        Raises:
+            ClientError: negative offset.
+        """
+        if offset < 0:
+            raise ClientError(f"consumer offset must be >= 0, got {offset} for {mq}")
+        t = self.timeout if timeout is None else timeout
+        await self.api.update_consumer_offset(await self._mq_addr(mq), group, mq, offset, t)
+
+    async def update_consumer_offsets(self, group: str, offsets: dict[MessageQueue, int]) -> None:
+        """:meth:`update_consumer_offset` for many queues, concurrently."""
+        await asyncio.gather(*(self.update_consumer_offset(group, mq, off) for mq, off in offsets.items()))
+
+    async def examine_consume_stats(
+        self, group: str, topic: str | None = None, timeout: float | None = None
+    ) -> ConsumeStats:
+        """GET_CONSUME_STATS (208), merged over the brokers of ``topic`` (or of every broker).
+
+        Raises:
+            NoRouteError: ``topic`` is unknown.
+        """
+        if topic:
+            route = await self.examine_topic_route_info(topic, timeout)
+            addrs = [bd.broker_addrs.get(MASTER_ID) or bd.select_broker_addr() for bd in route.broker_datas]
+        else:
+            addrs = list((await self.all_broker_addrs()).values())
+        stats = ConsumeStats()
+        for addr in addrs:
+            if not addr:
+                continue
+            req = RemotingCommand.create_request(
+                RequestCode.GET_CONSUME_STATS,
+                GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext_fields(),
+            )
+            body = (await self._invoke_checked(addr, req, timeout)).body
+            if body:
+                part = ConsumeStats.decode(body)
+                stats.offset_table.update(part.offset_table)
+                stats.consume_tps += part.consume_tps
+        return stats
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        """:meth:`examine_consume_stats` as sorted rows with the lag per queue."""
+        stats = await self.examine_consume_stats(group, topic)
+        return [
+            QueueProgress(
+                mq,
+                w.broker_offset,
+                w.consumer_offset,
+                max(0, w.broker_offset - w.consumer_offset),
+                w.last_timestamp,
+            )
+            for mq, w in sorted(stats.offset_table.items())
+        ]
+
+    async def examine_consumer_connection_info(
+        self, group: str, timeout: float | None = None
+    ) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST (203): the group's live clients and subscriptions, all brokers merged.
+
+        Raises:
+            ConsumerNotOnlineError: no broker knows a live consumer of ``group``.
+        """
+        merged: ConsumerConnection | None = None
+        last: BrokerError | None = None
+        for addr in (await self.all_broker_addrs()).values():
+            req = RemotingCommand.create_request(
+                RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                GetConsumerConnectionListRequestHeader(consumer_group=group).to_ext_fields(),
+            )
+            try:
+                resp = await self._invoke_checked(addr, req, timeout)
+            except BrokerError as exc:
+                last = exc
+                continue
+            cc = ConsumerConnection.decode(resp.body)
+            if merged is None:
+                merged = cc
+            else:
+                known = {c.client_id for c in merged.connection_set}
+                merged.connection_set.extend(c for c in cc.connection_set if c.client_id not in known)
+                merged.subscription_table.update(cc.subscription_table)
+        if merged is None:
+            if last is not None:
+                raise last
+            raise BrokerError.for_code(
+                ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
+            )
+        return merged
+
+    # -- retention -----------------------------------------------------------------------------
+
+    async def _each_broker(self, code: int, broker_addr: str | None, timeout: float | None) -> list[str]:
+        addrs = [broker_addr] if broker_addr else list((await self.all_broker_addrs()).values())
+        await asyncio.gather(
+            *(self._invoke_checked(a, RemotingCommand.create_request(code), timeout) for a in addrs)
+        )
+        return addrs
+
+    async def delete_expired_commitlog(
+        self, broker_addr: str | None = None, timeout: float | None = 30.0
+    ) -> list[str]:
+        """DELETE_EXPIRED_COMMITLOG (329): run retention now on one broker (default: all brokers).
+
+        Commit-log segments older than the broker's ``file_reserved_time`` are deleted and the consume
+        queues' min offsets move past them. Returns the addresses asked.
+        """
+        return await self._each_broker(RequestCode.DELETE_EXPIRED_COMMITLOG, broker_addr, timeout)
+
+    async def clean_expired_consume_queue(
+        self, broker_addr: str | None = None, timeout: float | None = 30.0
+    ) -> list[str]:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (306): drop consume-queue entries whose data is gone."""
+        return await self._each_broker(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, broker_addr, timeout)
+
+    # -- helpers for tools ---------------------------------------------------------------------
+
+    async def wait_for_route(self, topic: str, timeout: float = 10.0) -> TopicRouteData:
+        """Poll GET_ROUTEINFO_BY_TOPIC until the topic has a route (brokers register periodically).
+
+        Raises:
+            NoRouteError: still no route after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return await self.examine_topic_route_info(topic)
+            except NoRouteError:
+                if time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(0.05)

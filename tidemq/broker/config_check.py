@@ -1,0 +1,293 @@
+"""The one place broker configuration values are parsed and checked.
+
+Every way a value can arrive ends here: ``broker.conf`` (:func:`tidemq.broker.config.load_broker_conf`),
+CLI flags of ``tidemq serve / broker / namesrv`` (:func:`apply_overrides`) and the dataclass
+defaults or values set in code (:func:`check_config`, which :meth:`Broker.start` calls too). An
+invalid value is a :class:`ConfigError` whose one-line message names the key (as the user wrote
+it: ``listenPort`` in broker.conf, ``--broker-port`` on the command line), the value and what is
+allowed; nothing starts. Unknown broker.conf keys stay warnings (RocketMQ ignores them too).
+
+RocketMQ's ``MixAll.properties2Object`` silently skips values it cannot parse; tidemq refuses them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tidemq.errors import ClientError
+from tidemq.store.config import _DELAY_UNITS, ASYNC_FLUSH, CQ_STORE_UNIT_SIZE, SYNC_FLUSH, MessageStoreConfig
+
+__all__ = [
+    "ConfigError",
+    "apply_overrides",
+    "check_config",
+    "check_flush_flag",
+    "check_port",
+    "parse_value",
+    "snake_to_camel",
+]
+
+Sources = Mapping[str, str]
+"""``{field name: how the user named it}``, e.g. ``{"listen_port": "--broker-port"}``."""
+
+
+class ConfigError(ClientError):
+    """An invalid configuration value; the message is one line naming key, value and what is allowed."""
+
+
+def snake_to_camel(name: str) -> str:
+    """``listen_port`` -> ``listenPort``, ``broker_ip1`` -> ``brokerIP1`` (the broker.conf spelling)."""
+    first, *rest = name.split("_")
+    out = first + "".join(p.capitalize() for p in rest)
+    return out.replace("Ip1", "IP1").replace("Ip2", "IP2")
+
+
+def _label(name: str, sources: Sources | None) -> str:
+    if sources and name in sources:
+        return sources[name]
+    return snake_to_camel(name)
+
+
+def _fail(label: str, value: object, allowed: str) -> ConfigError:
+    text = str(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    shown = repr(text) if isinstance(value, str) else text
+    return ConfigError(f"invalid configuration: {label}={shown}: {allowed}")
+
+
+_TRUE = ("true",)
+_FALSE = ("false",)
+
+
+def parse_value(label: str, raw: str, hint: Any) -> Any:
+    """Convert the text ``raw`` to the field type ``hint`` (bool, int, float, str, Optional[...]).
+
+    Raises:
+        ConfigError: ``raw`` does not parse (message names ``label``, the value and the type).
+    """
+    args = typing.get_args(hint)
+    if args:  # Optional[X] / X | None
+        if raw == "" and type(None) in args:
+            return None
+        hint = next(a for a in args if a is not type(None))
+    text = raw.strip()
+    if hint is bool:
+        low = text.lower()
+        if low not in _TRUE + _FALSE:
+            raise _fail(label, raw, "must be true or false")
+        return low in _TRUE
+    if hint is int:
+        try:
+            return int(text)
+        except ValueError:
+            raise _fail(label, raw, "must be an integer") from None
+    if hint is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise _fail(label, raw, "must be a number") from None
+    return raw
+
+
+def apply_overrides(target: Any, values: Mapping[str, str], sources: dict[str, str]) -> list[str]:
+    """Parse and set ``values`` (``{field name: text}``) on dataclass ``target``; return unknown names.
+
+    ``sources`` is updated with each applied field's label (the caller passes labels in it
+    beforehand, e.g. ``{"listen_port": "--broker-port"}``; missing ones default to the camelCase key).
+
+    Raises:
+        ConfigError: a value does not parse as its field's type.
+    """
+    hints = typing.get_type_hints(type(target))
+    names = {f.name for f in dataclasses.fields(target)}
+    rest: list[str] = []
+    for name, raw in values.items():
+        if name not in names:
+            rest.append(name)
+            continue
+        label = sources.setdefault(name, snake_to_camel(name))
+        setattr(target, name, parse_value(label, raw, hints[name]))
+    return rest
+
+
+# -- rules -------------------------------------------------------------------------------------------
+
+Rule = tuple[Callable[[Any], bool], str]
+
+
+def _port(allow_zero: bool = True) -> Rule:
+    low = 0 if allow_zero else 1
+    return (lambda v: isinstance(v, int) and low <= v <= 65535, f"must be an integer {low}..65535")
+
+
+def _at_least(low: int) -> Rule:
+    return (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low,
+        f"must be an integer >= {low}",
+    )
+
+
+def _between(low: int, high: int) -> Rule:
+    return (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high,
+        f"must be an integer {low}..{high}",
+    )
+
+
+def _one_of(*choices: str) -> Rule:
+    return (lambda v: v in choices, "allowed: " + ", ".join(choices))
+
+
+_NAME = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
+_ADDR = re.compile(r"[^\s:;]+:\d{1,5}")
+
+
+def _namesrv_ok(value: Any) -> bool:
+    if value is None:
+        return True
+    if not isinstance(value, str):
+        return False
+    parts = [a.strip() for a in value.split(";") if a.strip()]
+    return all(_ADDR.fullmatch(p) and 0 < int(p.rsplit(":", 1)[1]) <= 65535 for p in parts)
+
+
+def _delay_levels_ok(value: Any) -> bool:
+    if not isinstance(value, str) or not value.split():
+        return False
+    return all(item[-1:] in _DELAY_UNITS and item[:-1].isdigit() for item in value.split())
+
+
+BROKER_RULES: dict[str, Rule] = {
+    "broker_name": (
+        lambda v: isinstance(v, str) and _NAME.fullmatch(v) is not None,
+        "must be 1..127 characters of [%|a-zA-Z0-9_-]",
+    ),
+    "broker_cluster_name": (
+        lambda v: isinstance(v, str) and _NAME.fullmatch(v) is not None,
+        "must be 1..127 characters of [%|a-zA-Z0-9_-]",
+    ),
+    "broker_id": (lambda v: v == 0, "must be 0 (only masters are supported)"),
+    "listen_port": _port(),
+    "ha_listen_port": _port(),
+    "namesrv_addr": (_namesrv_ok, "must be host:port[;host:port...]"),
+    "default_topic_queue_nums": _between(1, 1024),
+    "short_polling_time_mills": _at_least(1),
+    "max_suspend_ms": _at_least(0),
+    "register_name_server_period": _at_least(1000),
+    "register_broker_timeout_mills": _at_least(1),
+    "broker_permission": _between(0, 7),
+    "channel_expired_timeout": _at_least(1000),
+    "client_channel_scan_interval": _at_least(100),
+    "flush_consumer_offset_interval": _at_least(100),
+    "max_reconsume_times": _between(0, 10_000),
+    "broker_role": _one_of("ASYNC_MASTER", "SYNC_MASTER"),
+    "server_channel_max_idle_time_seconds": _at_least(1),
+}
+"""``{BrokerConfig field: (is valid, what is allowed)}``; fields not listed only need their type."""
+
+STORE_RULES: dict[str, Rule] = {
+    "store_path_root_dir": (lambda v: isinstance(v, str) and v.strip() != "", "must be a directory path"),
+    "flush_disk_type": _one_of(ASYNC_FLUSH, SYNC_FLUSH),
+    "mapped_file_size_commit_log": _at_least(4096),
+    "mapped_file_size_consume_queue": (
+        lambda v: isinstance(v, int) and v >= CQ_STORE_UNIT_SIZE and v % CQ_STORE_UNIT_SIZE == 0,
+        f"must be a positive multiple of {CQ_STORE_UNIT_SIZE}",
+    ),
+    "flush_interval_commit_log": _at_least(1),
+    "flush_interval_consume_queue": _at_least(1),
+    "sync_flush_timeout": _at_least(1),
+    "file_reserved_time": _at_least(0),
+    "disk_max_used_space_ratio": _between(10, 95),
+    "max_message_size": _between(1, 64 * 1024 * 1024),
+    "max_transfer_bytes_on_message_in_memory": _at_least(1),
+    "max_transfer_count_on_message_in_memory": _at_least(1),
+    "max_transfer_bytes_on_message_in_disk": _at_least(1),
+    "max_transfer_count_on_message_in_disk": _at_least(1),
+    "access_message_in_memory_max_ratio": _between(1, 100),
+    "message_delay_level": (
+        _delay_levels_ok,
+        "must be space-separated <number><s|m|h|d> entries, e.g. '1s 5s 1m'",
+    ),
+    "max_hash_slot_num": _at_least(1),
+    "max_index_num": _at_least(1),
+    "max_msgs_num_batch": _at_least(1),
+    "default_query_max_num": _at_least(1),
+}
+"""``{MessageStoreConfig field: (is valid, what is allowed)}``."""
+
+
+def _check_types(target: Any, sources: Sources | None) -> None:
+    hints = typing.get_type_hints(type(target))
+    for f in dataclasses.fields(target):
+        value = getattr(target, f.name)
+        hint = hints[f.name]
+        args = typing.get_args(hint)
+        if args:
+            if value is None and type(None) in args:
+                continue
+            hint = next(a for a in args if a is not type(None))
+        ok = (
+            isinstance(value, bool)
+            if hint is bool
+            else isinstance(value, int) and not isinstance(value, bool)
+            if hint is int
+            else isinstance(value, (int, float)) and not isinstance(value, bool)
+            if hint is float
+            else isinstance(value, hint)
+            if isinstance(hint, type)
+            else True
+        )
+        if not ok:
+            name = getattr(hint, "__name__", str(hint))
+            raise _fail(_label(f.name, sources), value, f"must be of type {name}")
+
+
+def check_config(broker: Any, store: MessageStoreConfig, sources: Sources | None = None) -> None:
+    """Check every value of a ``BrokerConfig`` and a ``MessageStoreConfig`` once, in one place.
+
+    Args:
+        broker: a :class:`~tidemq.broker.config.BrokerConfig`.
+        store: the store options.
+        sources: how the user named each field (defaults to the camelCase broker.conf key).
+
+    Raises:
+        ConfigError: the first invalid value, as one line naming key, value and what is allowed.
+    """
+    for target, rules in ((broker, BROKER_RULES), (store, STORE_RULES)):
+        _check_types(target, sources)
+        for name, (ok, allowed) in rules.items():
+            if not hasattr(target, name):
+                continue
+            value = getattr(target, name)
+            if not ok(value):
+                raise _fail(_label(name, sources), value, allowed)
+
+
+def check_port(label: str, raw: str) -> int:
+    """Parse a port given as text (a CLI flag): an integer 0..65535 (0 = pick a free one).
+
+    Raises:
+        ConfigError: not an integer in range (the message names ``label``).
+    """
+    value = parse_value(label, raw, int)
+    ok, allowed = _port()
+    if not ok(value):
+        raise _fail(label, raw, allowed)
+    return int(value)
+
+
+def check_flush_flag(raw: str) -> str:
+    """``--flush async|sync`` -> ``ASYNC_FLUSH`` / ``SYNC_FLUSH`` (case-insensitive).
+
+    Raises:
+        ConfigError: any other value.
+    """
+    low = raw.strip().lower()
+    if low not in ("async", "sync"):
+        raise _fail("--flush", raw, "allowed: async, sync")
+    return SYNC_FLUSH if low == "sync" else ASYNC_FLUSH

@@ -1,0 +1,332 @@
+"""Prometheus metrics of a broker (``tidemq serve --metrics-port PORT``), through ``prometheus_client``.
+
+Metric names are rocketmq-exporter's where one exists, so its Grafana dashboards and alert rules
+work unchanged (labels ``cluster``, ``broker``, ``topic``, ``group`` as the exporter sets them):
+
+=========================================  ======  ===========================================
+metric                                     type    value
+=========================================  ======  ===========================================
+rocketmq_broker_tps                        gauge   messages stored per second (last minute)
+rocketmq_broker_qps                        gauge   messages handed to consumers per second
+rocketmq_producer_tps                      gauge   per topic, messages stored per second
+rocketmq_producer_message_size             gauge   per topic, bytes stored per second
+rocketmq_producer_offset                   gauge   per topic, sum of the queues' max offsets
+rocketmq_consumer_tps                      gauge   per topic and group, messages pulled per second
+rocketmq_consumer_message_size             gauge   per topic and group, bytes pulled per second
+rocketmq_consumer_offset                   gauge   per topic and group, sum of committed offsets
+rocketmq_group_diff                        gauge   per topic and group, messages not yet consumed
+rocketmq_message_accumulation              gauge   same as rocketmq_group_diff (the exporter's sum)
+rocketmq_group_get_latency_by_storetime    gauge   ms since the oldest unconsumed message was stored
+rocketmq_brokeruntime_msg_put_total_today_now  gauge   messages stored since start
+rocketmq_brokeruntime_msg_gettotal_today_now   gauge   messages pulled since start
+tidemq_messages_put_total                  counter per topic, messages stored
+tidemq_message_bytes_put_total             counter per topic, bytes stored
+tidemq_messages_get_total                  counter per topic and group, messages pulled
+=========================================  ======  ===========================================
+
+plus the standard ``process_*`` (CPU, memory, open fds), ``python_gc_*`` and ``python_info``.
+
+Values are read at scrape time: the collector runs in the HTTP server's thread and takes one
+snapshot on the broker's event loop (so it never reads a table while the loop changes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from tidemq.broker.stats import (
+    BROKER_GET_NUMS,
+    BROKER_PUT_NUMS,
+    GROUP_GET_NUMS,
+    GROUP_GET_SIZE,
+    MINUTE,
+    TOPIC_PUT_NUMS,
+    TOPIC_PUT_SIZE,
+)
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+
+__all__ = ["BrokerCollector", "MetricsServer", "take_snapshot"]
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_TIMEOUT = 5.0
+"""Seconds a scrape waits for the broker loop to take its snapshot."""
+
+
+@dataclass
+class _GroupRow:
+    topic: str
+    group: str
+    consumer_offset: int = 0
+    diff: int = 0
+    latency_ms: int = 0
+    online: int = 0
+    model: str = "CLUSTERING"
+
+
+@dataclass
+class _Snapshot:
+    cluster: str
+    broker: str
+    broker_tps: float = 0.0
+    broker_qps: float = 0.0
+    put_total: int = 0
+    get_total: int = 0
+    topics: dict[str, tuple[float, float, int, int, int]] = field(default_factory=dict)
+    consumers: dict[tuple[str, str], tuple[float, float, int]] = field(default_factory=dict)
+    groups: list[_GroupRow] = field(default_factory=list)
+
+
+def _is_system(topic: str) -> bool:
+    return topic.startswith(("%RETRY%", "%DLQ%", "rmq_sys_")) or topic in ("SCHEDULE_TOPIC_XXXX", "TBW102")
+
+
+def take_snapshot(broker: Broker) -> _Snapshot:
+    """Every figure the metrics need, read on the broker's loop thread."""
+    stats = broker.broker_stats
+    now = time.monotonic()
+    snap = _Snapshot(cluster=broker.config.broker_cluster_name, broker=broker.config.broker_name)
+    put = stats.get(BROKER_PUT_NUMS, stats.cluster_name)
+    get = stats.get(BROKER_GET_NUMS, stats.cluster_name)
+    snap.broker_tps = put.snapshot(MINUTE, now).tps if put else 0.0
+    snap.broker_qps = get.snapshot(MINUTE, now).tps if get else 0.0
+    snap.put_total, snap.get_total = stats.put_total, stats.get_total
+    store = broker.store
+    tcm = broker.topic_config_manager
+    for topic, tc in list(tcm.topic_config_table.items()):
+        nums = stats.get(TOPIC_PUT_NUMS, topic)
+        size = stats.get(TOPIC_PUT_SIZE, topic)
+        if nums is None and _is_system(topic):
+            continue
+        offset = sum(max(store.get_max_offset_in_queue(topic, q), 0) for q in range(tc.write_queue_nums))
+        snap.topics[topic] = (
+            nums.snapshot(MINUTE, now).tps if nums else 0.0,
+            size.snapshot(MINUTE, now).tps if size else 0.0,
+            offset,
+            nums.value if nums else 0,
+            size.value if size else 0,
+        )
+    for key, item in list(stats.tables[GROUP_GET_NUMS].items()):
+        size_item = stats.get(GROUP_GET_SIZE, key)
+        snap.consumers[tuple(key.split("@", 1))] = (  # type: ignore[index]
+            item.snapshot(MINUTE, now).tps,
+            size_item.snapshot(MINUTE, now).tps if size_item else 0.0,
+            item.value,
+        )
+    now_ms = time.time_ns() // 1_000_000
+    com = broker.consumer_offset_manager
+    for key in sorted(com.offset_table):
+        topic, _, group = key.partition("@")
+        if tcm.select_topic_config(topic) is None or not group:
+            continue
+        row = _GroupRow(topic, group)
+        oldest = 0
+        for qid, committed in com.query_offset_table(group, topic).items():
+            max_off = max(store.get_max_offset_in_queue(topic, qid), 0)
+            row.consumer_offset += committed
+            lag = max(max_off - committed, 0)
+            row.diff += lag
+            if lag > 0:
+                ts = store.get_message_store_timestamp(topic, qid, committed)
+                if ts > 0 and (oldest == 0 or ts < oldest):
+                    oldest = ts
+        row.latency_ms = max(now_ms - oldest, 0) if oldest else 0
+        info = broker.consumer_manager.get_consumer_group_info(group)
+        if info is not None:
+            row.online = len(info.channel_info_table)
+            row.model = str(getattr(info.message_model, "value", info.message_model) or "CLUSTERING")
+        snap.groups.append(row)
+    return snap
+
+
+class BrokerCollector:
+    """A ``prometheus_client`` collector reading one broker at scrape time.
+
+    Args:
+        broker: the started broker (its ``loop`` is used for the snapshot).
+    """
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def _snapshot(self) -> _Snapshot:
+        loop = self.broker.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            return take_snapshot(self.broker)
+
+        async def snap() -> _Snapshot:
+            return take_snapshot(self.broker)
+
+        return asyncio.run_coroutine_threadsafe(snap(), loop).result(SNAPSHOT_TIMEOUT)
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield every metric family (called by ``prometheus_client`` on each scrape)."""
+        if self.broker.loop is None or not self.broker.started:
+            return
+        s = self._snapshot()
+        cb = [s.cluster, s.broker]
+        yield _gauge(
+            "rocketmq_broker_tps",
+            "BrokerPutNums: messages stored per second",
+            ["cluster", "broker"],
+            [(cb, s.broker_tps)],
+        )
+        yield _gauge(
+            "rocketmq_broker_qps",
+            "BrokerGetNums: messages pulled per second",
+            ["cluster", "broker"],
+            [(cb, s.broker_qps)],
+        )
+        yield _gauge(
+            "rocketmq_brokeruntime_msg_put_total_today_now",
+            "msgPutTotalTodayNow",
+            ["cluster", "broker"],
+            [(cb, s.put_total)],
+        )
+        yield _gauge(
+            "rocketmq_brokeruntime_msg_gettotal_today_now",
+            "msgGetTotalTodayNow",
+            ["cluster", "broker"],
+            [(cb, s.get_total)],
+        )
+        tl = ["cluster", "broker", "topic"]
+        t_rows = sorted(s.topics.items())
+        yield _gauge(
+            "rocketmq_producer_tps", "TopicPutNums per second", tl, [([*cb, t], v[0]) for t, v in t_rows]
+        )
+        yield _gauge(
+            "rocketmq_producer_message_size",
+            "TopicPutMessageSize per second (bytes)",
+            tl,
+            [([*cb, t], v[1]) for t, v in t_rows],
+        )
+        yield _gauge(
+            "rocketmq_producer_offset",
+            "TopicOffset: sum of the queues' max offsets",
+            tl,
+            [([*cb, t], v[2]) for t, v in t_rows],
+        )
+        yield _counter("tidemq_messages_put", "Messages stored", tl, [([*cb, t], v[3]) for t, v in t_rows])
+        yield _counter(
+            "tidemq_message_bytes_put", "Message bytes stored", tl, [([*cb, t], v[4]) for t, v in t_rows]
+        )
+        gl = ["cluster", "broker", "topic", "group"]
+        c_rows = sorted(s.consumers.items())
+        yield _gauge(
+            "rocketmq_consumer_tps",
+            "GroupGetNums per second",
+            gl,
+            [([*cb, t, g], v[0]) for (t, g), v in c_rows],
+        )
+        yield _gauge(
+            "rocketmq_consumer_message_size",
+            "GroupGetMessageSize per second (bytes)",
+            gl,
+            [([*cb, t, g], v[1]) for (t, g), v in c_rows],
+        )
+        yield _counter(
+            "tidemq_messages_get",
+            "Messages pulled by consumers",
+            gl,
+            [([*cb, t, g], v[2]) for (t, g), v in c_rows],
+        )
+        yield _gauge(
+            "rocketmq_consumer_offset",
+            "GroupOffset: sum of committed offsets",
+            gl,
+            [([*cb, r.topic, r.group], r.consumer_offset) for r in s.groups],
+        )
+        yield _gauge(
+            "rocketmq_group_get_latency_by_storetime",
+            "ms since the oldest unconsumed message was stored",
+            gl,
+            [([*cb, r.topic, r.group], r.latency_ms) for r in s.groups],
+        )
+        dl = ["group", "topic", "countOfOnlineConsumers", "msgModel"]
+        yield _gauge(
+            "rocketmq_group_diff",
+            "GroupDiff: messages not yet consumed",
+            dl,
+            [([r.group, r.topic, str(r.online), r.model], r.diff) for r in s.groups],
+        )
+        yield _gauge(
+            "rocketmq_message_accumulation",
+            "Messages not yet consumed (sum over queues)",
+            ["group", "topic"],
+            [([r.group, r.topic], r.diff) for r in s.groups],
+        )
+
+
+def _gauge(name: str, doc: str, labels: list[str], rows: list[tuple[list[str], float]]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=labels)
+    for values, value in rows:
+        family.add_metric(values, float(value))
+    return family
+
+
+def _counter(
+    name: str, doc: str, labels: list[str], rows: list[tuple[list[str], float]]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for values, value in rows:
+        family.add_metric(values, float(value))
+    return family
+
+
+class MetricsServer:
+    """``/metrics`` over HTTP for one broker, on ``prometheus_client``'s threaded server.
+
+    Args:
+        broker: the broker to expose (started before the first scrape).
+        host: interface to listen on.
+        port: TCP port (0 = a free port; the real one is :attr:`port` after :meth:`start`).
+
+    Raises (from :meth:`start`):
+        OSError: the port cannot be bound.
+    """
+
+    def __init__(self, broker: Broker, host: str = "0.0.0.0", port: int = 0) -> None:
+        self.broker = broker
+        self.host = host
+        self.port = port
+        self.registry = CollectorRegistry()
+        self.registry.register(BrokerCollector(broker))  # type: ignore[arg-type]
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self._server: Any = None
+        self._thread: Any = None
+
+    def start(self) -> int:
+        """Start serving; returns the bound port."""
+        self._server, self._thread = start_http_server(self.port, addr=self.host, registry=self.registry)
+        self.port = int(self._server.server_port)
+        log.info("metrics at http://%s:%d/metrics", self.host, self.port)
+        return self.port
+
+    def stop(self) -> None:
+        """Stop the HTTP server. Idempotent."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(5.0)
+            self._thread = None
