@@ -83,10 +83,20 @@ def test_slave_serves_everything_acknowledged_after_master_sigkill(
     consumer.subscribe(TOPIC, "*")
     consumer.register_message_listener(py_got)
     cpp = spawn(
-        "cpp_push_consumer.py", "--namesrv", ns, "--group", "ha-cpp", "--topic", TOPIC, "--duration", "150",
+        "cpp_push_consumer.py",
+        "--namesrv",
+        ns,
+        "--group",
+        "ha-cpp",
+        "--topic",
+        TOPIC,
+        "--duration",
+        "150",
         name="cpp-consumer",
     )
-    producer = Producer(namesrv_addr=ns, producer_group="ha-p", poll_name_server_interval=1.0, send_msg_timeout=2.0)
+    producer = Producer(
+        namesrv_addr=ns, producer_group="ha-p", poll_name_server_interval=1.0, send_msg_timeout=2.0
+    )
     producer.start()
     consumer.start()
     ok: list[str] = []
