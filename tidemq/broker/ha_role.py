@@ -68,6 +68,7 @@ class BrokerHA:
         """Master: bind the HA port. Slave: start replicating and syncing. Raises ``OSError`` on bind."""
         broker = self.broker
         if self.is_slave:
+            broker.store.slave_mode = True
             from tidemq.broker.slave_sync import SYNC_INTERVAL, SlaveSynchronize
 
             self.client = HAClient(
