@@ -21,7 +21,8 @@ from tidemq.client.api import PullStatus
 from tidemq.client.config import PullConsumerConfig, apply_overrides
 from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue
-from tidemq.client.consumer.pull_service import PullRequest, process_pull_result
+from tidemq.client.consumer.pull_api import PullAPIWrapper
+from tidemq.client.consumer.pull_service import PullRequest
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.start_offset import compute_pull_from_where
 from tidemq.client.facade import BlockingFacade
@@ -64,6 +65,8 @@ class AsyncPullConsumer:
             self,
             expire_idle_queues=False,
         )
+        self._pull_api: PullAPIWrapper | None = None
+        self._committed: dict[MessageQueue, int] = {}
         self._assigned: set[MessageQueue] | None = None
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._buffer: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] = asyncio.Queue()
@@ -96,6 +99,13 @@ class AsyncPullConsumer:
         return self._instance
 
     @property
+    def pull_api(self) -> PullAPIWrapper:
+        """The group's :class:`PullAPIWrapper`. Raises ClientError before start()."""
+        if self._pull_api is None:
+            raise ClientError("the consumer is not started; call start() first")
+        return self._pull_api
+
+    @property
     def offset_store(self) -> RemoteBrokerOffsetStore:
         if self._store is None:
             raise ClientError("the consumer is not started; call start() first")
@@ -115,6 +125,7 @@ class AsyncPullConsumer:
         self._store = RemoteBrokerOffsetStore(inst, self.group_name)
         inst.register_consumer(self.group_name, self)
         self._instance = inst
+        self._pull_api = PullAPIWrapper(inst, self.group_name)
         self._running = True
         await inst.start()
         for topic in self.subscribed_topics():
@@ -182,10 +193,12 @@ class AsyncPullConsumer:
             task.cancel()
         await self.offset_store.persist(mq)
         self.offset_store.remove_offset(mq)
+        self._committed.pop(mq, None)
         return True
 
     def remove_dirty_offset(self, mq: MessageQueue) -> None:
         self.offset_store.remove_offset(mq)
+        self._committed.pop(mq, None)
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """Mirrors ``RebalancePushImpl.computePullFromWhereWithException`` (protocol.md §7.5)."""
@@ -221,19 +234,16 @@ class AsyncPullConsumer:
                 continue
             sub = self.rebalancer.subscription_inner.get(mq.topic)
             try:
-                addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
-                result = await self.instance.api.pull_message(
-                    addr,
-                    consumer_group=self.group_name,
-                    mq=mq,
-                    queue_offset=pr.next_offset,
-                    max_msg_nums=cfg.pull_batch_size,
+                result = await self.pull_api.pull_kernel_impl(
+                    mq,
+                    sub_expression=sub.sub_string if sub else "*",
+                    expression_type="TAG",
+                    sub_version=0,
+                    offset=pr.next_offset,
+                    max_nums=cfg.pull_batch_size,
                     sys_flag=PullSysFlag.build_sys_flag(False, True, True, False),
                     commit_offset=0,
-                    suspend_timeout_millis=int(cfg.broker_suspend_max_time * 1000),
-                    subscription=sub.sub_string if sub else "*",
-                    sub_version=0,
-                    expression_type="TAG",
+                    broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
                     timeout=cfg.consumer_pull_timeout,
                 )
             except TideMQError as exc:
@@ -242,7 +252,7 @@ class AsyncPullConsumer:
                 continue
             if pq.dropped:
                 return
-            process_pull_result(mq, result, sub)
+            self.pull_api.process_pull_result(mq, result, sub)
             pr.next_offset = result.next_begin_offset
             if result.pull_status is PullStatus.FOUND and result.msg_found_list:
                 pq.put_messages(result.msg_found_list)
@@ -280,12 +290,29 @@ class AsyncPullConsumer:
             await self.commit_sync()
 
     async def commit_sync(self) -> None:
-        """Send the consumed offsets of every owned queue to the broker now. Mirrors ``commitSync``."""
+        """Send the consumed offsets to the brokers now. Mirrors ``commitSync``.
+
+        Only queues whose offset changed since the last commit are sent: one UPDATE_CONSUMER_OFFSET
+        each, all at once (to the group's master, or a slave while the master is gone). A commit
+        with nothing new consumed sends nothing.
+        """
         self._last_commit = time.monotonic()
         if self._store is None:
             return
-        for mq in self.assignment():
-            await self._store.persist(mq)
+        table = self._store.offset_table
+        changed = [
+            (mq, off)
+            for mq in self.assignment()
+            if (off := table.get(mq)) is not None and self._committed.get(mq) != off
+        ]
+        if not changed:
+            return
+        await asyncio.gather(*(self._commit_one(mq, off) for mq, off in changed))
+
+    async def _commit_one(self, mq: MessageQueue, offset: int) -> None:
+        assert self._store is not None
+        if await self._store.update_consume_offset_to_broker(mq, offset, oneway=False):
+            self._committed[mq] = offset
 
     async def committed(self, mq: MessageQueue) -> int:
         """The offset stored on the broker for ``mq`` (-1 if none). Mirrors ``committed``."""
@@ -351,35 +378,35 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
         self._core.subscribe(topic, expression)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
-        self._loop.run(self._core.assign(list(queues)))
+        self._run(self._core.assign(list(queues)))
 
     def shutdown(self) -> None:
         """See :meth:`AsyncPullConsumer.shutdown`; also stops the background loop when unused."""
         self._shutdown_core(self._core.shutdown, 30)
 
     def poll(self, timeout: float | None = None) -> list[MessageExt]:
-        return self._loop.run(self._core.poll(timeout))
+        return self._run(self._core.poll(timeout))
 
     def commit_sync(self) -> None:
-        self._loop.run(self._core.commit_sync())
+        self._run(self._core.commit_sync())
 
     def committed(self, mq: MessageQueue) -> int:
-        return self._loop.run(self._core.committed(mq))
+        return self._run(self._core.committed(mq))
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
-        self._loop.run(self._core.seek(mq, offset))
+        self._run(self._core.seek(mq, offset))
 
     def seek_to_begin(self, mq: MessageQueue) -> None:
-        self._loop.run(self._core.seek_to_begin(mq))
+        self._run(self._core.seek_to_begin(mq))
 
     def seek_to_end(self, mq: MessageQueue) -> None:
-        self._loop.run(self._core.seek_to_end(mq))
+        self._run(self._core.seek_to_end(mq))
 
     def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self._loop.run(self._core.offset_for_timestamp(mq, timestamp_ms))
+        return self._run(self._core.offset_for_timestamp(mq, timestamp_ms))
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        return self._loop.run(self._core.fetch_message_queues(topic))
+        return self._run(self._core.fetch_message_queues(topic))
 
     def assignment(self) -> list[MessageQueue]:
         result: list[MessageQueue] = self._call(self._core.assignment)
