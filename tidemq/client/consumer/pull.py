@@ -212,6 +212,8 @@ class AsyncPullConsumer:
     def dispatch_pull_request(self, requests: list[PullRequest]) -> None:
         for pr in requests:
             self.offset_store.update_offset(pr.message_queue, pr.next_offset, False)
+            # the starting offset needs no commit (it is the broker's, or nothing was consumed yet)
+            self._committed[pr.message_queue] = pr.next_offset
             self._start_task(pr)
 
     def _start_task(self, pr: PullRequest) -> None:
