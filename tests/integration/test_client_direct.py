@@ -27,6 +27,7 @@ class ScriptedServer:
 
     def __init__(self) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)
         self.addr = f"127.0.0.1:{self.sock.getsockname()[1]}"
         self.connections = 0
         self._stop = False
@@ -34,7 +35,6 @@ class ScriptedServer:
         self._thread.start()
 
     def _serve(self) -> None:
-        self.sock.settimeout(0.1)
         while not self._stop:
             try:
                 conn, _ = self.sock.accept()
