@@ -37,17 +37,52 @@ def _setup_logging(level: str) -> None:
     )
 
 
-@click.group()
+SERVER_COMMANDS = frozenset({"serve", "namesrv", "broker", "cluster", "dashboard"})
+"""Commands that log at INFO by default; the client commands (send, consume, admin...) log warnings only."""
+
+
+class _MainGroup(click.Group):
+    """Accepts ``--log-level LEVEL`` after the subcommand too (``tidemq send ... --log-level DEBUG``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_log_level(args))
+
+
+def hoist_log_level(args: list[str]) -> list[str]:
+    """Move ``--log-level X`` / ``--log-level=X`` found after the subcommand to the front (stops at ``--``)."""
+    out: list[str] = []
+    moved: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            out.extend(args[i:])
+            break
+        if a == "--log-level" and i + 1 < len(args) and out:
+            moved += [a, args[i + 1]]
+            i += 2
+            continue
+        if a.startswith("--log-level=") and out:
+            moved.append(a)
+        else:
+            out.append(a)
+        i += 1
+    return moved + out
+
+
+@click.group(cls=_MainGroup)
 @click.option(
     "--log-level",
-    default="INFO",
-    show_default=True,
+    default=None,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
-    help="Log level (logs go to stderr).",
+    help="Log level (logs go to stderr) [INFO for servers, WARNING for client commands; -v on send/consume: INFO].",
 )
 @click.version_option(package_name="tidemq")
-def main(log_level: str) -> None:
+@click.pass_context
+def main(ctx: click.Context, log_level: str | None) -> None:
     """tidemq: a RocketMQ 4.x compatible messaging system in pure Python."""
+    if log_level is None:
+        log_level = "INFO" if ctx.invoked_subcommand in SERVER_COMMANDS else "WARNING"
     _setup_logging(log_level)
 
 
@@ -185,6 +220,18 @@ def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
     default=None,
     help="Enable plain ACL with this plain_acl.yml (see docs/acl.md).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus /metrics here (0 = free port).",
+)
+@click.option(
+    "--dashboard-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve the web dashboard here (0 = free port).",
+)
 def serve(
     store: str | None,
     host: str,
@@ -194,8 +241,10 @@ def serve(
     conf: str | None,
     broker_name: str | None,
     acl_file: str | None,
+    metrics_port: int | None,
+    dashboard_port: int | None,
 ) -> None:
-    """Run a name server and a broker in one process."""
+    """Run a name server and a broker in one process (plus /metrics and the dashboard when asked)."""
     from tidemq.broker.broker import Broker
     from tidemq.namesrv.config import NamesrvConfig
     from tidemq.namesrv.server import NameServer
@@ -219,14 +268,107 @@ def serve(
         except BaseException:
             await namesrv.shutdown()
             raise
-        click.echo(f"tidemq ready namesrv={ns_addr} broker={broker.addr}")
+        extras = await _start_ops_servers(broker, ns_addr, host, metrics_port, dashboard_port, acl_file)
+        fields = "".join(f" {k}={v}" for k, v in extras.items() if k != "stop")
+        click.echo(f"tidemq ready namesrv={ns_addr} broker={broker.addr}{fields}")
         sys.stdout.flush()
         try:
             await stop.wait()
         finally:
             log.info("stopping")
+            extras["stop"]()
             await broker.shutdown()
             await namesrv.shutdown()
+
+    _run(run)
+
+
+async def _start_ops_servers(
+    broker: Any,
+    ns_addr: str,
+    host: str,
+    metrics_port: int | None,
+    dashboard_port: int | None,
+    acl_file: str | None,
+) -> dict[str, Any]:
+    """Start /metrics and the dashboard when asked; returns the ready-line fields and a ``stop`` callable."""
+    stops: list[Callable[[], None]] = []
+    fields: dict[str, Any] = {}
+    shown_host = _host_for(host)
+    if metrics_port is not None:
+        from tidemq.broker.metrics import MetricsServer
+
+        metrics = MetricsServer(broker, host, metrics_port)
+        fields["metrics"] = f"{shown_host}:{metrics.start()}"
+        stops.append(metrics.stop)
+    if dashboard_port is not None:
+        from tidemq.admin.dashboard import DashboardServer
+
+        keys = _first_admin_account(acl_file) if acl_file else (None, None)
+        dash = DashboardServer(ns_addr, host, dashboard_port, access_key=keys[0], secret_key=keys[1])
+        port = await asyncio.get_running_loop().run_in_executor(None, dash.start)
+        fields["dashboard"] = f"{shown_host}:{port}"
+        stops.append(dash.stop)
+
+    def stop() -> None:
+        for fn in reversed(stops):
+            with contextlib.suppress(Exception):
+                fn()
+
+    fields["stop"] = stop
+    return fields
+
+
+def _first_admin_account(acl_file: str) -> tuple[str | None, str | None]:
+    """The keys of the first ``admin: true`` account of ``plain_acl.yml`` (for the embedded dashboard)."""
+    from tidemq.acl.plain import PlainAclConfig
+
+    config = PlainAclConfig.from_yaml(Path(acl_file).read_text(encoding="utf-8"), acl_file)
+    for account in config.accounts.values():
+        if account.admin:
+            return account.access_key, account.secret_key
+    return None, None
+
+
+@main.command()
+@click.option(
+    "--namesrv",
+    "namesrv_addr",
+    envvar="NAMESRV_ADDR",
+    default="127.0.0.1:9876",
+    show_default=True,
+    help="Name server(s) of the cluster.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8080, show_default=True, help="Port (0 = free port)."
+)
+@click.option(
+    "--access-key", envvar="TIDEMQ_ACCESS_KEY", default=None, help="ACL access key (admin account)."
+)
+@click.option("--secret-key", envvar="TIDEMQ_SECRET_KEY", default=None, help="ACL secret key.")
+def dashboard(
+    namesrv_addr: str, host: str, port: int, access_key: str | None, secret_key: str | None
+) -> None:
+    """Serve the web dashboard for a tidemq or RocketMQ cluster."""
+    from tidemq.admin.dashboard import DashboardServer
+
+    if (access_key is None) != (secret_key is None):
+        raise click.UsageError("give both --access-key and --secret-key, or neither")
+    server = DashboardServer(namesrv_addr, host, port, access_key=access_key, secret_key=secret_key)
+    try:
+        bound = server.start()
+    except OSError as exc:
+        click.echo(f"tidemq: error: {exc}", err=True)
+        sys.exit(1)
+    click.echo(f"tidemq ready dashboard={_host_for(host)}:{bound}")
+    sys.stdout.flush()
+
+    async def run(stop: asyncio.Event) -> None:
+        try:
+            await stop.wait()
+        finally:
+            await asyncio.get_running_loop().run_in_executor(None, server.stop)
 
     _run(run)
 

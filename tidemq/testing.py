@@ -204,7 +204,7 @@ class ServeProcess:
         log_path: where the process's stderr goes (default ``<store>/../serve-<pid>.log`` style file
             next to the store; None keeps it in a temporary file).
 
-    Attributes (after start): ``namesrv_addr``, ``broker_addr``, ``proc`` (the Popen).
+    Attributes (after start): ``namesrv_addr``, ``broker_addr``, ``fields`` (the ready line's), ``proc``.
 
     Raises (from :meth:`start`):
         RuntimeError: the process exited or printed nothing ready within ``ready_timeout``
@@ -230,6 +230,7 @@ class ServeProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.namesrv_addr = ""
         self.broker_addr = ""
+        self.fields: dict[str, str] = {}  # every key=value of the ready line (metrics=, dashboard=...)
 
     def command(self) -> list[str]:
         """The command line that is run."""
@@ -248,6 +249,7 @@ class ServeProcess:
                 f"tidemq serve did not become ready within {self.ready_timeout:g}s (exit code {code}); "
                 f"stdout={stdout[-500:]!r}; log tail:\n{self.log_tail()}"
             )
+        self.fields = dict(fields)
         self.namesrv_addr = fields.get("namesrv", "")
         self.broker_addr = fields.get("broker", "")
         return self

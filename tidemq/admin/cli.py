@@ -1,26 +1,76 @@
-"""``tidemq admin ...``: mqadmin-like commands over :class:`~tidemq.admin.AdminClient`.
+"""``tidemq admin ...``: mqadmin's everyday verbs over :class:`~tidemq.admin.AsyncAdminClient`.
 
-``admin_group`` (name ``admin``) is added to the ``tidemq`` command by ``tidemq.cli``. Commands:
-``consumer-progress``, ``topic-route``, ``topic-status``, ``update-topic``, ``consumer-connection``.
-Each takes ``--namesrv`` (default ``$NAMESRV_ADDR`` or ``127.0.0.1:9876``) and ``--json`` for machine
-output. Errors print one line on stderr and exit with status 1.
+``admin_group`` (name ``admin``) is added to the ``tidemq`` command by ``tidemq.cli``. Every verb
+has a kebab-case name (``topic-list``) and answers to mqadmin's own camelCase name too
+(``tidemq admin topicList``). The verbs live in ``cli_topic``, ``cli_group``, ``cli_message`` and
+``cli_broker``; this module holds what they share:
+
+* ``-n/--namesrv`` (default ``$NAMESRV_ADDR``, else ``127.0.0.1:9876``);
+* ``--access-key/--secret-key`` (``$TIDEMQ_ACCESS_KEY`` / ``$TIDEMQ_SECRET_KEY``) to sign requests
+  for an ACL broker (use an account with ``admin: true``);
+* ``--json`` for machine output (one JSON document on stdout), otherwise rich tables;
+* errors: one ``error: ...`` line on stderr saying what to fix, exit status 1 (also when the
+  named topic or group does not exist).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import functools
-import os
-from collections.abc import Callable, Sequence
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import click
 import orjson
 
-from tidemq.admin.client import AdminClient
-from tidemq.errors import TideMQError
+from tidemq.admin.client import AsyncAdminClient
+from tidemq.errors import (
+    BrokerError,
+    ClientError,
+    ConsumerNotOnlineError,
+    NoPermissionError,
+    NoRouteError,
+    RemotingConnectError,
+    RemotingTimeoutError,
+    SubscriptionGroupNotExistError,
+    TideMQError,
+    TopicNotExistError,
+)
+from tidemq.protocol.message import MessageExt
+
+__all__ = ["MQADMIN_NAMES", "Out", "admin_command", "admin_group", "format_table", "parse_time_ms"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+MQADMIN_NAMES: dict[str, str] = {}
+"""mqadmin's camelCase verb -> tidemq's kebab-case command name (filled as verbs register)."""
+
+
+class _AliasedGroup(click.Group):
+    """Resolves mqadmin's camelCase names; lists each verb once (kebab-case)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is None:
+            alias = MQADMIN_NAMES.get(cmd_name) or {k.lower(): v for k, v in MQADMIN_NAMES.items()}.get(
+                cmd_name.lower()
+            )
+            if alias is not None:
+                cmd = super().get_command(ctx, alias)
+        return cmd
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = ", ".join(sorted(MQADMIN_NAMES, key=str.lower))
+        formatter.write_paragraph()
+        formatter.write_text(f"mqadmin's names work too: {names}.")
+
+
+@click.group(name="admin", cls=_AliasedGroup)
+def admin_group() -> None:
+    """Administer a tidemq (or RocketMQ) cluster: mqadmin's everyday verbs."""
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -40,165 +90,246 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join(lines)
 
 
-def _ms(ts: int) -> str:
+def fmt_ms(ts: int) -> str:
+    """Epoch ms as local ``YYYY-MM-DD HH:MM:SS.mmm`` ("-" for 0 or less)."""
     if ts <= 0:
         return "-"
-    return dt.datetime.fromtimestamp(ts / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return dt.datetime.fromtimestamp(ts / 1000).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _admin_command(func: F) -> F:
-    """Shared options (--namesrv, --json) and error handling."""
+def parse_time_ms(text: str) -> int:
+    """``now``, epoch ms, ``-1`` (the end), ISO ``2024-05-01T12:00:00`` or mqadmin's
+    ``yyyy-MM-dd#HH:mm:ss:SSS`` (local time) as epoch ms.
 
-    @click.option(
-        "--namesrv",
-        default=lambda: os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
-        show_default="$NAMESRV_ADDR or 127.0.0.1:9876",
-        help="Name server address(es), host:port[;host:port].",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-    @functools.wraps(func)
-    def wrapper(namesrv: str, as_json: bool, **kwargs: Any) -> None:
+    Raises:
+        click.BadParameter: none of those forms.
+    """
+    text = text.strip()
+    if text.lower() == "now":
+        return time_ms()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    for fmt in ("%Y-%m-%d#%H:%M:%S:%f", "%Y-%m-%d#%H:%M:%S"):
         try:
-            with AdminClient(namesrv) as admin:
-                func(admin, as_json, **kwargs)
-        except (TideMQError, TimeoutError) as exc:
-            raise click.ClickException(str(exc)) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _echo_json(obj: Any) -> None:
-    click.echo(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS).decode())
-
-
-@click.group(name="admin")
-def admin_group() -> None:
-    """Administer a tidemq (or RocketMQ) cluster: topics, routes, consumer progress."""
+            return int(dt.datetime.strptime(text, fmt).timestamp() * 1000)
+        except ValueError:
+            pass
+    try:
+        return int(dt.datetime.fromisoformat(text).timestamp() * 1000)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not a time: use epoch ms, 'now', 2024-05-01T12:00:00 or 2024-05-01#12:00:00:000"
+        ) from None
 
 
-@admin_group.command("consumer-progress")
-@click.option("--group", "-g", required=True, help="Consumer group.")
-@click.option(
-    "--topic", "-t", default=None, help="Only this topic (default: every topic the group has offsets for)."
-)
-@_admin_command
-def consumer_progress(admin: AdminClient, as_json: bool, group: str, topic: str | None) -> None:
-    """Per queue: broker offset, the group's offset and the lag (GET_CONSUME_STATS)."""
-    rows = admin.consumer_progress(group, topic)
-    total = sum(r.lag for r in rows)
-    if as_json:
-        _echo_json(
-            {
-                "group": group,
-                "totalLag": total,
-                "queues": [
-                    {
-                        "topic": r.mq.topic,
-                        "brokerName": r.mq.broker_name,
-                        "queueId": r.mq.queue_id,
-                        "brokerOffset": r.broker_offset,
-                        "consumerOffset": r.consumer_offset,
-                        "lag": r.lag,
-                        "lastTimestamp": r.last_timestamp,
-                    }
-                    for r in rows
-                ],
-            }
+def time_ms() -> int:
+    """Now, epoch ms."""
+    return time.time_ns() // 1_000_000
+
+
+class Out:
+    """Output of one command: JSON (``--json``) or rich tables and key/value lists."""
+
+    def __init__(self, as_json: bool) -> None:
+        from rich.console import Console
+
+        self.as_json = as_json
+        self.console = Console(width=None if sys.stdout.isatty() else 200, highlight=False, soft_wrap=False)
+
+    def json(self, obj: Any) -> None:
+        """Print ``obj`` as one JSON document."""
+        click.echo(
+            orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str).decode()
         )
-        return
-    table = [
-        (
-            r.mq.topic,
-            r.mq.broker_name,
-            r.mq.queue_id,
-            r.broker_offset,
-            r.consumer_offset,
-            r.lag,
-            _ms(r.last_timestamp),
-        )
-        for r in rows
-    ]
-    click.echo(
-        format_table(["topic", "broker", "queue", "brokerOffset", "consumerOffset", "lag", "lastTime"], table)
-    )
-    click.echo(f"\ntotal lag: {total}")
+
+    def table(
+        self, headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None
+    ) -> None:
+        """A rich table; numbers right-aligned."""
+        from rich.table import Table
+
+        table = Table(title=title, title_justify="left", header_style="bold")
+        for i, h in enumerate(headers):
+            numeric = bool(rows) and all(isinstance(r[i], int | float) for r in rows)
+            table.add_column(h, justify="right" if numeric else "left", overflow="fold")
+        for row in rows:
+            table.add_row(
+                *("-" if c is None else f"{c:.2f}" if isinstance(c, float) else str(c) for c in row)
+            )
+        self.console.print(table)
+
+    def kv(self, pairs: Sequence[tuple[str, object]], title: str | None = None) -> None:
+        """Aligned ``key: value`` lines."""
+        if title:
+            self.console.print(f"[bold]{title}[/bold]")
+        width = max((len(k) for k, _ in pairs), default=0)
+        for k, v in pairs:
+            self.console.print(f"{k.ljust(width)} : {v}", markup=False)
+
+    def line(self, text: str) -> None:
+        """One plain line."""
+        self.console.print(text, markup=False)
 
 
-@admin_group.command("topic-route")
-@click.option("--topic", "-t", required=True, help="Topic.")
-@_admin_command
-def topic_route(admin: AdminClient, as_json: bool, topic: str) -> None:
-    """The topic's route from the name server (GET_ROUTEINFO_BY_TOPIC)."""
-    route = admin.examine_topic_route_info(topic)
-    if as_json:
-        _echo_json(route.to_json())
+def message_json(m: MessageExt) -> dict[str, Any]:
+    """A message as JSON (body decoded as UTF-8, bad bytes replaced)."""
+    return {
+        "topic": m.topic,
+        "msgId": m.msg_id,
+        "offsetMsgId": m.offset_msg_id,
+        "brokerName": m.broker_name,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "tags": m.tags,
+        "keys": m.keys,
+        "bornHost": m.born_host,
+        "storeHost": m.store_host,
+        "bornTimestamp": m.born_timestamp,
+        "storeTimestamp": m.store_timestamp,
+        "reconsumeTimes": m.reconsume_times,
+        "properties": dict(m.properties),
+        "body": m.body.decode("utf-8", "replace"),
+    }
+
+
+def show_messages(out: Out, msgs: Sequence[MessageExt], detail: bool = False) -> None:
+    """Messages as JSON, a table, or (``detail``) mqadmin's key/value block per message."""
+    if out.as_json:
+        out.json([message_json(m) for m in msgs])
         return
-    addrs = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
+    if detail:
+        for m in msgs:
+            out.kv(
+                [
+                    ("Topic", m.topic),
+                    ("Tags", m.tags or ""),
+                    ("Keys", m.keys or ""),
+                    ("Queue ID", m.queue_id),
+                    ("Queue Offset", m.queue_offset),
+                    ("Msg ID", m.msg_id),
+                    ("Offset Msg ID", m.offset_msg_id),
+                    ("Born Host", m.born_host),
+                    ("Store Host", m.store_host),
+                    ("Born Timestamp", fmt_ms(m.born_timestamp)),
+                    ("Store Timestamp", fmt_ms(m.store_timestamp)),
+                    ("Reconsume Times", m.reconsume_times),
+                    ("Properties", dict(m.properties)),
+                    ("Message Body", m.body.decode("utf-8", "replace")),
+                ]
+            )
+        return
     rows = [
         (
-            qd.broker_name,
-            qd.read_queue_nums,
-            qd.write_queue_nums,
-            qd.perm,
-            ", ".join(f"{k}={v}" for k, v in sorted(addrs.get(qd.broker_name, {}).items())),
+            m.queue_id,
+            m.queue_offset,
+            m.msg_id,
+            m.tags or "",
+            m.keys or "",
+            fmt_ms(m.store_timestamp),
+            m.body.decode("utf-8", "replace")[:80],
         )
-        for qd in sorted(route.queue_datas, key=lambda q: q.broker_name)
+        for m in msgs
     ]
-    click.echo(format_table(["broker", "readQueues", "writeQueues", "perm", "addresses (id=addr)"], rows))
+    out.table(["queue", "offset", "msgId", "tags", "keys", "storeTime", "body"], rows)
+    out.line(f"{len(msgs)} message(s)")
 
 
-@admin_group.command("topic-status")
-@click.option("--topic", "-t", required=True, help="Topic.")
-@_admin_command
-def topic_status(admin: AdminClient, as_json: bool, topic: str) -> None:
-    """Min/max offset and last update time per queue (GET_TOPIC_STATS_INFO)."""
-    table = admin.examine_topic_stats(topic)
-    items = sorted(table.offset_table.items())
-    if as_json:
-        _echo_json(table.to_json())
-        return
-    rows = [
-        (mq.broker_name, mq.queue_id, t.min_offset, t.max_offset, _ms(t.last_update_timestamp))
-        for mq, t in items
-    ]
-    click.echo(format_table(["broker", "queue", "minOffset", "maxOffset", "lastUpdated"], rows))
+def _hint(exc: BaseException, namesrv: str) -> str:
+    """The error line for ``exc``, saying what to fix."""
+    text = str(exc)
+    if isinstance(exc, NoRouteError | TopicNotExistError):
+        return f"{text}\n  hint: the topic does not exist; list topics with `tidemq admin topicList -n {namesrv}`"
+    if isinstance(exc, SubscriptionGroupNotExistError):
+        return f"{text}\n  hint: check the group name (groups with offsets show in `tidemq admin statsAll -n {namesrv}`)"
+    if isinstance(exc, ConsumerNotOnlineError):
+        return f"{text}\n  hint: the group has no running consumer (start one, or check the group name)"
+    if isinstance(exc, NoPermissionError) or "accessKey" in text or "AccessKey" in text:
+        return f"{text}\n  hint: the broker checks ACL: pass --access-key/--secret-key (or TIDEMQ_ACCESS_KEY/TIDEMQ_SECRET_KEY) of an admin account"
+    if isinstance(exc, RemotingConnectError):
+        return f"{text}\n  hint: is the server running? set -n/--namesrv HOST:PORT or NAMESRV_ADDR (now {namesrv})"
+    if isinstance(exc, RemotingTimeoutError | TimeoutError):
+        return f"timed out: {text or type(exc).__name__}\n  hint: check that {namesrv} and the brokers are reachable"
+    if isinstance(exc, BrokerError):
+        return f"{text}"
+    return text
 
 
-@admin_group.command("update-topic")
-@click.option("--topic", "-t", required=True, help="Topic to create or update.")
-@click.option(
-    "--queues", "-q", type=int, default=8, show_default=True, help="Read and write queue count per broker."
-)
-@click.option("--cluster", "-c", default=None, help="Only the brokers of this cluster (default: all).")
-@click.option("--perm", type=int, default=6, show_default=True, help="Permission bits: 6 = read + write.")
-@click.option("--order", is_flag=True, help="Mark the topic as ordered.")
-@_admin_command
-def update_topic(
-    admin: AdminClient, as_json: bool, topic: str, queues: int, cluster: str | None, perm: int, order: bool
-) -> None:
-    """Create or update a topic on every broker (UPDATE_AND_CREATE_TOPIC)."""
-    addrs = admin.create_topic(topic, queues, cluster=cluster, perm=perm, order=order)
-    if as_json:
-        _echo_json({"topic": topic, "queues": queues, "brokers": addrs})
-    else:
-        click.echo(f"topic {topic}: {queues} queues on {', '.join(addrs)}")
+def admin_command(name: str, mqadmin: str) -> Callable[[F], click.Command]:
+    """Register an async verb ``func(admin, out, **options)`` as ``name`` (and ``mqadmin``'s name).
+
+    Adds the shared options and turns TideMQ errors into one ``error:`` line and exit status 1.
+    """
+
+    def decorate(func: F) -> click.Command:
+        @click.option(
+            "-n",
+            "--namesrv",
+            envvar="NAMESRV_ADDR",
+            default="127.0.0.1:9876",
+            show_default="$NAMESRV_ADDR or 127.0.0.1:9876",
+            help="Name server address(es), host:port[;host:port].",
+        )
+        @click.option("--access-key", envvar="TIDEMQ_ACCESS_KEY", default=None, help="ACL access key.")
+        @click.option("--secret-key", envvar="TIDEMQ_SECRET_KEY", default=None, help="ACL secret key.")
+        @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+        @click.option(
+            "--timeout",
+            type=click.FloatRange(min=0.1),
+            default=5.0,
+            show_default=True,
+            help="Seconds per request.",
+        )
+        @functools.wraps(func)
+        def wrapper(
+            namesrv: str,
+            access_key: str | None,
+            secret_key: str | None,
+            as_json: bool,
+            timeout: float,
+            **kwargs: Any,
+        ) -> None:
+            if (access_key is None) != (secret_key is None):
+                raise click.UsageError("give both --access-key and --secret-key, or neither")
+            out = Out(as_json)
+
+            async def run() -> None:
+                admin = AsyncAdminClient(
+                    namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key
+                )
+                try:
+                    await func(admin, out, **kwargs)
+                finally:
+                    await admin.close()
+
+            try:
+                asyncio.run(run())
+            except (TideMQError, TimeoutError) as exc:
+                click.echo(f"error: {_hint(exc, namesrv)}", err=True)
+                sys.exit(1)
+
+        cmd = click.command(name, help=(func.__doc__ or "") + f"\n\n(mqadmin: {mqadmin})")(wrapper)
+        admin_group.add_command(cmd)
+        MQADMIN_NAMES[mqadmin] = name
+        return cmd
+
+    return decorate
 
 
-@admin_group.command("consumer-connection")
-@click.option("--group", "-g", required=True, help="Consumer group.")
-@_admin_command
-def consumer_connection(admin: AdminClient, as_json: bool, group: str) -> None:
-    """The group's live clients and subscriptions (GET_CONSUMER_CONNECTION_LIST)."""
-    cc = admin.examine_consumer_connection_info(group)
-    if as_json:
-        _echo_json(cc.to_json())
-        return
-    rows = [(c.client_id, c.client_addr, c.language, c.version) for c in cc.connection_set]
-    click.echo(format_table(["clientId", "address", "language", "version"], rows))
-    subs = [(t, s.sub_string) for t, s in sorted(cc.subscription_table.items())]
-    if subs:
-        click.echo("")
-        click.echo(format_table(["topic", "expression"], subs))
-    model = cc.message_model.value if cc.message_model else "-"
-    where = cc.consume_from_where.value if cc.consume_from_where else "-"
-    click.echo(f"\nmessage model: {model}; consume from: {where}")
+async def resolve_broker_addrs(admin: AsyncAdminClient, broker: str | None, cluster: str | None) -> list[str]:
+    """``-b`` (an address, or a broker name) or ``-c`` (every master of a cluster); default: all masters."""
+    if broker:
+        if ":" in broker:
+            return [broker]
+        return [await admin.broker_addr(broker)]
+    addrs = list((await admin.all_broker_addrs(cluster)).values())
+    if not addrs:
+        raise ClientError("no broker is registered with the name server")
+    return addrs
+
+
+Verb = Callable[..., Awaitable[None]]
+
+# Register the verbs (each module adds its commands to admin_group on import).
+from tidemq.admin import cli_broker, cli_group, cli_message, cli_topic  # noqa: E402
+
+__all__ += ["cli_broker", "cli_group", "cli_message", "cli_topic"]

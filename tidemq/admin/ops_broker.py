@@ -171,7 +171,8 @@ class BrokerOps(AdminCore):
         data: dict[str, dict[str, float]] = orjson.loads(resp.body)
         return data
 
-    async def _stats_or_zero(self, addr: str, name: str, key: str) -> dict[str, dict[str, float]]:
+    async def stats_data_or_zero(self, addr: str, name: str, key: str) -> dict[str, dict[str, float]]:
+        """:meth:`view_broker_stats_data`, with zeros when the broker has no such item."""
         try:
             return await self.view_broker_stats_data(addr, name, key)
         except BrokerError:
@@ -201,7 +202,7 @@ class BrokerOps(AdminCore):
             in_tps = 0.0
             in_24h = 0
             for addr in addrs:
-                put = await self._stats_or_zero(addr, "TOPIC_PUT_NUMS", topic)
+                put = await self.stats_data_or_zero(addr, "TOPIC_PUT_NUMS", topic)
                 in_tps += float(put["statsMinute"]["tps"])
                 in_24h += int(put["statsDay"]["sum"])
             groups = await self.query_topic_consume_by_who(topic)
@@ -212,7 +213,7 @@ class BrokerOps(AdminCore):
                 out_tps = 0.0
                 out_24h = 0
                 for addr in addrs:
-                    got = await self._stats_or_zero(addr, "GROUP_GET_NUMS", f"{topic}@{group}")
+                    got = await self.stats_data_or_zero(addr, "GROUP_GET_NUMS", f"{topic}@{group}")
                     out_tps += float(got["statsMinute"]["tps"])
                     out_24h += int(got["statsDay"]["sum"])
                 rows.append(

@@ -312,8 +312,8 @@ class GroupOps(BrokerOps):
         Raises:
             NoRouteError: unknown topic. ClientError: ``src_group`` has no offsets for ``topic``.
         """
-        stats = await self.examine_consume_stats(src_group, topic)
-        if not any(w.consumer_offset > 0 for w in stats.offset_table.values()):
+        offsets = await self.query_consumer_offsets(src_group, await self.fetch_subscribe_message_queues(topic))
+        if not any(o >= 0 for o in offsets.values()):
             raise ClientError(f"group {src_group} has no committed offsets for topic {topic}")
         route = await self.examine_topic_route_info(topic)
         addrs = sorted(a for a in (bd.broker_addrs.get(MASTER_ID) for bd in route.broker_datas) if a)

@@ -14,8 +14,10 @@ from typing import Any
 
 from tidemq.admin.ops_group import GroupOps
 from tidemq.client.consumer.pull_service import process_pull_result
-from tidemq.errors import ClientError
+from tidemq.errors import ClientError, ProtocolError, TideMQError
+from tidemq.protocol.headers.pull import PullSysFlag
 from tidemq.protocol.message import Message, MessageExt, MessageQueue
+from tidemq.protocol.message_codec import decode_offset_msg_id
 
 __all__ = ["TOOLS_CONSUMER_GROUP", "TOOLS_PRODUCER_GROUP", "MessageOps"]
 
@@ -86,9 +88,23 @@ class MessageOps(GroupOps):
 
         Mirrors ``mqadmin queryMsgById`` / ``queryMsgByUniqueKey``. Raises ClientError when not found.
         """
+        try:
+            host, offset = decode_offset_msg_id(msg_id)
+        except ProtocolError:
+            host, offset = "", -1
+        if host and host in set((await self.all_broker_addrs()).values()):
+            try:
+                msg: MessageExt = await self.api.view_message(host, offset, self.timeout)
+            except TideMQError:
+                pass
+            else:
+                if msg_id.upper() in (msg.offset_msg_id.upper(), msg.msg_id.upper()):
+                    return (await self._with_broker_names([msg]))[0]
+        if topic is None:
+            raise ClientError(f"message {msg_id} not found: not an offset msg id of a known broker (give the topic)")
         producer = await self._tools_producer()
-        msg: MessageExt = await producer.view_message(msg_id, topic)
-        return msg
+        msg = await producer.view_message(msg_id, topic)
+        return (await self._with_broker_names([msg]))[0]
 
     async def query_message_by_key(
         self, topic: str, key: str, max_num: int = 64, begin_ms: int = 0, end_ms: int | None = None
@@ -101,7 +117,17 @@ class MessageOps(GroupOps):
         producer = await self._tools_producer()
         end = end_ms if end_ms is not None else time.time_ns() // 1_000_000 + 60_000
         result = await producer.query_message(topic, key, max_num, begin_ms, end)
+        await self._with_broker_names(result.message_list)
         return sorted(result.message_list, key=lambda m: (m.store_timestamp, m.queue_id, m.queue_offset))
+
+    async def _with_broker_names(self, msgs: list[MessageExt]) -> list[MessageExt]:
+        """Fill ``broker_name`` (lookups return messages without it) from the store host's address."""
+        if any(not m.broker_name for m in msgs):
+            names = {addr: name for name, addr in (await self.all_broker_addrs()).items()}
+            for m in msgs:
+                if not m.broker_name:
+                    m.broker_name = names.get(m.store_host, "")
+        return msgs
 
     async def pull_messages(
         self, mq: MessageQueue, offset: int, max_nums: int = 32
@@ -120,7 +146,7 @@ class MessageOps(GroupOps):
             mq=mq,
             queue_offset=offset,
             max_msg_nums=max_nums,
-            sys_flag=0,
+            sys_flag=PullSysFlag.FLAG_SUBSCRIPTION,  # the broker builds the subscription from '*'
             commit_offset=0,
             suspend_timeout_millis=0,
             subscription="*",

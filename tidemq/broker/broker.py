@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemq.broker.config import BrokerConfig, guess_broker_ip
 from tidemq.broker.config_check import check_config
+from tidemq.broker.config_recovery import config_files_missing, recreate_missing_topics, warn_lost_offsets
 from tidemq.broker.flush import FlushRealTimeService, GroupCommitService
 from tidemq.broker.longpolling import PullRequestHoldService
 from tidemq.broker.offset_manager import ConsumerOffsetManager
@@ -124,6 +125,7 @@ class Broker:
         self.remoting_server = RemotingServer(
             config.listen_host, config.listen_port, idle_timeout=config.server_channel_max_idle_time_seconds
         )
+        self._offsets_file_missing = False
         self._store_lock = store_lock if store_lock is not None else StoreLock(root)
         self.remoting_client = RemotingClient()
         self.broker_stats = BrokerStatsManager(config.broker_cluster_name)
@@ -181,6 +183,7 @@ class Broker:
 
     async def _start_locked(self) -> None:
         # 1. config files first: refuse to start (before binding) if offsets would be lost.
+        self._offsets_file_missing = config_files_missing(self.consumer_offset_manager.path)
         self.consumer_offset_manager.load()
         self.topic_config_manager.load()
         self.subscription_group_manager.load()
@@ -206,6 +209,9 @@ class Broker:
         self.store = MessageStore(self.store_config, store_host=self.addr)
         self.store.lock = self._store_lock
         await self.loop.run_in_executor(None, self.store.load)
+        recreate_missing_topics(self)  # config files checked against the store (config_recovery.py)
+        if self._offsets_file_missing:
+            warn_lost_offsets(self, self.consumer_offset_manager.path)
         self.store.message_arriving_listener = self._on_message_arriving
         # 4. services and processors
         sync_timeout = getattr(self.store_config, "sync_flush_timeout", 5000) / 1000.0

@@ -91,7 +91,12 @@ class _Snapshot:
 
 
 def _is_system(topic: str) -> bool:
-    return topic.startswith(("%RETRY%", "%DLQ%", "rmq_sys_")) or topic in ("SCHEDULE_TOPIC_XXXX", "TBW102")
+    return topic.startswith(("%RETRY%", "%DLQ%", "rmq_sys_")) or topic in (
+        "SCHEDULE_TOPIC_XXXX",
+        "TBW102",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    )
 
 
 def take_snapshot(broker: Broker) -> _Snapshot:
@@ -109,7 +114,7 @@ def take_snapshot(broker: Broker) -> _Snapshot:
     for topic, tc in list(tcm.topic_config_table.items()):
         nums = stats.get(TOPIC_PUT_NUMS, topic)
         size = stats.get(TOPIC_PUT_SIZE, topic)
-        if nums is None and _is_system(topic):
+        if nums is None and (_is_system(topic) or topic in (snap.cluster, snap.broker)):
             continue
         offset = sum(max(store.get_max_offset_in_queue(topic, q), 0) for q in range(tc.write_queue_nums))
         snap.topics[topic] = (

@@ -6,11 +6,14 @@ Both print one JSON object per line on stdout (logs go to stderr).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,11 @@ def make_body(base: str, index: int, size: int | None) -> bytes:
     return body
 
 
+def pad_body(body: bytes, size: int | None) -> bytes:
+    """``body`` padded with ``.`` to ``size`` bytes when given (never truncated)."""
+    return body + b"." * (size - len(body)) if size is not None and len(body) < size else body
+
+
 def credential_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """``--access-key`` / ``--secret-key`` (env ``TIDEMQ_ACCESS_KEY`` / ``TIDEMQ_SECRET_KEY``) for ACL brokers."""
     f = click.option(
@@ -63,20 +71,95 @@ def credentials(access_key: str | None, secret_key: str | None) -> dict[str, Any
     return {"access_key": access_key, "secret_key": secret_key} if access_key and secret_key else {}
 
 
+def verbose_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``-v`` (INFO logs) / ``-vv`` (DEBUG); without it a client command logs warnings only."""
+
+    def set_level(ctx: click.Context, param: click.Parameter, value: int) -> int:
+        if value:
+            logging.getLogger().setLevel(logging.DEBUG if value > 1 else logging.INFO)
+        return value
+
+    return click.option(
+        "-v", "--verbose", count=True, expose_value=False, callback=set_level, help="More logs (-vv: debug)."
+    )(f)
+
+
+def read_body(body: str | None, file_: str | None) -> bytes | None:
+    """``--body TEXT`` (exactly TEXT, UTF-8) or ``--file PATH`` (its bytes; ``-`` = stdin); None for neither.
+
+    Raises:
+        click.UsageError: both given. click.FileError: the file cannot be read.
+    """
+    if body is not None and file_ is not None:
+        raise click.UsageError("give either --body or --file, not both")
+    if body is not None:
+        return body.encode()
+    if file_ is None:
+        return None
+    if file_ == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(file_).read_bytes()
+    except OSError as exc:
+        raise click.FileError(file_, str(exc.strerror or exc)) from None
+
+
+def require_route(namesrv: str, topic: str, timeout: float = 5.0) -> None:
+    """Fail fast when the name servers have no route for ``topic`` (instead of waiting silently).
+
+    Raises:
+        click.ClickException: no name server knows the topic, or none answered.
+    """
+    from tidemq.client.api import ClientAPI
+    from tidemq.errors import NoRouteError, RemotingError
+    from tidemq.remoting.client import RemotingClient
+
+    async def check() -> str | None:
+        remoting = RemotingClient()
+        api = ClientAPI(remoting)
+        problem = None
+        try:
+            for addr in [a.strip() for a in namesrv.split(";") if a.strip()]:
+                try:
+                    await api.get_topic_route_info_from_name_server(addr, topic, timeout)
+                    return None
+                except NoRouteError:
+                    problem = (
+                        f"topic {topic} does not exist (name server {addr} has no route for it); create it with "
+                        f"`tidemq admin updateTopic -n {addr} -t {topic}` or send a message to it first"
+                    )
+                except (RemotingError, OSError) as exc:
+                    problem = problem or f"cannot reach name server {addr}: {exc} (check --namesrv)"
+        finally:
+            await remoting.close()
+        return problem
+
+    problem = asyncio.run(check())
+    if problem is not None:
+        raise click.ClickException(problem)
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str) -> Iterator[None]:
+    """Silence ``logger_name`` below ERROR inside the block (an expected, harmless warning)."""
+    log = logging.getLogger(logger_name)
+    old = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(old)
+
+
 @click.command("send")
 @click.option("--namesrv", required=True, help="Name server address host:port (';'-separated list).")
 @click.option("--topic", required=True, help="Topic to send to.")
 @click.option("--tag", default=None, help="Message tag.")
 @click.option("--key", default=None, help="Message key.")
 @click.option(
-    "--body", default=None, help="Body text (default tidemq-msg); each message gets '-<i>' appended."
+    "--body", default=None, help="Body text, sent exactly as given (default: tidemq-msg-<i> per message)."
 )
-@click.option(
-    "--file",
-    "file_",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Read the body text from a file.",
-)
+@click.option("--file", "file_", default=None, help="Send this file's bytes as the body ('-' = stdin).")
 @click.option("--count", default=1, show_default=True, type=click.IntRange(min=1), help="Messages to send.")
 @click.option("--size", default=None, type=click.IntRange(min=1), help="Pad each body to this many bytes.")
 @click.option(
@@ -84,13 +167,14 @@ def credentials(access_key: str | None, secret_key: str | None) -> dict[str, Any
 )
 @click.option("--group", default="tidemq-cli-producer", show_default=True, help="Producer group.")
 @credential_options
+@verbose_option
 def send_command(
     namesrv: str,
     topic: str,
     tag: str | None,
     key: str | None,
     body: str | None,
-    file_: Path | None,
+    file_: str | None,
     count: int,
     size: int | None,
     orderly_key: str | None,
@@ -98,16 +182,18 @@ def send_command(
     access_key: str | None,
     secret_key: str | None,
 ) -> None:
-    """Send COUNT messages and print one JSON line per SendResult."""
-    if body is not None and file_ is not None:
-        raise click.UsageError("give either --body or --file, not both")
-    base = file_.read_text() if file_ is not None else (body if body is not None else "tidemq-msg")
+    """Send COUNT messages and print one JSON line per SendResult.
+
+    With --body or --file every message carries exactly that body (padded to --size when given);
+    without them message i carries ``tidemq-msg-<i>``.
+    """
+    exact = read_body(body, file_)
     producer = Producer(namesrv_addr=namesrv, producer_group=group, **credentials(access_key, secret_key))
     try:
         producer.start()
         selector = SelectMessageQueueByHash() if orderly_key is not None else None
         for i in range(count):
-            payload = make_body(base, i, size)
+            payload = make_body("tidemq-msg", i, size) if exact is None else pad_body(exact, size)
             msg = Message(topic, payload, tags=tag, keys=key)
             result = producer.send(msg, selector=selector, arg=orderly_key)
             _emit(
@@ -209,6 +295,7 @@ class _CountLimit:
     "--json", "as_json", is_flag=True, help="Print JSON lines (otherwise one short text line each)."
 )
 @credential_options
+@verbose_option
 def consume_command(
     namesrv: str,
     topic: str,
@@ -230,6 +317,7 @@ def consume_command(
     them and the next consumer of the group gets them (no retry-topic detour). To make "the first
     N" well defined, ``--count`` consumes on one thread, in delivery order.
     """
+    require_route(namesrv, topic)
     limit = _CountLimit(count)
     out_lock = threading.Lock()
 
@@ -242,7 +330,8 @@ def consume_command(
                     f"{event['topic']}[{event['queueId']}]@{event['queueOffset']} {event['msgId']} {event['body']}"
                 )
             else:
-                click.echo(f"assignment: {event['queues']}")
+                queues = ", ".join(f"{q['topic']}/{q['brokerName']}/{q['queueId']}" for q in event["queues"])
+                click.echo(f"assignment: {queues or '(no queue)'}")
 
     def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
         if not limit.claim(len(msgs)):
@@ -308,5 +397,7 @@ def consume_command(
     finally:
         consumer.core.suspend()
         # Held messages never finish: a short drain cancels them (their offsets stay uncommitted).
-        consumer.shutdown(timeout=1.0 if limit.count is not None else 10.0)
+        # That is the plan with --count, so the push consumer's "did not finish" warning is not shown.
+        with _quiet("tidemq.client.consumer.push") if limit.count is not None else contextlib.nullcontext():
+            consumer.shutdown(timeout=1.0 if limit.count is not None else 10.0)
         limit.release()

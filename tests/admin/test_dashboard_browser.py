@@ -1,0 +1,115 @@
+"""The dashboard of ``tidemq serve --dashboard-port`` in headless Chromium (Debian's ``chromium``,
+driven by Playwright through ``executable_path``; no browser download).
+
+Finds a topic, a group's lag (table and chart) and a searched message's body on the pages, sends a
+test message, resets the group's offset, and saves screenshots (to ``tmp_path``; also to the
+directory in ``$TIDEMQ_SCREENSHOT_DIR`` when set, which is how ``docs/`` images are refreshed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidemq.admin import AdminClient
+from tidemq.protocol.body import SubscriptionGroupConfig
+from tidemq.protocol.message import MessageQueue
+from tidemq.testing import ServeProcess
+
+CHROMIUM = os.environ.get("TIDEMQ_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+        pytest.skip(f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium as root (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"), args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _shot(page: Any, tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    extra = os.environ.get("TIDEMQ_SCREENSHOT_DIR")
+    if extra:
+        shutil.copy(path, Path(extra) / path.name)
+    return path
+
+
+def test_dashboard_in_chromium(tmp_path: Path, browser: Any) -> None:
+    """A user finds the topic, the group's lag and a message body, sends a message and resets offsets."""
+    with ServeProcess(tmp_path / "store", extra_args=["--dashboard-port", "0"]) as proc:
+        base = f"http://{proc.fields['dashboard']}"
+        with AdminClient(proc.namesrv_addr) as admin:
+            admin.create_topic("OrderEvents", 2)
+            admin.wait_for_route("OrderEvents")
+            for i in range(8):
+                admin.call("send_message", "OrderEvents", f'{{"order": {i}, "status": "paid"}}'.encode(), keys=f"order-{i}", tags="paid")
+            admin.call("create_and_update_subscription_group_config", SubscriptionGroupConfig(group_name="billing"))
+            mq0, mq1 = (MessageQueue("OrderEvents", "broker-a", q) for q in (0, 1))
+            admin.update_consumer_offsets("billing", {mq0: 1, mq1: 1})  # lag 8 - 2 = 6
+            page = browser.new_page(viewport={"width": 1200, "height": 820})
+
+            page.goto(f"{base}/topics")
+            page.get_by_role("link", name="OrderEvents").click()
+            page.wait_for_selector("#consumers")
+            assert page.locator("#consumers").get_by_text("billing").is_visible()
+            assert page.locator("#queues tbody tr").count() == 2
+            _shot(page, tmp_path, "dashboard-topic")
+
+            page.goto(f"{base}/groups")
+            row = page.locator("#groups tbody tr", has_text="billing")
+            assert row.locator("td.lag").inner_text() == "6"
+            for extra in range(3):  # lag grows; each visit of the group page adds a point to the chart
+                page.goto(f"{base}/groups/billing")
+                admin.call("send_message", "OrderEvents", f"late {extra}".encode(), keys="late")
+            page.goto(f"{base}/groups/billing")
+            assert page.locator("#total-lag").inner_text() == "9"
+            lags = [int(c.inner_text()) for c in page.locator("#progress td.lag").all()]
+            assert len(lags) == 2 and sum(lags) == 9  # per queue
+            page.wait_for_selector("#lag-chart .uplot canvas")
+            assert int(page.locator("#lag-chart").get_attribute("data-points") or 0) >= 4
+            _shot(page, tmp_path, "dashboard-group")
+
+            page.goto(f"{base}/messages")
+            page.fill("input[name=topic]", "OrderEvents")
+            page.fill("input[name=key]", "order-3")
+            page.click("#search button")
+            page.wait_for_selector("pre.body")
+            assert page.locator("pre.body").inner_text() == '{"order": 3, "status": "paid"}'
+            _shot(page, tmp_path, "dashboard-messages")
+
+            page.goto(f"{base}/send")
+            page.fill("input[name=topic]", "OrderEvents")
+            page.fill("textarea[name=body]", "sent from the dashboard")
+            page.click("#send-form button")
+            assert "SEND_OK" in page.locator("#send-result").inner_text()
+
+            page.goto(f"{base}/groups/billing")
+            page.click("#reset-form button")  # empty time: to the end
+            page.wait_for_selector("#reset-result")
+            assert page.locator("#total-lag").inner_text() == "0"
+            assert admin.consumer_progress("billing", "OrderEvents")[0].lag == 0
+
+            page.goto(f"{base}/topics/NoSuchTopic")
+            assert "NoSuchTopic" in page.locator("#error").inner_text()

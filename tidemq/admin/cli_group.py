@@ -1,0 +1,241 @@
+"""``tidemq admin`` consumer/producer group verbs: consumerProgress, consumerConnection, consumerStatus,
+producerConnection, updateSubGroup, deleteSubGroup, resetOffsetByTime, cloneGroupOffset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from tidemq.admin.cli import Out, admin_command, fmt_ms, parse_time_ms
+from tidemq.admin.client import AsyncAdminClient
+from tidemq.errors import BrokerError, ClientError
+from tidemq.protocol.body import SubscriptionGroupConfig
+from tidemq.protocol.codes import ResponseCode
+
+
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option(
+    "-t", "--topic", default=None, help="Only this topic (default: every topic the group has offsets for)."
+)
+@admin_command("consumer-progress", "consumerProgress")
+async def consumer_progress(admin: AsyncAdminClient, out: Out, group: str, topic: str | None) -> None:
+    """Per queue: broker offset, the group's offset and the lag (GET_CONSUME_STATS)."""
+    rows = await admin.consumer_progress(group, topic)
+    if not rows:
+        raise BrokerError.for_code(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"consumer group {group} has no offsets"
+            + (f" for topic {topic}" if topic else "")
+            + " on any broker",
+        )
+    total = sum(r.lag for r in rows)
+    if out.as_json:
+        out.json(
+            {
+                "group": group,
+                "totalLag": total,
+                "queues": [
+                    {
+                        "topic": r.mq.topic,
+                        "brokerName": r.mq.broker_name,
+                        "queueId": r.mq.queue_id,
+                        "brokerOffset": r.broker_offset,
+                        "consumerOffset": r.consumer_offset,
+                        "lag": r.lag,
+                        "lastTimestamp": r.last_timestamp,
+                    }
+                    for r in rows
+                ],
+            }
+        )
+        return
+    table = [
+        (
+            r.mq.topic,
+            r.mq.broker_name,
+            r.mq.queue_id,
+            r.broker_offset,
+            r.consumer_offset,
+            r.lag,
+            fmt_ms(r.last_timestamp),
+        )
+        for r in rows
+    ]
+    out.table(
+        ["topic", "broker", "queue", "brokerOffset", "consumerOffset", "lag", "lastTime"],
+        table,
+        title=f"progress of {group}",
+    )
+    out.line(f"total lag: {total}")
+
+
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@admin_command("consumer-connection", "consumerConnection")
+async def consumer_connection(admin: AsyncAdminClient, out: Out, group: str) -> None:
+    """The group's live clients and subscriptions (GET_CONSUMER_CONNECTION_LIST)."""
+    cc = await admin.examine_consumer_connection_info(group)
+    if out.as_json:
+        out.json(cc.to_json())
+        return
+    rows = [(c.client_id, c.client_addr, c.language, c.version) for c in cc.connection_set]
+    out.table(["clientId", "address", "language", "version"], rows, title=f"connections of {group}")
+    subs = [(t, s.sub_string) for t, s in sorted(cc.subscription_table.items())]
+    if subs:
+        out.table(["topic", "expression"], subs, title="subscriptions")
+    model = cc.message_model.value if cc.message_model else "-"
+    where = cc.consume_from_where.value if cc.consume_from_where else "-"
+    out.line(f"message model: {model}; consume from: {where}")
+
+
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@admin_command("consumer-status", "consumerStatus")
+async def consumer_status(admin: AsyncAdminClient, out: Out, group: str) -> None:
+    """Each live member's running info: settings, subscriptions, per-queue cache (GET_CONSUMER_RUNNING_INFO)."""
+    infos = await admin.consumer_status(group)
+    if out.as_json:
+        out.json(infos)
+        return
+    for cid, info in infos.items():
+        props: dict[str, Any] = info.get("properties") or {}
+        out.kv(
+            [
+                ("clientId", cid),
+                ("consumeType", props.get("PROP_CONSUME_TYPE", "-")),
+                ("orderly", props.get("PROP_CONSUME_ORDERLY", "-")),
+                ("messageModel", props.get("messageModel", "-")),
+                ("clientVersion", props.get("PROP_CLIENT_VERSION", "-")),
+                ("startTime", fmt_ms(int(props.get("PROP_CONSUMER_START_TIMESTAMP", "0") or 0))),
+            ],
+            title=f"consumer {cid}",
+        )
+        rows = [
+            (
+                mq,
+                int(pq.get("commitOffset", 0)),
+                int(pq.get("cachedMsgCount", 0)),
+                int(pq.get("cachedMsgSizeInMiB", 0)),
+                str(pq.get("locked", False)).lower(),
+            )
+            for mq, pq in sorted((info.get("mqTable") or {}).items())
+        ]
+        out.table(["queue (topic/broker/id)", "commitOffset", "cachedMsgs", "cachedMiB", "locked"], rows)
+
+
+@click.option("-g", "--group", required=True, help="Producer group.")
+@click.option("-t", "--topic", required=True, help="A topic the group sends to (finds the brokers).")
+@admin_command("producer-connection", "producerConnection")
+async def producer_connection(admin: AsyncAdminClient, out: Out, group: str, topic: str) -> None:
+    """The producer group's live clients (GET_PRODUCER_CONNECTION_LIST)."""
+    conns = await admin.examine_producer_connection_info(group, topic)
+    if out.as_json:
+        out.json({"connectionSet": [c.to_json() for c in conns]})
+        return
+    out.table(
+        ["clientId", "address", "language", "version"],
+        [(c.client_id, c.client_addr, c.language, c.version) for c in conns],
+        title=f"producers of {group}",
+    )
+
+
+@click.option("-g", "--group", required=True, help="Group name.")
+@click.option("-c", "--cluster", default=None, help="Only the brokers of this cluster.")
+@click.option("-b", "--broker-addr", default=None, help="Only this broker (host:port).")
+@click.option("--consume-enable/--consume-disable", default=True, show_default=True)
+@click.option("--broadcast-enable/--broadcast-disable", default=True, show_default=True)
+@click.option("--from-min-enable/--from-min-disable", default=True, show_default=True)
+@click.option("-q", "--retry-queue-nums", type=click.IntRange(0, 64), default=1, show_default=True)
+@click.option("-r", "--retry-max-times", type=click.IntRange(-1, 64), default=16, show_default=True)
+@admin_command("update-sub-group", "updateSubGroup")
+async def update_sub_group(
+    admin: AsyncAdminClient,
+    out: Out,
+    group: str,
+    cluster: str | None,
+    broker_addr: str | None,
+    consume_enable: bool,
+    broadcast_enable: bool,
+    from_min_enable: bool,
+    retry_queue_nums: int,
+    retry_max_times: int,
+) -> None:
+    """Create or update a consumer group's broker-side settings (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)."""
+    cfg = SubscriptionGroupConfig(
+        group_name=group,
+        consume_enable=consume_enable,
+        consume_broadcast_enable=broadcast_enable,
+        consume_from_min_enable=from_min_enable,
+        retry_queue_nums=retry_queue_nums,
+        retry_max_times=retry_max_times,
+    )
+    addrs = await admin.create_and_update_subscription_group_config(cfg, cluster, broker_addr)
+    if out.as_json:
+        out.json({"group": cfg.to_json(), "brokers": addrs})
+    else:
+        out.line(f"subscription group {group} updated on {', '.join(addrs)}")
+
+
+@click.option("-g", "--group", required=True, help="Group to delete.")
+@click.option("-c", "--cluster", default=None, help="Only from this cluster's brokers.")
+@admin_command("delete-sub-group", "deleteSubGroup")
+async def delete_sub_group(admin: AsyncAdminClient, out: Out, group: str, cluster: str | None) -> None:
+    """Delete a consumer group's settings from the brokers (DELETE_SUBSCRIPTIONGROUP)."""
+    addrs = await admin.delete_subscription_group(group, cluster)
+    if out.as_json:
+        out.json({"group": group, "deleted": True, "brokers": addrs})
+    else:
+        out.line(f"subscription group {group} deleted from {', '.join(addrs)}")
+
+
+@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-t", "--topic", required=True, help="Topic.")
+@click.option(
+    "-s",
+    "--timestamp",
+    "when",
+    required=True,
+    help="Epoch ms, 'now', -1 (the end), 2024-05-01T12:00:00 or 2024-05-01#12:00:00:000.",
+)
+@click.option("-f", "--force/--no-force", default=True, show_default=True, help="Also move offsets forward.")
+@admin_command("reset-offset-by-time", "resetOffsetByTime")
+async def reset_offset_by_time(
+    admin: AsyncAdminClient, out: Out, group: str, topic: str, when: str, force: bool
+) -> None:
+    """Move a group's offsets to a time; running consumers are told at once (INVOKE_BROKER_TO_RESET_OFFSET)."""
+    ts = parse_time_ms(when)
+    table = await admin.reset_offset_by_timestamp(topic, group, ts, force=force)
+    if out.as_json:
+        out.json(
+            {
+                "group": group,
+                "topic": topic,
+                "timestamp": ts,
+                "offsets": [
+                    {"brokerName": q.broker_name, "queueId": q.queue_id, "offset": o}
+                    for q, o in table.items()
+                ],
+            }
+        )
+        return
+    out.table(
+        ["broker", "queue", "newOffset"],
+        [(q.broker_name, q.queue_id, o) for q, o in table.items()],
+        title=f"{group} on {topic} reset to {fmt_ms(ts) if ts > 0 else ts}",
+    )
+
+
+@click.option("-s", "--src-group", required=True, help="Group to copy from.")
+@click.option("-d", "--dest-group", required=True, help="Group to copy to.")
+@click.option("-t", "--topic", required=True, help="Topic.")
+@admin_command("clone-group-offset", "cloneGroupOffset")
+async def clone_group_offset(
+    admin: AsyncAdminClient, out: Out, src_group: str, dest_group: str, topic: str
+) -> None:
+    """Copy one group's committed offsets of a topic to another group (CLONE_GROUP_OFFSET)."""
+    if src_group == dest_group:
+        raise ClientError("source and destination groups are the same")
+    addrs = await admin.clone_group_offset(src_group, dest_group, topic)
+    if out.as_json:
+        out.json({"srcGroup": src_group, "destGroup": dest_group, "topic": topic, "brokers": addrs})
+    else:
+        out.line(f"offsets of {src_group} on {topic} cloned to {dest_group} ({', '.join(addrs)})")
