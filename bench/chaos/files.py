@@ -142,7 +142,9 @@ async def _populate(broker: Any) -> None:
         ).is_ok
     delivered = asyncio.Event()
     sms = broker.schedule_message_service
-    sms.on_delivered = lambda topic, qid: delivered.set() if store.get_max_offset_in_queue("FC", 0) >= 100 else None
+    sms.on_delivered = lambda topic, qid: (
+        delivered.set() if store.get_max_offset_in_queue("FC", 0) >= 100 else None
+    )
     if store.get_max_offset_in_queue("FC", 0) < 100:
         await asyncio.wait_for(delivered.wait(), 30)  # the delayed messages are delivered
     for group in ("ga", "gb"):

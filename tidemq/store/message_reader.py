@@ -115,7 +115,10 @@ class MessageReader:
         picked: list[tuple[int, int, int]] = []  # (phy, size, queue offset)
         for i, (offset_py, size_py, tags_code) in enumerate(struct.iter_unpack(">qiq", buf)):
             scanned = i + 1
-            if size_py <= 0 or size_py == PRE_BLANK_SIZE:  # padding, nothing stored there
+            if size_py == PRE_BLANK_SIZE:  # padding, nothing stored there
+                continue
+            if size_py <= 0 or offset_py < 0:  # inside the written entries: damage, not padding
+                self._report_damaged(cq_name, offset + i, offset_py, size_py)
                 continue
             max_phy_pulling = offset_py
             if next_phy_file_start >= 0 and offset_py < next_phy_file_start:
