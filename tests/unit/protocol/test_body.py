@@ -310,3 +310,10 @@ def test_data_version_next() -> None:
     version = b.DataVersion(1, 0)
     version.next_version(now_ms=99)
     assert version == b.DataVersion(99, 1)
+
+
+def test_body_that_is_not_utf8_is_a_body_error() -> None:
+    from tidemq.protocol.body.base import BodyError, loads_body
+
+    with pytest.raises(BodyError, match="not UTF-8"):
+        loads_body(b"\xf9\x01{}", "TopicConfigSerializeWrapper")

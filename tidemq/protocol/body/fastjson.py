@@ -96,7 +96,13 @@ def fastjson_loads(data: bytes | bytearray | memoryview | str) -> Any:
     Raises:
         BodyError: not parseable, with the character position.
     """
-    text = bytes(data).decode() if isinstance(data, bytes | bytearray | memoryview) else data
+    if isinstance(data, bytes | bytearray | memoryview):
+        try:
+            text = bytes(data).decode()
+        except UnicodeDecodeError as exc:
+            raise BodyError(f"not UTF-8 at byte {exc.start}") from None
+    else:
+        text = data
     parser = _Parser(text)
     value = parser.value(0)
     parser.ws()
