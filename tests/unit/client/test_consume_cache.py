@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 from tidemq.client.consumer.consume_cache import ConsumeRequestCache
 
@@ -32,8 +31,6 @@ async def test_blocking_take_from_another_thread_sees_loop_puts_in_order() -> No
     for i in range(3):
         cache.put(i)
         await asyncio.sleep(0)
-    deadline = time.monotonic() + 10
-    while thread.is_alive() and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-    thread.join(1)
+    await asyncio.to_thread(thread.join, 10)
+    assert not thread.is_alive()
     assert got == [0, 1, 2, None]
