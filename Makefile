@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv test check lint typecheck unit integration interop spark demo bench clean java-check
+.PHONY: chromium-check venv test check lint typecheck unit integration interop spark demo bench clean java-check
 
 # Editable install in compat mode: a .pth path entry for the worktree instead of setuptools' import
 # finder, so pkgutil.iter_modules() sees `pyspark_tidemq` and PySpark registers format("tidemq") on
@@ -35,6 +35,18 @@ java-check: venv
 	@command -v java >/dev/null 2>&1 || $(MAKE) --no-print-directory $(JDK_LINK)/bin/java
 	@java -version 2>&1 | head -1
 
+# The dashboard's browser test drives Debian's chromium (Playwright with executable_path; it never
+# downloads a browser). Install it when it is missing and we may (root); otherwise the test skips
+# and says why.
+CHROMIUM ?= /usr/bin/chromium
+chromium-check:
+	@if [ ! -x "$(CHROMIUM)" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium for the dashboard's browser test"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	    || echo "could not install chromium: the browser test will skip"; \
+	fi
+	@[ -x "$(CHROMIUM)" ] && "$(CHROMIUM)" --version 2>/dev/null | head -1 || echo "no chromium at $(CHROMIUM): the browser test will skip"
+
 lint: venv
 	$(VENV)/bin/ruff check tidemq tests bench
 
@@ -44,7 +56,7 @@ typecheck: venv
 check: lint typecheck
 
 # No retries: a test that fails fails the run (a flaky test is fixed, not re-run).
-test: venv java-check check
+test: venv java-check chromium-check check
 	$(VENV)/bin/pytest -q tests
 
 unit: venv

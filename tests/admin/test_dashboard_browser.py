@@ -126,3 +126,5 @@ def test_dashboard_in_chromium(tmp_path: Path, browser: Any) -> None:
 
             page.goto(f"{base}/topics/NoSuchTopic")
             assert "NoSuchTopic" in page.locator("#error").inner_text()
+            page.goto(f"{base}/groups/nobody")
+            assert "nobody does not exist" in page.locator("#error").inner_text()

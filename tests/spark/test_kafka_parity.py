@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMinRows
 
-from tests.spark.conftest import wait_until
+from tests.helpers import wait_for_sync as wait_until
 from tests.spark.helpers import create_topic, produce
 from tidemq.spark.arrow import SOURCE_SCHEMA_DDL, SOURCE_SCHEMA_DDL_NO_PROPERTIES
 from tidemq.spark.options import SourceOptions

@@ -126,6 +126,8 @@ class MessageStore:
         self._running = False
         self.clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)
         """Wall clock in ms used for store timestamps (tests may replace it)."""
+        self.slave_mode = False
+        """Refuse puts (SERVICE_NOT_AVAILABLE): a slave only appends what its master sends (store/ha)."""
         self.recovered_abnormally = False
         """Whether :meth:`load` found an ``abort`` file (the last run did not shut down cleanly)."""
         self._manifest: dict[TopicQueueKey, int] = {}
@@ -375,6 +377,11 @@ class MessageStore:
         if not self._running:
             return PutMessageResult(
                 PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is not running"
+            )
+        if self.slave_mode:  # a slave's log is the master's, byte for byte (store/ha)
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                remark="message store is slave mode, so putMessage is forbidden",
             )
         if not inners:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")

@@ -271,6 +271,20 @@ def create_app(
                 topics=[],
                 result=None,
             )
+        if not progress and not members and group not in await admin().subscription_groups():
+            return page(
+                request,
+                "group.html",
+                404,
+                group=group,
+                progress=[],
+                members=[],
+                subs=[],
+                total=0,
+                topics=[],
+                result=None,
+                error=f"consumer group {group} does not exist (no offsets, no members, no settings)",
+            )
         total = sum(r.lag for r in progress)
         state["recorder"].record(group, total)
         topics_ = sorted({r.mq.topic for r in progress})

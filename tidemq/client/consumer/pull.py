@@ -19,6 +19,7 @@ from typing import Any
 
 from tidemq.client.api import PullStatus
 from tidemq.client.config import PullConsumerConfig, apply_overrides
+from tidemq.client.consumer.consume_cache import ConsumeRequestCache
 from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_api import PullAPIWrapper
@@ -69,8 +70,9 @@ class AsyncPullConsumer:
         self._committed: dict[MessageQueue, int] = {}
         self._assigned: set[MessageQueue] | None = None
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
-        self._buffer: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] = asyncio.Queue()
+        self._cache: ConsumeRequestCache[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] | None = None
         self._last_commit = time.monotonic()
+        self._tasks_bg: set[asyncio.Task[None]] = set()
         self._running = False
 
     # -- setup ---------------------------------------------------------------------------------
@@ -149,7 +151,7 @@ class AsyncPullConsumer:
         self._running = False
         for task in self._tasks.values():
             task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        await asyncio.gather(*self._tasks.values(), *self._tasks_bg, return_exceptions=True)
         self._tasks.clear()
         await self.commit_sync()
         self.rebalancer.destroy()
@@ -212,6 +214,8 @@ class AsyncPullConsumer:
     def dispatch_pull_request(self, requests: list[PullRequest]) -> None:
         for pr in requests:
             self.offset_store.update_offset(pr.message_queue, pr.next_offset, False)
+            # the starting offset needs no commit (it is the broker's, or nothing was consumed yet)
+            self._committed[pr.message_queue] = pr.next_offset
             self._start_task(pr)
 
     def _start_task(self, pr: PullRequest) -> None:
@@ -228,7 +232,7 @@ class AsyncPullConsumer:
         while self._running and not pq.dropped:
             if (
                 pq.msg_count > cfg.pull_threshold_for_queue
-                or self._buffer.qsize() * cfg.pull_batch_size > cfg.pull_threshold_for_all
+                or len(self.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all
             ):
                 await asyncio.sleep(0.05)
                 continue
@@ -256,9 +260,16 @@ class AsyncPullConsumer:
             pr.next_offset = result.next_begin_offset
             if result.pull_status is PullStatus.FOUND and result.msg_found_list:
                 pq.put_messages(result.msg_found_list)
-                self._buffer.put_nowait((mq, pq, result.msg_found_list))
+                self.cache.put((mq, pq, result.msg_found_list))
             elif result.pull_status is PullStatus.OFFSET_ILLEGAL:
                 log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)
+
+    @property
+    def cache(self) -> ConsumeRequestCache[tuple[MessageQueue, ProcessQueue, list[MessageExt]]]:
+        """Pulled batches waiting for :meth:`poll` (created on the consumer's loop at first use)."""
+        if self._cache is None:
+            self._cache = ConsumeRequestCache()
+        return self._cache
 
     async def poll(self, timeout: float | None = None) -> list[MessageExt]:
         """Messages pulled so far (waits up to ``timeout`` s, default ``poll_timeout``); [] on timeout.
@@ -266,21 +277,52 @@ class AsyncPullConsumer:
         Polled messages count as consumed: ``commit_sync`` (or auto-commit) stores offsets after them.
         """
         timeout = self.config.poll_timeout if timeout is None else timeout
-        deadline = asyncio.get_running_loop().time() + timeout
+        deadline = time.monotonic() + timeout
         while True:
-            remaining = deadline - asyncio.get_running_loop().time()
-            try:
-                mq, pq, msgs = await asyncio.wait_for(self._buffer.get(), max(0.0, remaining))
-            except TimeoutError:
+            item = await self.cache.take(deadline - time.monotonic())
+            if item is None:
                 await self._maybe_auto_commit()
                 return []
+            mq, pq, msgs = item
             if pq.dropped:
                 continue
-            offset = pq.remove_messages(msgs)
-            if offset >= 0:
-                self.offset_store.update_offset(mq, offset, False)
+            self._consumed(mq, pq, msgs)
             await self._maybe_auto_commit()
             return msgs
+
+    def poll_blocking(self, timeout: float | None = None) -> list[MessageExt]:
+        """:meth:`poll` for another thread than the loop's: takes from the cache on the calling
+        thread (no hop to the loop); the offset bookkeeping and auto-commit are handed to the loop,
+        ahead of any call the caller makes next."""
+        timeout = self.config.poll_timeout if timeout is None else timeout
+        loop = self.instance.loop
+        deadline = time.monotonic() + timeout
+        while True:
+            item = self.cache.take_blocking(deadline - time.monotonic())
+            if item is None:
+                loop.call_soon_threadsafe(self._after_poll_blocking, None)
+                return []
+            if item[1].dropped:
+                continue
+            loop.call_soon_threadsafe(self._after_poll_blocking, item)
+            return item[2]
+
+    def _after_poll_blocking(self, item: tuple[MessageQueue, ProcessQueue, list[MessageExt]] | None) -> None:
+        if item is not None and not item[1].dropped:
+            self._consumed(*item)
+        if (
+            self.config.auto_commit
+            and time.monotonic() - self._last_commit >= self.config.auto_commit_interval
+        ):
+            self._last_commit = time.monotonic()
+            task = asyncio.ensure_future(self.commit_sync())
+            self._tasks_bg.add(task)
+            task.add_done_callback(self._tasks_bg.discard)
+
+    def _consumed(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        offset = pq.remove_messages(msgs)
+        if offset >= 0:
+            self.offset_store.update_offset(mq, offset, False)
 
     async def _maybe_auto_commit(self) -> None:
         if (
@@ -385,7 +427,8 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
         self._shutdown_core(self._core.shutdown, 30)
 
     def poll(self, timeout: float | None = None) -> list[MessageExt]:
-        return self._run(self._core.poll(timeout))
+        """See :meth:`AsyncPullConsumer.poll`; takes from the cache on this thread (no loop hop)."""
+        return self._core.poll_blocking(timeout)
 
     def commit_sync(self) -> None:
         self._run(self._core.commit_sync())
