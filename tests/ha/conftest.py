@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import wait_for_sync
 from tests.interop.harness import CppProcess
 from tidemq.admin.client import AdminClient
 from tidemq.cluster import LocalCluster
@@ -73,6 +74,20 @@ def slave_has_topic(cluster: LocalCluster, node: str, topic: str) -> bool:
 
 
 def create_topic(cluster: LocalCluster, topic: str, queues: int) -> None:
-    """``mqadmin updateTopic`` on every master."""
+    """``mqadmin updateTopic`` on every master, then wait until every name server routes all of its
+    queues (each master re-registers on its own: a client asking too early sees one group only)."""
     with AdminClient(cluster.namesrv_addr) as admin:
         admin.call("create_topic", topic, queues)
+    expected = queues * cluster.groups
+    for node in cluster.nodes.values():
+        if node.kind != "namesrv":
+            continue
+        with AdminClient(node.addr) as one:
+
+            def routed(admin: AdminClient = one) -> bool:
+                try:
+                    return len(admin.call("fetch_subscribe_message_queues", topic)) == expected
+                except Exception:
+                    return False
+
+            wait_for_sync(routed, 30, f"{node.name} to route {expected} queues of {topic}", 0.05)

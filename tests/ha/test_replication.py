@@ -13,7 +13,7 @@ from tidemq.broker.broker import Broker
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
-from tidemq.protocol.headers import SendMessageRequestHeader
+from tidemq.protocol.headers import PullMessageRequestHeader, PullSysFlag, SendMessageRequestHeader
 from tidemq.protocol.message import Message
 from tidemq.remoting import RemotingClient
 from tidemq.store.ha.wire import HEADER, REPORT
@@ -47,6 +47,29 @@ async def producer_for(cluster: Cluster) -> AsyncIterator[AsyncProducer]:
         yield producer
     finally:
         await producer.shutdown()
+
+
+async def pull(addr: str, queue_id: int, offset: int) -> RemotingCommand:
+    """One PULL_MESSAGE (no suspend, no commit) as a RocketMQ client sends it."""
+    header = PullMessageRequestHeader(
+        consumer_group="ha-group",
+        topic=TOPIC,
+        queue_id=queue_id,
+        queue_offset=offset,
+        max_msg_nums=32,
+        sys_flag=PullSysFlag.build_sys_flag(False, False, True, False),
+        commit_offset=0,
+        suspend_timeout_millis=0,
+        subscription="*",
+        sub_version=0,
+        expression_type="TAG",
+    )
+    client = RemotingClient()
+    try:
+        request = RemotingCommand.create_request(RequestCode.PULL_MESSAGE, header.to_ext_fields())
+        return await client.invoke(addr, request, 5.0)
+    finally:
+        await client.close()
 
 
 def segment_bytes(broker: Broker) -> dict[str, bytes]:
@@ -83,6 +106,14 @@ async def test_slave_holds_the_masters_log_byte_for_byte_across_segments(tmp_pat
         assert await slave.ha.slave_synchronize.sync_all()
         assert slave.topic_config_manager.select_topic_config(TOPIC) is not None
         assert slave.consumer_offset_manager.query_offset("ha-group", TOPIC, 0) == 7
+
+        # a slave never moves a consumer's offset: beyond what it holds it says "retry on the master"
+        n = slave.store.get_max_offset_in_queue(TOPIC, 0)
+        response = await pull(slave.addr, 0, n + 5)
+        assert response.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+        assert response.ext_fields["nextBeginOffset"] == str(n + 5)
+        assert response.ext_fields["suggestWhichBrokerId"] == "0"
+        assert (await pull(master.addr, 0, n + 5)).code == ResponseCode.PULL_OFFSET_MOVED
 
 
 async def test_sync_master_statuses_over_the_ha_wire(tmp_path: Path) -> None:

@@ -79,7 +79,7 @@ class _NotSupportedProcessor:
 
 
 class Broker:
-    """A RocketMQ-compatible broker (master). Mirrors ``BrokerController``.
+    """A RocketMQ-compatible broker (master or slave, see ``broker_role``). Mirrors ``BrokerController``.
 
     Args:
         config: broker settings (``listen_port=0`` picks a free port).

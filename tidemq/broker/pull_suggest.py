@@ -13,12 +13,19 @@ found, or ``nextBeginOffset`` = the queue's max offset) suggests the group's ``b
 the batch counted as far behind. The consumer is no longer behind *the slave*, and the master may
 hold more: this is what sends a consumer back to the master when the slave lags. (RocketMQ gets
 the same effect from the ratio rule alone as long as ``accessMessageInMemoryMaxRatio`` > 0.)
+
+:func:`pull_advice` adds RocketMQ's slave offset rule (``offsetCheckInSlave=false``): a slave never
+moves a consumer's offset. Where a master would answer PULL_OFFSET_MOVED (the offset is beyond
+what the slave has received yet, or the queue is not there yet), a slave answers
+PULL_RETRY_IMMEDIATELY with ``nextBeginOffset`` = the requested offset and suggests the group's
+``brokerId``: the consumer retries on the master at once instead of jumping.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.topic import MASTER_ID
 from tidemq.store.results import GetMessageStatus
 
@@ -38,3 +45,21 @@ def suggest_which_broker_id(broker: Broker, group: str, result: GetMessageResult
     if result.suggest_pulling_from_slave and not at_slave_end:
         return cfg.which_broker_when_consume_slowly if cfg is not None else 1
     return cfg.broker_id if cfg is not None else MASTER_ID
+
+
+def pull_advice(
+    broker: Broker, group: str, request_offset: int, result: GetMessageResult, code: int
+) -> tuple[int, int, int]:
+    """``(response code, nextBeginOffset, suggestWhichBrokerId)`` for a pull answered from ``result``.
+
+    ``code`` is the master's mapping of the store status; on a slave PULL_OFFSET_MOVED becomes
+    PULL_RETRY_IMMEDIATELY at the requested offset, suggesting the group's ``brokerId``.
+    """
+    if broker.config.is_slave and code == ResponseCode.PULL_OFFSET_MOVED:
+        cfg = broker.subscription_group_manager.subscription_group_table.get(group)
+        return (
+            ResponseCode.PULL_RETRY_IMMEDIATELY,
+            request_offset,
+            cfg.broker_id if cfg is not None else MASTER_ID,
+        )
+    return code, result.next_begin_offset, suggest_which_broker_id(broker, group, result)

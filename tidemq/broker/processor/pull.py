@@ -30,7 +30,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from tidemq.broker.longpolling import HeldPullRequest
-from tidemq.broker.pull_suggest import suggest_which_broker_id
+from tidemq.broker.pull_suggest import pull_advice
 from tidemq.errors import RemotingError
 from tidemq.protocol.body import EXPRESSION_TYPE_TAG, SubscriptionData
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -234,10 +234,16 @@ class PullMessageProcessor:
             header.max_msg_nums,
             set(codes) if codes is not None else None,
         )
-        code = pull_response_code(result.status, header.queue_offset)
+        code, next_begin, suggest = pull_advice(  # slave / suggestWhichBrokerId rules (HA)
+            self.broker,
+            header.consumer_group,
+            header.queue_offset,
+            result,
+            pull_response_code(result.status, header.queue_offset),
+        )
         fields = PullMessageResponseHeader(
-            suggest_which_broker_id=suggest_which_broker_id(self.broker, header.consumer_group, result),
-            next_begin_offset=result.next_begin_offset,
+            suggest_which_broker_id=suggest,
+            next_begin_offset=next_begin,
             min_offset=result.min_offset,
             max_offset=result.max_offset,
         ).to_ext_fields()
