@@ -312,7 +312,9 @@ class GroupOps(BrokerOps):
         Raises:
             NoRouteError: unknown topic. ClientError: ``src_group`` has no offsets for ``topic``.
         """
-        offsets = await self.query_consumer_offsets(src_group, await self.fetch_subscribe_message_queues(topic))
+        offsets = await self.query_consumer_offsets(
+            src_group, await self.fetch_subscribe_message_queues(topic)
+        )
         if not any(o >= 0 for o in offsets.values()):
             raise ClientError(f"group {src_group} has no committed offsets for topic {topic}")
         route = await self.examine_topic_route_info(topic)

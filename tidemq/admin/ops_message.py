@@ -101,7 +101,9 @@ class MessageOps(GroupOps):
                 if msg_id.upper() in (msg.offset_msg_id.upper(), msg.msg_id.upper()):
                     return (await self._with_broker_names([msg]))[0]
         if topic is None:
-            raise ClientError(f"message {msg_id} not found: not an offset msg id of a known broker (give the topic)")
+            raise ClientError(
+                f"message {msg_id} not found: not an offset msg id of a known broker (give the topic)"
+            )
         producer = await self._tools_producer()
         msg = await producer.view_message(msg_id, topic)
         return (await self._with_broker_names([msg]))[0]
