@@ -1,110 +1,252 @@
-"""End-to-end client benchmark: prints one JSON line.
+"""Client benchmark of the blocking (sync) clients against ``tidemq serve`` in a subprocess.
 
-Setup: in-process name server + broker (``tidemq.testing.run_cluster``, temp store, async
-flush) and the tidemq client on the same event loop, one topic with 8 queues.
+Prints a table and one JSON line. The broker runs as a real ``tidemq serve`` process (async flush,
+temp store, free loopback ports), so the figures are the client's own cost plus one broker hop.
 
-* ``throughput_msgs_per_s``: 1 KiB messages sent in batches of 64 (``send_batch``) by one
-  producer while one ``AsyncPushConsumer`` (batch size 32, coroutine listener) consumes;
-  messages/s from the first send to the last message consumed.
-* ``latency_p50_ms`` / ``latency_p99_ms``: produce-to-consume latency (born timestamp to
-  listener call) at a paced 2,000 messages/s of single sends.
+Shapes (1 KiB bodies unless ``--body``):
 
-Run: ``python -m bench.client_throughput [--messages N] [--latency-messages N]``.
+* ``send_single``: one sync :class:`~tidemq.client.producer.producer.Producer`, ``send`` one
+  message per round trip, messages/s.
+* ``send_batch32``: the same producer, ``send_batch`` of 32, messages/s.
+* ``push_batch32``: one sync ``PushConsumer`` (``consume_message_batch_max_size=32``) reading the
+  messages stored above, messages/s from start to the last message.
+* ``lite_pull``: one sync ``PullConsumer``, ``poll()`` + ``commit_sync()`` per poll, messages/s.
+* ``latency``: single sync sends paced at ``--rate`` msg/s (2,000) while a PushConsumer in this
+  process consumes; produce-to-consume latency p50 / p90 / p99 / max (ms, born timestamp to the
+  listener call), the achieved send rate and the producer's worst lag behind its schedule.
+
+Each throughput shape also prints ``*_client_cpu_us_per_msg``: CPU (user + system) of this client
+process per message -- steadier than wall-clock rates on a shared machine.
+
+Run: ``python -m bench.client_throughput [--messages N] [--latency-messages N] [--only SHAPE ...]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
+import resource
 import statistics
 import tempfile
+import threading
 import time
+from pathlib import Path
+from typing import Any
 
-from tidemq.client.consumer.push import AsyncPushConsumer
-from tidemq.client.producer.producer import AsyncProducer
+from tidemq.client.consumer.pull import PullConsumer
+from tidemq.client.consumer.push import PushConsumer
+from tidemq.client.producer.producer import Producer
 from tidemq.protocol.message import Message, MessageExt
-from tidemq.testing import run_cluster
+from tidemq.testing import ServeProcess
+
+SHAPES = ("send_single", "send_batch32", "push_batch32", "lite_pull", "latency")
 
 
-async def run(messages: int, latency_messages: int) -> dict[str, object]:
-    with tempfile.TemporaryDirectory() as tmp:
-        async with run_cluster(tmp) as cluster:
-            addr = cluster.namesrv_addr
-            producer = AsyncProducer(namesrv_addr=addr, producer_group="bench-p", default_topic_queue_nums=8)
-            await producer.start()
-            await producer.send(Message("BenchT", b"warmup"))
-            await producer.send(Message("BenchL", b"warmup"))
-            done = asyncio.Event()
-            count = 0
-            latencies: list[float] = []
+def _producer(ns: str, name: str) -> Producer:
+    p = Producer(
+        namesrv_addr=ns, producer_group=f"bench-{name}", instance_name=name, default_topic_queue_nums=8
+    )
+    p.start()
+    return p
 
-            async def on_bulk(msgs: list[MessageExt], ctx: object) -> None:
-                nonlocal count
-                count += len(msgs)
-                if count >= messages:
-                    done.set()
 
-            async def on_latency(msgs: list[MessageExt], ctx: object) -> None:
-                now = time.time() * 1000
-                latencies.extend(now - m.born_timestamp for m in msgs if m.body != b"warmup")
+def bench_send_single(ns: str, topic: str, n: int, body: bytes) -> float:
+    p = _producer(ns, "single")
+    try:
+        p.send(Message(topic, body))
+        t0 = time.perf_counter()
+        for _ in range(n):
+            p.send(Message(topic, body))
+        return n / (time.perf_counter() - t0)
+    finally:
+        p.shutdown()
 
-            bulk = AsyncPushConsumer(
-                namesrv_addr=addr,
-                consumer_group="bench-c",
-                consume_from_where="CONSUME_FROM_LAST_OFFSET",
-                consume_message_batch_max_size=32,
-            )
-            bulk.subscribe("BenchT")
-            bulk.register_message_listener(on_bulk)
-            await bulk.start()
-            await asyncio.sleep(0.5)  # let the consumer own its queues before timing
-            body = b"x" * 1024
-            start = time.perf_counter()
-            for i in range(0, messages, 64):
-                await producer.send_batch([Message("BenchT", body) for _ in range(min(64, messages - i))])
-            await asyncio.wait_for(done.wait(), 120)
-            elapsed = time.perf_counter() - start
-            await bulk.shutdown()
 
-            lat = AsyncPushConsumer(
-                namesrv_addr=addr, consumer_group="bench-l", consume_from_where="CONSUME_FROM_LAST_OFFSET"
-            )
-            lat.subscribe("BenchL")
-            lat.register_message_listener(on_latency)
-            await lat.start()
-            await asyncio.sleep(0.5)
-            t0 = time.perf_counter()
-            for i in range(latency_messages):
-                target = t0 + i / 2000.0
-                delay = target - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                await producer.send(Message("BenchL", body))
-            deadline = time.monotonic() + 30
-            while len(latencies) < latency_messages and time.monotonic() < deadline:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
-            await lat.shutdown()
-            await producer.shutdown()
-    q = statistics.quantiles(latencies, n=100) if len(latencies) >= 2 else [float("nan")] * 99
+def bench_send_batch(ns: str, topic: str, n: int, body: bytes) -> float:
+    p = _producer(ns, "batch")
+    try:
+        p.send(Message(topic, body))
+        t0 = time.perf_counter()
+        for i in range(0, n, 32):
+            p.send_batch([Message(topic, body) for _ in range(min(32, n - i))])
+        return n / (time.perf_counter() - t0)
+    finally:
+        p.shutdown()
+
+
+def bench_push(ns: str, topic: str, n: int) -> float:
+    done = threading.Event()
+    count = 0
+    lock = threading.Lock()
+    t0 = 0.0
+
+    def on_msgs(msgs: list[MessageExt], ctx: object) -> None:
+        nonlocal count
+        with lock:
+            count += len(msgs)
+            if count >= n:
+                done.set()
+
+    c = PushConsumer(
+        namesrv_addr=ns,
+        consumer_group="bench-push",
+        instance_name="push",
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        consume_message_batch_max_size=32,
+    )
+    c.subscribe(topic)
+    c.register_message_listener(on_msgs)
+    t0 = time.perf_counter()
+    c.start()
+    try:
+        if not done.wait(120):
+            raise RuntimeError(f"push consumer got {count} of {n} messages")
+        return n / (time.perf_counter() - t0)
+    finally:
+        c.shutdown()
+
+
+def bench_lite_pull(ns: str, topic: str, n: int) -> float:
+    c = PullConsumer(
+        namesrv_addr=ns,
+        consumer_group="bench-pull",
+        instance_name="pull",
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        auto_commit=False,
+    )
+    c.subscribe(topic)
+    t0 = time.perf_counter()
+    c.start()
+    got = 0
+    try:
+        deadline = time.monotonic() + 120
+        while got < n and time.monotonic() < deadline:
+            got += len(c.poll(1.0))
+            c.commit_sync()
+        return got / (time.perf_counter() - t0)
+    finally:
+        c.shutdown()
+
+
+def bench_latency(ns: str, topic: str, n: int, rate: float, body: bytes) -> dict[str, float]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def on_msgs(msgs: list[MessageExt], ctx: object) -> None:
+        now = time.time() * 1000
+        with lock:
+            latencies.extend(now - m.born_timestamp for m in msgs if m.body != b"warmup")
+
+    c = PushConsumer(
+        namesrv_addr=ns,
+        consumer_group="bench-lat",
+        instance_name="lat",
+        consume_from_where="CONSUME_FROM_LAST_OFFSET",
+    )
+    c.subscribe(topic)
+    c.register_message_listener(on_msgs)
+    p = _producer(ns, "lat")
+    try:
+        p.send(Message(topic, b"warmup"))
+        c.start()
+        deadline = time.monotonic() + 30
+        while len(c.assignment()) < 8 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        lag = 0.0
+        t0 = time.perf_counter()
+        for i in range(n):
+            target = t0 + i / rate
+            now = time.perf_counter()
+            if target > now:
+                time.sleep(target - now)
+            else:
+                lag = max(lag, now - target)
+            p.send(Message(topic, body))
+        achieved = n / (time.perf_counter() - t0)
+        deadline = time.monotonic() + 30
+        while len(latencies) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        p.shutdown()
+        c.shutdown()
+    lat = sorted(latencies)
+    q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [float("nan")] * 99
     return {
-        "bench": "client_throughput",
-        "setup": "in-process namesrv+broker, 1 KiB bodies, batch send x64, 1 push consumer, 8 queues",
-        "messages": messages,
-        "throughput_msgs_per_s": round(messages / elapsed, 1),
-        "latency_rate_msgs_per_s": 2000,
-        "latency_samples": len(latencies),
-        "latency_p50_ms": round(q[49], 2),
-        "latency_p99_ms": round(q[98], 2),
+        "achieved_msgs_per_s": round(achieved, 1),
+        "p50_ms": round(q[49], 3),
+        "p90_ms": round(q[89], 3),
+        "p99_ms": round(q[98], 3),
+        "max_ms": round(lat[-1], 3) if lat else float("nan"),
+        "samples": len(lat),
+        "max_send_lag_ms": round(lag * 1000, 3),
     }
+
+
+def _cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+class _Cpu:
+    """Client-process CPU seconds (user + system) spent inside a ``with`` block."""
+
+    def __enter__(self) -> _Cpu:
+        self.start = _cpu_s()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = _cpu_s() - self.start
+
+    def per_msg_us(self, n: int) -> float:
+        return round(self.seconds / max(n, 1) * 1e6, 1)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    body = b"x" * args.body
+    out: dict[str, Any] = {"bench": "client_throughput", "messages": args.messages, "body_bytes": args.body}
+    shapes = args.only or SHAPES
+    with tempfile.TemporaryDirectory() as tmp, ServeProcess(Path(tmp) / "store", flush="async") as proc:
+        ns = proc.namesrv_addr
+        n = args.messages
+        if "send_single" in shapes:
+            with _Cpu() as cpu:
+                out["send_single_msgs_per_s"] = round(bench_send_single(ns, "BenchS", n // 4, body), 1)
+            out["send_single_client_cpu_us_per_msg"] = cpu.per_msg_us(n // 4)
+        if {"send_batch32", "push_batch32", "lite_pull"} & set(shapes):
+            with _Cpu() as cpu:
+                rate = bench_send_batch(ns, "BenchB", n, body)
+            if "send_batch32" in shapes:
+                out["send_batch32_msgs_per_s"] = round(rate, 1)
+                out["send_batch32_client_cpu_us_per_msg"] = cpu.per_msg_us(n)
+        if "push_batch32" in shapes:
+            with _Cpu() as cpu:
+                out["push_batch32_msgs_per_s"] = round(bench_push(ns, "BenchB", n), 1)
+            out["push_batch32_client_cpu_us_per_msg"] = cpu.per_msg_us(n)
+        if "lite_pull" in shapes:
+            with _Cpu() as cpu:
+                out["lite_pull_msgs_per_s"] = round(bench_lite_pull(ns, "BenchB", n), 1)
+            out["lite_pull_client_cpu_us_per_msg"] = cpu.per_msg_us(n)
+        if "latency" in shapes:
+            out["latency"] = bench_latency(ns, "BenchL", args.latency_messages, args.rate, body)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--messages", type=int, default=50_000)
-    parser.add_argument("--latency-messages", type=int, default=4_000)
+    parser.add_argument("--latency-messages", type=int, default=6_000)
+    parser.add_argument("--rate", type=float, default=2000.0)
+    parser.add_argument("--body", type=int, default=1024)
+    parser.add_argument("--only", nargs="*", choices=SHAPES)
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args.messages, args.latency_messages))))
+    result = run(args)
+    for key, value in result.items():
+        if key != "latency":
+            print(f"{key:28} {value}")
+    for key, value in result.get("latency", {}).items():
+        print(f"latency.{key:20} {value}")
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":

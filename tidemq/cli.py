@@ -429,7 +429,8 @@ def broker(
     async def run(stop: asyncio.Event) -> None:
         b = Broker(bc, sc, store_lock=store_lock)
         await b.start()
-        click.echo(f"tidemq ready broker={b.addr}")
+        ha = f" ha={b.addr.rsplit(':', 1)[0]}:{b.ha.service.port}" if b.ha and b.ha.service else ""
+        click.echo(f"tidemq ready broker={b.addr}{ha}")
         sys.stdout.flush()
         try:
             await stop.wait()
@@ -447,12 +448,14 @@ def _register_subcommands() -> None:
     """
     from tidemq.admin.cli import admin_group
     from tidemq.client.cli import consume_command, send_command
+    from tidemq.cluster import cluster_group
     from tidemq.pipelines.cli import pipeline_group
 
     main.add_command(send_command, "send")
     main.add_command(consume_command, "consume")
     main.add_command(admin_group, "admin")
     main.add_command(pipeline_group, "pipeline")
+    main.add_command(cluster_group, "cluster")
 
 
 _register_subcommands()

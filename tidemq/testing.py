@@ -43,7 +43,7 @@ LOCALHOST = "127.0.0.1"
 def make_broker_configs(
     store_dir: str | Path, namesrv_addr: str | None, **overrides: Any
 ) -> tuple[BrokerConfig, MessageStoreConfig]:
-    """Test configs: broker ``broker-a`` on 127.0.0.1 port 0, store at ``store_dir``.
+    """Test configs: broker ``broker-a`` on 127.0.0.1 port 0 (HA port 0 too), store at ``store_dir``.
 
     ``overrides`` name fields of :class:`BrokerConfig` or :class:`MessageStoreConfig`
     (e.g. ``flush_disk_type="SYNC_FLUSH"``, ``auto_create_topic_enable=False``).
@@ -57,6 +57,7 @@ def make_broker_configs(
         "broker_name": "broker-a",
         "listen_host": LOCALHOST,
         "listen_port": 0,
+        "ha_listen_port": 0,  # free HA port, also after restart_broker pins listen_port
         "namesrv_addr": namesrv_addr,
     }
     s_kw: dict[str, Any] = {"store_path_root_dir": str(store_dir)}

@@ -89,13 +89,18 @@ def test_every_admin_verb(served: tuple[ServeProcess, dict[str, Any]]) -> None:
     assert admin.ok("topicClusterList", "-t", "OpsT")["clusters"] == ["DefaultCluster"]
 
     # messages
-    sent = admin.ok("sendMessage", "-t", "OpsT", "-p", "hello ops", "-k", "k-1", "-c", "tagA", "-b", "broker-a", "-i", "0")
+    sent = admin.ok(
+        "sendMessage", "-t", "OpsT", "-p", "hello ops", "-k", "k-1", "-c", "tagA", "-b", "broker-a", "-i", "0"
+    )
     assert (sent["queueId"], sent["queueOffset"], sent["sendStatus"]) == (0, 0, "SEND_OK")
     producer = Producer(namesrv_addr=ns, producer_group="ops-producer", **keys)
     producer.start()
     try:
         for i in range(5):
-            producer.send(Message("OpsT", f"m{i}".encode(), keys=f"key-{i}"), queue=MessageQueue("OpsT", "broker-a", i % 2))
+            producer.send(
+                Message("OpsT", f"m{i}".encode(), keys=f"key-{i}"),
+                queue=MessageQueue("OpsT", "broker-a", i % 2),
+            )
         assert sum(q["maxOffset"] for q in admin.ok("topicStatus", "-t", "OpsT")["offsetTable"]) == 6
         # a producer heartbeats every 30 s; heartbeat now so the broker lists it (RocketMQ does so after a route change)
         producer._loop.run(producer._core.instance.send_heartbeat_to_all_brokers())
@@ -107,9 +112,21 @@ def test_every_admin_verb(served: tuple[ServeProcess, dict[str, Any]]) -> None:
     assert admin.ok("queryMsgByUniqueKey", "-t", "OpsT", "-i", sent["msgId"])[0]["body"] == "hello ops"
     by_key = admin.ok("queryMsgByKey", "-t", "OpsT", "-k", "k-1")
     assert [(m["body"], m["tags"], m["brokerName"]) for m in by_key] == [("hello ops", "tagA", "broker-a")]
-    assert admin.ok("queryMsgByOffset", "-t", "OpsT", "-b", "broker-a", "-i", "0", "-o", "0")[0]["body"] == "hello ops"
-    assert sorted(m["body"] for m in admin.ok("printMsg", "-t", "OpsT")) == ["hello ops", "m0", "m1", "m2", "m3", "m4"]
-    assert [m["body"] for m in admin.ok("consumeMessage", "-t", "OpsT", "-b", "broker-a", "-i", "1", "-c", "2")] == ["m1", "m3"]
+    assert (
+        admin.ok("queryMsgByOffset", "-t", "OpsT", "-b", "broker-a", "-i", "0", "-o", "0")[0]["body"]
+        == "hello ops"
+    )
+    assert sorted(m["body"] for m in admin.ok("printMsg", "-t", "OpsT")) == [
+        "hello ops",
+        "m0",
+        "m1",
+        "m2",
+        "m3",
+        "m4",
+    ]
+    assert [
+        m["body"] for m in admin.ok("consumeMessage", "-t", "OpsT", "-b", "broker-a", "-i", "1", "-c", "2")
+    ] == ["m1", "m3"]
     admin.fails("queryMsgByOffset", "-t", "OpsT", "-b", "broker-a", "-i", "0", "-o", "99")
 
     # consumer groups: a live consumer reads all six, then is reset to the start and reads them again
@@ -140,7 +157,10 @@ def test_every_admin_verb(served: tuple[ServeProcess, dict[str, Any]]) -> None:
 
         wait_for_sync(lambda: committed_lag() == 0, 30, "ops-group's committed lag to reach 0")
         progress = admin.ok("consumerProgress", "-g", "ops-group", "-t", "OpsT")
-        assert [(q["queueId"], q["brokerOffset"], q["consumerOffset"]) for q in progress["queues"]] == [(0, 4, 4), (1, 2, 2)]
+        assert [(q["queueId"], q["brokerOffset"], q["consumerOffset"]) for q in progress["queues"]] == [
+            (0, 4, 4),
+            (1, 2, 2),
+        ]
         assert len(admin.ok("consumerConnection", "-g", "ops-group")["connectionSet"]) == 1
         status = admin.ok("consumerStatus", "-g", "ops-group")
         (info,) = status.values()
@@ -148,7 +168,9 @@ def test_every_admin_verb(served: tuple[ServeProcess, dict[str, Any]]) -> None:
         reset = admin.ok("resetOffsetByTime", "-g", "ops-group", "-t", "OpsT", "-s", "0")
         assert [o["offset"] for o in reset["offsets"]] == [0, 0]
         wait_for_sync(lambda: len(got) >= 12, 30, "the consumer, told of the reset, to read all six again")
-        assert admin.ok("cloneGroupOffset", "-s", "ops-group", "-d", "ops-clone", "-t", "OpsT")["brokers"] == [proc.broker_addr]
+        assert admin.ok("cloneGroupOffset", "-s", "ops-group", "-d", "ops-clone", "-t", "OpsT")[
+            "brokers"
+        ] == [proc.broker_addr]
         assert len(admin.ok("consumerProgress", "-g", "ops-clone", "-t", "OpsT")["queues"]) == 2
         stats = admin.ok("statsAll", "-t", "OpsT")
         row = next(r for r in stats if r["group"] == "ops-group")
@@ -165,7 +187,9 @@ def test_every_admin_verb(served: tuple[ServeProcess, dict[str, Any]]) -> None:
     assert "no offsets" in admin.fails("consumerProgress", "-g", "nobody-here")
     admin.ok("updateTopicPerm", "-t", "OpsT", "-p", "4")
     wait_for_sync(
-        lambda: [q["perm"] for q in admin.ok("topicRoute", "-t", "OpsT")["queueDatas"]] == [4], 15, "perm 4 in the route"
+        lambda: [q["perm"] for q in admin.ok("topicRoute", "-t", "OpsT")["queueDatas"]] == [4],
+        15,
+        "perm 4 in the route",
     )
 
     # broker and name server

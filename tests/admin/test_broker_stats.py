@@ -51,7 +51,15 @@ def test_runtime_info_stats_data_and_config(tmp_path: Path) -> None:
         for _ in range(4):
             admin.send_message("StatsT", b"x" * 10)
         rt = admin.call("fetch_broker_runtime_stats", cluster.broker_addr)
-        for key in ("putTps", "getTransferedTps", "msgPutTotalTodayNow", "msgGetTotalTodayNow", "commitLogDiskRatio", "runtime", "bootTimestamp"):
+        for key in (
+            "putTps",
+            "getTransferedTps",
+            "msgPutTotalTodayNow",
+            "msgGetTotalTodayNow",
+            "commitLogDiskRatio",
+            "runtime",
+            "bootTimestamp",
+        ):
             assert key in rt
         assert rt["msgPutTotalTodayNow"] == "4" and len(rt["putTps"].split()) == 3
         data = admin.call("view_broker_stats_data", cluster.broker_addr, "TOPIC_PUT_NUMS", "StatsT")

@@ -24,13 +24,19 @@ def test_send_body_is_exact_and_file_dash_reads_stdin(tmp_path: Path) -> None:
     with ClusterThread(tmp_path) as cluster:
         ns = cluster.namesrv_addr
         runner = CliRunner()
-        sent = runner.invoke(main, ["send", "--namesrv", ns, "--topic", "ExactT", "--body", "  hello, exact  ", "--count", "2"])
+        sent = runner.invoke(
+            main, ["send", "--namesrv", ns, "--topic", "ExactT", "--body", "  hello, exact  ", "--count", "2"]
+        )
         assert sent.exit_code == 0, sent.output
         assert [json.loads(line)["body"] for line in sent.output.splitlines()] == ["  hello, exact  "] * 2
-        piped = runner.invoke(main, ["send", "--namesrv", ns, "--topic", "ExactT", "--file", "-"], input="line one\nline two\n")
+        piped = runner.invoke(
+            main, ["send", "--namesrv", ns, "--topic", "ExactT", "--file", "-"], input="line one\nline two\n"
+        )
         assert piped.exit_code == 0, piped.output
         assert json.loads(piped.output)["body"] == "line one\nline two\n"
-        both = runner.invoke(main, ["send", "--namesrv", ns, "--topic", "ExactT", "--body", "x", "--file", "-"])
+        both = runner.invoke(
+            main, ["send", "--namesrv", ns, "--topic", "ExactT", "--body", "x", "--file", "-"]
+        )
         assert both.exit_code == 2 and "either --body or --file" in both.output
 
 
@@ -38,7 +44,18 @@ def test_consume_without_route_fails_fast(tmp_path: Path) -> None:
     """consume on a topic nobody created exits 1 at once and says how to create it."""
     with ClusterThread(tmp_path) as cluster:
         result = CliRunner().invoke(
-            main, ["consume", "--namesrv", cluster.namesrv_addr, "--topic", "NeverMade", "--group", "g", "--count", "1"]
+            main,
+            [
+                "consume",
+                "--namesrv",
+                cluster.namesrv_addr,
+                "--topic",
+                "NeverMade",
+                "--group",
+                "g",
+                "--count",
+                "1",
+            ],
         )
         assert result.exit_code == 1
         assert "NeverMade does not exist" in result.output and "updateTopic" in result.output
@@ -52,7 +69,20 @@ def test_client_commands_are_quiet_unless_asked(tmp_path: Path) -> None:
         quiet = _tidemq("send", "--namesrv", ns, "--topic", "QuietT", "--count", "3")
         assert quiet.returncode == 0, quiet.stderr
         assert quiet.stderr == ""
-        consumed = _tidemq("consume", "--namesrv", ns, "--topic", "QuietT", "--group", "qg", "--from", "first", "--count", "1", "--json")
+        consumed = _tidemq(
+            "consume",
+            "--namesrv",
+            ns,
+            "--topic",
+            "QuietT",
+            "--group",
+            "qg",
+            "--from",
+            "first",
+            "--count",
+            "1",
+            "--json",
+        )
         assert consumed.returncode == 0, consumed.stderr
         assert [json.loads(line)["event"] for line in consumed.stdout.splitlines()].count("message") == 1
         assert consumed.stderr == ""  # the held messages' cancelled drain is expected, not alarming
@@ -64,6 +94,12 @@ def test_client_commands_are_quiet_unless_asked(tmp_path: Path) -> None:
 
 def test_log_level_is_hoisted_only_after_the_subcommand() -> None:
     """--log-level after the subcommand moves in front of it; '--' ends the search."""
-    assert hoist_log_level(["send", "--topic", "t", "--log-level", "DEBUG"]) == ["--log-level", "DEBUG", "send", "--topic", "t"]
+    assert hoist_log_level(["send", "--topic", "t", "--log-level", "DEBUG"]) == [
+        "--log-level",
+        "DEBUG",
+        "send",
+        "--topic",
+        "t",
+    ]
     assert hoist_log_level(["send", "--log-level=ERROR"]) == ["--log-level=ERROR", "send"]
     assert hoist_log_level(["send", "--", "--log-level", "x"]) == ["send", "--", "--log-level", "x"]

@@ -37,10 +37,15 @@ CHROMIUM_ARGS = [
 @pytest.fixture
 def browser() -> Iterator[Any]:
     if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        pytest.skip(f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium as root (apt-get install -y chromium)")
+        pytest.skip(
+            f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium as root (apt-get install -y chromium)"
+        )
     sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"), args=CHROMIUM_ARGS)
+        b = p.chromium.launch(
+            executable_path=CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium"),
+            args=CHROMIUM_ARGS,
+        )
         try:
             yield b
         finally:
@@ -64,8 +69,15 @@ def test_dashboard_in_chromium(tmp_path: Path, browser: Any) -> None:
             admin.create_topic("OrderEvents", 2)
             admin.wait_for_route("OrderEvents")
             for i in range(8):
-                admin.send_message("OrderEvents", f'{{"order": {i}, "status": "paid"}}'.encode(), keys=f"order-{i}", tags="paid")
-            admin.call("create_and_update_subscription_group_config", SubscriptionGroupConfig(group_name="billing"))
+                admin.send_message(
+                    "OrderEvents",
+                    f'{{"order": {i}, "status": "paid"}}'.encode(),
+                    keys=f"order-{i}",
+                    tags="paid",
+                )
+            admin.call(
+                "create_and_update_subscription_group_config", SubscriptionGroupConfig(group_name="billing")
+            )
             mq0, mq1 = (MessageQueue("OrderEvents", "broker-a", q) for q in (0, 1))
             admin.update_consumer_offsets("billing", {mq0: 1, mq1: 1})  # lag 8 - 2 = 6
             page = browser.new_page(viewport={"width": 1200, "height": 820})

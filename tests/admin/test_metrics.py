@@ -75,12 +75,18 @@ def test_metrics_move_while_messages_flow(tmp_path: Path) -> None:
             try:
                 wait_for_sync(lambda: len(got) >= 20, 30, "twenty messages consumed")
                 wait_for_sync(
-                    lambda: value(scrape(addr), "tidemq_messages_get_total", topic="MetricsT", group="metrics-g") >= 20,
+                    lambda: (
+                        value(scrape(addr), "tidemq_messages_get_total", topic="MetricsT", group="metrics-g")
+                        >= 20
+                    ),
                     15,
                     "the get counter to count the pulls",
                 )
                 wait_for_sync(
-                    lambda: value(scrape(addr), "rocketmq_consumer_offset", topic="MetricsT", group="metrics-g") == 20,
+                    lambda: (
+                        value(scrape(addr), "rocketmq_consumer_offset", topic="MetricsT", group="metrics-g")
+                        == 20
+                    ),
                     30,
                     "the committed offsets to reach 20",
                 )
@@ -90,8 +96,10 @@ def test_metrics_move_while_messages_flow(tmp_path: Path) -> None:
                 assert value(after, "tidemq_messages_put_total", topic="MetricsT") == 25
                 assert value(after, "rocketmq_consumer_tps", topic="MetricsT", group="metrics-g") > 0
                 wait_for_sync(
-                    lambda: value(scrape(addr), "rocketmq_group_diff", topic="MetricsT", group="metrics-g") == 0
-                    and len(got) >= 25,
+                    lambda: (
+                        value(scrape(addr), "rocketmq_group_diff", topic="MetricsT", group="metrics-g") == 0
+                        and len(got) >= 25
+                    ),
                     30,
                     "the group's lag to drain again",
                 )

@@ -75,3 +75,49 @@ def test_pull_consumer_subscribe_gets_all_queues(tmp_path: Path) -> None:
         finally:
             consumer.shutdown()
             producer.shutdown()
+
+
+def test_commit_sync_sends_only_changed_queues(tmp_path: Path) -> None:
+    """commit_sync sends one UPDATE_CONSUMER_OFFSET per queue consumed from since the last commit;
+    with nothing new consumed it sends none, and the broker holds what was committed."""
+    with ClusterThread(tmp_path) as cluster:
+        addr = cluster.namesrv_addr
+        producer = Producer(namesrv_addr=addr, producer_group="ppg3")
+        producer.start()
+        q0 = producer.send(Message("PullC", b"first")).message_queue
+        queues = producer.fetch_publish_message_queues("PullC")
+        q1 = next(q for q in queues if q != q0)
+        for i in range(4):
+            producer.send(Message("PullC", f"a{i}"), queue=q0)
+        consumer = PullConsumer(
+            namesrv_addr=addr,
+            consumer_group="pcg3",
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            auto_commit=False,
+        )
+        consumer.assign(queues)
+        consumer.start()
+        api = consumer._core.instance.api
+        sent: list[tuple[str, int]] = []
+        real_update = api.update_consumer_offset
+
+        async def spy(addr: str, group: str, mq: object, offset: int, *a: object, **kw: object) -> None:
+            sent.append((str(mq), offset))
+            await real_update(addr, group, mq, offset, *a, **kw)  # type: ignore[arg-type]
+
+        api.update_consumer_offset = spy  # type: ignore[method-assign]
+        try:
+            assert len(poll_until(consumer, 5, 10)) == 5
+            consumer.commit_sync()
+            assert [off for _, off in sent] == [5]
+            assert consumer.committed(q0) == 5
+            consumer.commit_sync()  # nothing new consumed
+            assert len(sent) == 1
+            producer.send(Message("PullC", b"b"), queue=q1)
+            assert len(poll_until(consumer, 1, 10)) == 1
+            consumer.commit_sync()
+            assert [off for _, off in sent] == [5, 1]
+            assert consumer.committed(q1) == 1
+        finally:
+            consumer.shutdown()
+            producer.shutdown()

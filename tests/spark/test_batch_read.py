@@ -81,7 +81,7 @@ def test_tag_filter_and_multiple_topics(spark: Any, cluster: Any) -> None:
 
 
 def test_bad_options_are_clear(spark: Any, cluster: Any) -> None:
-    with pytest.raises(Exception, match="option topic is required"):
+    with pytest.raises(Exception, match="exactly one of the options subscribe"):
         spark.read.format("tidemq").option("namesrv", cluster.namesrv_addr).load().collect()
     with pytest.raises(Exception, match="startingOffsets must be"):
         _load(spark, cluster.namesrv_addr, "X", startingOffsets="yesterday").collect()

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemq.broker.config import BrokerConfig, guess_broker_ip
 from tidemq.broker.config_check import check_config
+from tidemq.broker.config_recovery import config_files_missing, recreate_missing_topics, warn_lost_offsets
 from tidemq.broker.flush import FlushRealTimeService, GroupCommitService
 from tidemq.broker.longpolling import PullRequestHoldService
 from tidemq.broker.offset_manager import ConsumerOffsetManager
@@ -44,6 +45,7 @@ from tidemq.store.message_store import MessageStore
 if TYPE_CHECKING:
     from tidemq.broker.broker_to_client import Broker2Client
     from tidemq.broker.consumer_manager import ClientHousekeepingService, ConsumerManager
+    from tidemq.broker.ha_role import BrokerHA
     from tidemq.broker.processor.pull import PullMessageProcessor
     from tidemq.broker.processor.send import SendMessageProcessor
     from tidemq.broker.producer_manager import ProducerManager
@@ -124,6 +126,7 @@ class Broker:
         self.remoting_server = RemotingServer(
             config.listen_host, config.listen_port, idle_timeout=config.server_channel_max_idle_time_seconds
         )
+        self._offsets_file_missing = False
         self._store_lock = store_lock if store_lock is not None else StoreLock(root)
         self.remoting_client = RemotingClient()
         self.broker_stats = BrokerStatsManager(config.broker_cluster_name)
@@ -134,6 +137,7 @@ class Broker:
         self.send_processor: SendMessageProcessor | None = None
         self.pull_processor: PullMessageProcessor | None = None
         self.schedule_message_service: ScheduleMessageService | None = None
+        self.ha: BrokerHA | None = None
         self.addr = ""
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.started = False
@@ -181,6 +185,7 @@ class Broker:
 
     async def _start_locked(self) -> None:
         # 1. config files first: refuse to start (before binding) if offsets would be lost.
+        self._offsets_file_missing = config_files_missing(self.consumer_offset_manager.path)
         self.consumer_offset_manager.load()
         self.topic_config_manager.load()
         self.subscription_group_manager.load()
@@ -206,6 +211,9 @@ class Broker:
         self.store = MessageStore(self.store_config, store_host=self.addr)
         self.store.lock = self._store_lock
         await self.loop.run_in_executor(None, self.store.load)
+        recreate_missing_topics(self)  # config files checked against the store (config_recovery.py)
+        if self._offsets_file_missing:
+            warn_lost_offsets(self, self.consumer_offset_manager.path)
         self.store.message_arriving_listener = self._on_message_arriving
         # 4. services and processors
         sync_timeout = getattr(self.store_config, "sync_flush_timeout", 5000) / 1000.0
@@ -215,6 +223,10 @@ class Broker:
             interval = getattr(self.store_config, "flush_interval_commit_log", 500) / 1000.0
             self.flush_service = FlushRealTimeService(self.store.flush, interval=interval)
             self.flush_service.start()
+        from tidemq.broker.ha_role import BrokerHA
+
+        self.ha = BrokerHA(self)  # master: HA port; slave: replication + metadata sync
+        await self.ha.start()
         self._register_processors()
         check = 5.0 if self.config.long_polling_enable else self.config.short_polling_time_mills / 1000.0
         assert self.pull_processor is not None
@@ -229,7 +241,8 @@ class Broker:
         self.schedule_message_service = ScheduleMessageService(
             self.store, self.store_config.delay_level_table(), self.config_dir / "delayOffset.json"
         )
-        await self.schedule_message_service.start()
+        if not self.config.is_slave:  # a slave copies delay progress, it never delivers
+            await self.schedule_message_service.start()
         self.topic_config_manager.on_change = self._on_topic_change
         self.remoting_server.register_default_processor(_NotSupportedProcessor())
         self.started = True
@@ -261,6 +274,7 @@ class Broker:
         from tidemq.broker.processor.relay import AdminRelayProcessor
         from tidemq.broker.processor.send import SendMessageProcessor
         from tidemq.broker.processor.send_back import SendMessageBackProcessor
+        from tidemq.broker.slave_sync import SlaveSyncServeProcessor
 
         self.send_processor = SendMessageProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
@@ -275,6 +289,7 @@ class Broker:
             ClientManageProcessor(self),
             SendMessageBackProcessor(self),
             self.admin_relay_processor,
+            SlaveSyncServeProcessor(self),
         ]
         for processor in processors:
             for code in processor.CODES:
@@ -305,6 +320,8 @@ class Broker:
         if self.pull_request_hold_service is not None:
             await self.pull_request_hold_service.shutdown()
         await self.remoting_server.shutdown()
+        if self.ha is not None:
+            await self.ha.shutdown()
         with contextlib.suppress(Exception):
             await self.unregister_broker_all()
         await self.remoting_client.close()
@@ -339,7 +356,7 @@ class Broker:
             broker_name=self.config.broker_name,
             broker_addr=self.addr,
             cluster_name=self.config.broker_cluster_name,
-            ha_server_addr=f"{ip2}:{self.config.ha_listen_port}",
+            ha_server_addr=f"{ip2}:{self.ha.ha_port if self.ha else self.config.resolved_ha_listen_port()}",
             broker_id=self.config.broker_id,
             compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
@@ -367,6 +384,8 @@ class Broker:
                     return
                 if response.code != ResponseCode.SUCCESS:
                     log.warning("register broker to %s refused: %d %s", addr, response.code, response.remark)
+                elif self.ha is not None:
+                    self.ha.on_register_result(response)
 
             await asyncio.gather(*(one(a) for a in addrs))
 
@@ -463,6 +482,8 @@ class Broker:
         self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int
     ) -> None:
         """Store listener after each put: wake held pulls (thread-safe; the store may run in a thread)."""
+        if self.ha is not None:
+            self.ha.notify_new_data()
         if topic == "SCHEDULE_TOPIC_XXXX" and self.schedule_message_service is not None:
             self.schedule_message_service.notify_message_arriving(queue_id)
         hold = self.pull_request_hold_service
@@ -485,3 +506,8 @@ class Broker:
         if self.group_commit_service is None:
             return True
         return await self.group_commit_service.wait_for_flush(end_offset)
+
+    async def handle_ha(self, end_offset: int) -> ResponseCode:
+        """SYNC_MASTER: SUCCESS once a slave holds bytes below ``end_offset``, else
+        SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT (``CommitLog.handleHA``); SUCCESS for other roles."""
+        return ResponseCode.SUCCESS if self.ha is None else await self.ha.handle_ha(end_offset)

@@ -41,7 +41,7 @@ class BrokerConfig:
     Attributes:
         broker_name: this broker's name (routes group masters/slaves by it); default the host name.
         broker_cluster_name: cluster the broker registers in, default ``"DefaultCluster"``.
-        broker_id: 0 = master (only masters are supported).
+        broker_id: 0 = master, > 0 = a slave of the group named ``broker_name``.
         broker_ip1: address clients should use; ``""`` = 127.0.0.1 when listening on loopback,
             else the first non-loopback IPv4 of this host.
         listen_host: interface to bind (not a RocketMQ option; RocketMQ binds every interface).
@@ -66,6 +66,18 @@ class BrokerConfig:
         register_broker_timeout_mills: REGISTER_BROKER RPC timeout (ms).
         acl_enable: check every request against plain ACL (``aclEnable``; see docs/acl.md).
         acl_file: the ``plain_acl.yml`` to use; ``None`` = ``<store root>/config/plain_acl.yml``.
+        broker_role: ``ASYNC_MASTER`` | ``SYNC_MASTER`` (SEND_OK only once a slave holds the
+            bytes) | ``SLAVE`` (replicates the master's commit log, refuses sends); docs/deployment.md.
+        ha_listen_port: HA (replication) port of a master; ``None`` = ``listen_port + 1`` (0 when
+            ``listen_port`` is 0). ``haListenPort`` in broker.conf.
+        ha_master_address: ``ip:port`` of the master's HA port for a slave; ``None`` = the address
+            the name server returns on registration (``haMasterAddress``).
+        slave_read_enable: masters suggest the slave to consumers far behind, slaves keep them while
+            they are (``slaveReadEnable``, RocketMQ default false).
+        ha_send_heartbeat_interval / ha_housekeeping_interval: HA heartbeat period and the silence
+            after which an HA connection is dropped (ms; 5000 / 20000).
+        ha_transfer_batch_size: most commit-log bytes per HA frame (32 KiB).
+        ha_slave_fallbehind_max: a slave further behind than this (bytes) counts as unavailable.
         server_channel_max_idle_time_seconds: a connection that sends nothing for this long (s) is
             closed, as is one that has not read our responses for this long (RocketMQ's
             ``NettyServerConfig.serverChannelMaxIdleTimeSeconds``, 120).
@@ -78,7 +90,7 @@ class BrokerConfig:
     broker_ip2: str = ""
     listen_host: str = "0.0.0.0"
     listen_port: int = field(default=10911, metadata={"important": True})
-    ha_listen_port: int = 10912
+    ha_listen_port: int | None = None
     namesrv_addr: str | None = field(default=None, metadata={"important": True})
     auto_create_topic_enable: bool = True
     default_topic_queue_nums: int = 8
@@ -99,6 +111,12 @@ class BrokerConfig:
     notify_consumer_ids_changed_enable: bool = True
     max_reconsume_times: int = 16
     broker_role: str = "ASYNC_MASTER"
+    ha_master_address: str | None = None
+    slave_read_enable: bool = False
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
     acl_enable: bool = False
     acl_file: str | None = None
     server_channel_max_idle_time_seconds: int = 120
@@ -106,6 +124,17 @@ class BrokerConfig:
     def namesrv_addr_list(self) -> list[str]:
         """``namesrv_addr`` split on ``;`` (blank entries dropped)."""
         return [a.strip() for a in (self.namesrv_addr or "").split(";") if a.strip()]
+
+    @property
+    def is_slave(self) -> bool:
+        """``broker_role == "SLAVE"``."""
+        return self.broker_role.upper() == "SLAVE"
+
+    def resolved_ha_listen_port(self) -> int:
+        """The HA port to bind: ``ha_listen_port``, else ``listen_port + 1`` (0 for an ephemeral broker)."""
+        if self.ha_listen_port is not None:
+            return self.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
 
     @property
     def is_writeable(self) -> bool:

@@ -171,9 +171,9 @@ BROKER_RULES: dict[str, Rule] = {
         lambda v: isinstance(v, str) and _NAME.fullmatch(v) is not None,
         "must be 1..127 characters of [%|a-zA-Z0-9_-]",
     ),
-    "broker_id": (lambda v: v == 0, "must be 0 (only masters are supported)"),
+    "broker_id": _at_least(0),
     "listen_port": _port(),
-    "ha_listen_port": _port(),
+    "ha_listen_port": (lambda v: v is None or _port()[0](v), "must be an integer 0..65535"),
     "namesrv_addr": (_namesrv_ok, "must be host:port[;host:port...]"),
     "default_topic_queue_nums": _between(1, 1024),
     "short_polling_time_mills": _at_least(1),
@@ -185,7 +185,7 @@ BROKER_RULES: dict[str, Rule] = {
     "client_channel_scan_interval": _at_least(100),
     "flush_consumer_offset_interval": _at_least(100),
     "max_reconsume_times": _between(0, 10_000),
-    "broker_role": _one_of("ASYNC_MASTER", "SYNC_MASTER"),
+    "broker_role": _one_of("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
     "server_channel_max_idle_time_seconds": _at_least(1),
 }
 """``{BrokerConfig field: (is valid, what is allowed)}``; fields not listed only need their type."""
@@ -208,7 +208,7 @@ STORE_RULES: dict[str, Rule] = {
     "max_transfer_count_on_message_in_memory": _at_least(1),
     "max_transfer_bytes_on_message_in_disk": _at_least(1),
     "max_transfer_count_on_message_in_disk": _at_least(1),
-    "access_message_in_memory_max_ratio": _between(1, 100),
+    "access_message_in_memory_max_ratio": _between(0, 100),
     "message_delay_level": (
         _delay_levels_ok,
         "must be space-separated <number><s|m|h|d> entries, e.g. '1s 5s 1m'",

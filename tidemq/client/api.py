@@ -161,10 +161,13 @@ class ClientAPI:
         Raises:
             BrokerError: the broker refused the message (code, remark, address).
         """
-        code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
-        req = self._request(code, header.to_v2_ext_fields(), body)
-        resp = await self._invoke(addr, req, timeout)
+        resp = await self._invoke(addr, self.build_send_request(header, body), timeout)
         return self.process_send_response(broker_name, header.topic, resp, addr, uniq_id)
+
+    def build_send_request(self, header: SendMessageRequestHeader, body: bytes) -> RemotingCommand:
+        """The SEND_MESSAGE_V2 (310) or, when ``header.batch``, SEND_BATCH_MESSAGE (320) request."""
+        code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
+        return self._request(code, header.to_v2_ext_fields(), body)
 
     async def send_message_oneway(self, addr: str, header: SendMessageRequestHeader, body: bytes) -> None:
         """SEND_MESSAGE_V2 as oneway: nothing comes back."""

@@ -124,6 +124,14 @@ class ProducerConfig(ClientConfig):
         retry_another_broker_when_not_store_ok: retry on FLUSH_*/SLAVE_* statuses (False).
         max_message_size: largest body accepted, bytes (4 MiB).
         compress_level: zlib level (5, as Java).
+        send_latency_fault_enable: avoid brokers that failed or answered slowly for a while
+            (``MQFaultStrategy``; False, as Java).
+        latency_max: latency thresholds, ms (Java's ``latencyMax``).
+        not_available_duration: how long a broker with that latency is avoided, ms (Java's
+            ``notAvailableDuration``).
+        sync_send_direct: the blocking ``Producer`` sends on the caller's thread over its own
+            blocking connection instead of hopping to the client loop (True; see
+            :mod:`tidemq.client.direct`). Off when ACL keys are set.
     """
 
     producer_group: str = field(default="DEFAULT_PRODUCER", metadata=_IMPORTANT)
@@ -136,6 +144,10 @@ class ProducerConfig(ClientConfig):
     retry_another_broker_when_not_store_ok: bool = False
     max_message_size: int = 4 * 1024 * 1024
     compress_level: int = 5
+    send_latency_fault_enable: bool = False
+    latency_max: tuple[int, ...] = (50, 100, 550, 1000, 2000, 3000, 15000)
+    not_available_duration: tuple[int, ...] = (0, 0, 30000, 60000, 120000, 180000, 600000)
+    sync_send_direct: bool = True
 
 
 @dataclass(slots=True, kw_only=True)

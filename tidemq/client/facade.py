@@ -11,12 +11,96 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 from tidemq.client.instance import acquire_loop_thread, release_loop_thread
+from tidemq.remoting.loop import LoopThread
 
-__all__ = ["BlockingFacade"]
+__all__ = ["BlockingFacade", "run_on_loop"]
+
+T = TypeVar("T")
+
+
+class _Hop:
+    """One call handed from a caller thread to the loop thread and its answer handed back.
+
+    Cheaper than ``asyncio.run_coroutine_threadsafe`` + ``concurrent.futures.Future`` (which
+    chains two futures and waits on a pure-Python ``threading.Condition``): the caller blocks on a
+    plain ``threading.Lock`` that the task's done callback releases -- one wake-up each way.
+    """
+
+    __slots__ = ("coro", "lock", "ok", "task", "value")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.coro = coro
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.task: asyncio.Task[Any] | None = None
+        self.ok = False
+        self.value: Any = None
+
+    def start(self) -> None:
+        """On the loop thread: run the coroutine as a task."""
+        task = asyncio.ensure_future(self.coro)
+        self.task = task
+        task.add_done_callback(self.done)
+
+    def done(self, task: asyncio.Task[Any]) -> None:
+        """On the loop thread: keep the outcome and wake the caller."""
+        if task.cancelled():
+            self.value = asyncio.CancelledError()
+        else:
+            exc = task.exception()
+            if exc is None:
+                self.ok, self.value = True, task.result()
+            else:
+                self.value = exc
+        self.lock.release()
+
+    def cancel(self) -> None:
+        """On the loop thread: cancel the task (after the caller gave up waiting)."""
+        if self.task is not None:
+            self.task.cancel()
+        else:
+            self.coro.close()
+
+
+def run_on_loop(lt: LoopThread, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    """Run ``coro`` on ``lt``'s loop from another thread and return its result (the facades' hop).
+
+    Same contract as :meth:`LoopThread.run` at about half its cost per call (see :class:`_Hop`).
+
+    Args:
+        lt: the loop thread.
+        coro: the coroutine.
+        timeout: seconds to wait; None waits forever.
+
+    Raises:
+        RuntimeError: called on the loop's own thread, or the loop is stopped.
+        TimeoutError: ``timeout`` passed (the coroutine is cancelled).
+        Exception: whatever ``coro`` raised.
+    """
+    if lt.in_loop_thread():
+        coro.close()
+        raise RuntimeError(f"blocking client call on its own loop thread {lt.name!r}; await the async client")
+    hop = _Hop(coro)
+    try:
+        lt.loop.call_soon_threadsafe(hop.start)
+    except RuntimeError:  # loop closed
+        coro.close()
+        raise RuntimeError(f"loop thread {lt.name!r} is stopped") from None
+    if not hop.lock.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+        try:
+            lt.loop.call_soon_threadsafe(hop.cancel)
+        except RuntimeError:
+            pass
+        raise TimeoutError(f"coroutine did not finish within {timeout:g}s on {lt.name!r}")
+    if hop.ok:
+        return hop.value  # type: ignore[no-any-return]
+    raise hop.value
 
 
 class AsyncCore(Protocol):
@@ -50,7 +134,7 @@ class BlockingFacade(Generic[CoreT]):
 
     def start(self) -> None:
         """Start the asyncio client underneath (its ``start``), blocking until it is started."""
-        self._loop.run(self._core.start())
+        self._run(self._core.start())
 
     def shutdown(self) -> None:
         """Shut the asyncio client down; also stops the background loop when unused. Idempotent."""
@@ -63,10 +147,14 @@ class BlockingFacade(Generic[CoreT]):
         if self._released:
             return
         try:
-            self._loop.run(shutdown(), timeout=timeout)
+            self._run(shutdown(), timeout)
         finally:
             self._released = True
             release_loop_thread(self._core.client_id)
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """``coro`` on the client loop, blocking until done (see :func:`run_on_loop`)."""
+        return run_on_loop(self._loop, coro, timeout)
 
     def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the loop thread (for the core's non-async methods); returns its result."""
@@ -74,7 +162,7 @@ class BlockingFacade(Generic[CoreT]):
         async def call() -> Any:
             return fn(*args)
 
-        return self._loop.run(call())
+        return self._run(call())
 
     def __enter__(self) -> Self:
         self.start()

@@ -25,7 +25,14 @@ from typing import Any, Protocol
 
 from tidemq.client.api import ClientAPI
 from tidemq.client.config import ClientConfig
-from tidemq.client.route import TopicPublishInfo, route_to_publish_info, route_to_subscribe_queues
+from tidemq.client.route import (
+    FindBrokerResult,
+    TopicPublishInfo,
+    find_broker_in_admin,
+    find_broker_in_subscribe,
+    route_to_publish_info,
+    route_to_subscribe_queues,
+)
 from tidemq.errors import ClientError, NoRouteError, TideMQError
 from tidemq.protocol.body import ConsumerData, HeartbeatData, ProducerData, TopicRouteData
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -341,21 +348,35 @@ class ClientInstance:
 
     def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
         """``broker_id``'s address, else any address of ``broker_name``. Mirrors ``findBrokerAddressInSubscribe``."""
-        addrs = self.broker_addr_table.get(broker_name)
-        if not addrs:
-            return None
-        return addrs.get(broker_id) or addrs[min(addrs)]
+        found = find_broker_in_subscribe(self.broker_addr_table.get(broker_name), broker_id)
+        return found.broker_addr if found else None
+
+    def find_broker_result_in_subscribe(
+        self, broker_name: str, broker_id: int, *, only_this_broker: bool = False
+    ) -> FindBrokerResult | None:
+        """Address + slave flag for pulling from ``broker_name`` (see :func:`find_broker_in_subscribe`)."""
+        return find_broker_in_subscribe(
+            self.broker_addr_table.get(broker_name), broker_id, only_this_broker=only_this_broker
+        )
+
+    def find_broker_address_in_admin(self, broker_name: str) -> str | None:
+        """The master of ``broker_name``, else a slave. Mirrors ``findBrokerAddressInAdmin``
+        (where consumer offsets are committed and queried)."""
+        found = find_broker_in_admin(self.broker_addr_table.get(broker_name))
+        return found.broker_addr if found else None
 
     async def find_broker_addr(self, broker_name: str, *, topic: str | None = None) -> str:
-        """Master (or any) address of ``broker_name``, refreshing ``topic``'s route once if unknown.
+        """Master (else a slave) address of ``broker_name``, refreshing ``topic``'s route once if
+        unknown. Mirrors the ``findBrokerAddressInAdmin`` + route refresh pattern (offset commits
+        and queries, admin calls).
 
         Raises:
             ClientError: the broker is unknown.
         """
-        addr = self.find_broker_address_in_subscribe(broker_name)
+        addr = self.find_broker_address_in_admin(broker_name)
         if addr is None and topic is not None:
             await self.update_topic_route_info_from_name_server(topic)
-            addr = self.find_broker_address_in_subscribe(broker_name)
+            addr = self.find_broker_address_in_admin(broker_name)
         if addr is None:
             raise ClientError(f"the broker {broker_name} does not exist (no address known)")
         return addr

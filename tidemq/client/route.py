@@ -20,8 +20,11 @@ from tidemq.protocol.message import MessageQueue
 from tidemq.protocol.topic import MASTER_ID, PermName
 
 __all__ = [
+    "FindBrokerResult",
     "TopicPublishInfo",
     "find_broker_addr",
+    "find_broker_in_admin",
+    "find_broker_in_subscribe",
     "route_to_publish_info",
     "route_to_subscribe_queues",
 ]
@@ -48,6 +51,14 @@ class TopicPublishInfo:
     def ok(self) -> bool:
         """True when there is at least one writable queue. Mirrors ``TopicPublishInfo.ok``."""
         return bool(self.message_queue_list)
+
+    def next_index(self) -> int:
+        """The next value of the round-robin cursor (``sendWhichQueue.incrementAndGet()``)."""
+        return next(self._counter)
+
+    def queue_nums_of_broker(self, broker_name: str) -> int:
+        """How many writable queues ``broker_name`` has here. Mirrors ``getQueueIdByBroker``."""
+        return sum(1 for mq in self.message_queue_list if mq.broker_name == broker_name)
 
     def select_one_message_queue(self, last_broker_name: str | None = None) -> MessageQueue:
         """Next queue round-robin, avoiding ``last_broker_name`` when another broker exists.
@@ -132,3 +143,48 @@ def find_broker_addr(route: TopicRouteData, broker_name: str, broker_id: int = M
     if broker_id in addrs:
         return addrs[broker_id]
     return addrs[min(addrs)] if addrs else None
+
+
+@dataclass(frozen=True, slots=True)
+class FindBrokerResult:
+    """A broker address picked from a broker group. Mirrors ``FindBrokerResult``.
+
+    Attributes:
+        broker_addr: ``"host:port"``.
+        slave: True when it is not the master (broker id != 0).
+        broker_id: the id it was found under.
+    """
+
+    broker_addr: str
+    slave: bool
+    broker_id: int
+
+
+def find_broker_in_subscribe(
+    addrs: dict[int, str] | None, broker_id: int, *, only_this_broker: bool = False
+) -> FindBrokerResult | None:
+    """Where to pull from in one broker group ``{broker id: address}``. Mirrors
+    ``MQClientInstance.findBrokerAddressInSubscribe``: ``broker_id`` itself; for a slave id missing
+    from the group, ``broker_id + 1``; then (unless ``only_this_broker``) the lowest id present --
+    the master when it is there, else a slave (a consumer keeps reading from a slave while the
+    master is gone from the route). None for an empty or unknown group."""
+    if not addrs:
+        return None
+    addr = addrs.get(broker_id)
+    if addr:
+        return FindBrokerResult(addr, broker_id != MASTER_ID, broker_id)
+    if broker_id != MASTER_ID and addrs.get(broker_id + 1):
+        return FindBrokerResult(addrs[broker_id + 1], True, broker_id + 1)
+    if only_this_broker:
+        return None
+    first = min(addrs)
+    return FindBrokerResult(addrs[first], first != MASTER_ID, first)
+
+
+def find_broker_in_admin(addrs: dict[int, str] | None) -> FindBrokerResult | None:
+    """Where offsets are committed and queried in one broker group: the master when present, else
+    the lowest-id slave. Mirrors ``MQClientInstance.findBrokerAddressInAdmin``."""
+    if not addrs:
+        return None
+    first = min(addrs)
+    return FindBrokerResult(addrs[first], first != MASTER_ID, first)

@@ -66,7 +66,8 @@ BatchHook = Callable[[int], None]
 def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flights") -> Any:
     """A SparkSession for the pipeline, with the ``tidemq`` format registered.
 
-    Sets ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` to this interpreter unless already set
+    ``master`` is ``local[*]``-style or a standalone cluster ``spark://host:port`` (on loopback the
+    driver binds to 127.0.0.1 too; executors get 512 MiB, env ``TIDEMQ_EXECUTOR_MEMORY``). Sets ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` to this interpreter unless already set
     (the Python workers need pyarrow and tidemq), few shuffle partitions (the aggregates are
     small), no UI, UTC session time zone and Arrow for pandas conversions.
     """
@@ -80,9 +81,17 @@ def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flight
     import tidemq.spark
 
     builder = SparkSession.builder.master(master).appName(app_name)
-    if master.startswith("local"):
+    if master.startswith("local") or _loopback_master(master):
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
+        )
+    if master.startswith("spark://"):
+        # A standalone cluster: executors run this interpreter (same machine or same venv path) and
+        # fit in a small worker (tidemq.spark.standalone offers 1 core and 1 GiB per worker).
+        builder = (
+            builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
+            .config("spark.executor.memory", os.environ.get("TIDEMQ_EXECUTOR_MEMORY", "512m"))
+            .config("spark.executor.cores", "1")
         )
     spark = (
         builder.config("spark.sql.shuffle.partitions", "4")
@@ -98,6 +107,12 @@ def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flight
     logging.getLogger("py4j").setLevel(logging.WARNING)
     tidemq.spark.register(spark)
     return spark
+
+
+def _loopback_master(master: str) -> bool:
+    """Whether ``spark://host:port[,host:port]`` names only this machine (then the driver binds to loopback)."""
+    hosts = [h.rsplit(":", 1)[0] for h in master.removeprefix("spark://").split(",")]
+    return bool(hosts) and all(h in ("127.0.0.1", "localhost") for h in hosts)
 
 
 def _atomic_write(table: pa.Table, path: Path) -> None:

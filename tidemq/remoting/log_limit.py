@@ -65,11 +65,14 @@ class PeerLogLimiter:
         self.total_suppressed = 0
         """Lines suppressed since creation (for tests and stats)."""
 
-    def log(self, level: int, remote_addr: str, msg: str, *args: object, exc_info: bool = False) -> bool:
+    def log(
+        self, level: int, remote_addr: str, msg: str, *args: object, exc_info: bool = False, kind: str = ""
+    ) -> bool:
         """Log ``msg % args`` about ``remote_addr`` unless its host is over budget; True if logged.
 
-        ``exc_info`` adds the current traceback (only to the lines let through)."""
-        host = peer_host(remote_addr)
+        ``exc_info`` adds the current traceback (only to the lines let through). ``kind`` splits a
+        host's budget (e.g. one per failing request code, so one bug cannot hide another)."""
+        host = peer_host(remote_addr) + (f" ({kind})" if kind else "")
         now = self.clock()
         window = self._windows.get(host)
         if window is not None and now - window.start >= self.interval:

@@ -186,6 +186,7 @@ class RequestDispatcher:
                 channel.remote_addr,
                 request.code,
                 exc_info=True,
+                kind=f"code {request.code} failures",
             )
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         return response

@@ -5,12 +5,27 @@ Mirrors the body of RocketMQ's ``DefaultMessageStore.getMessage`` (status table 
 
 from __future__ import annotations
 
+import logging
 import struct
 
+from tidemq.protocol.message_codec import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from tidemq.store.consume_queue import PRE_BLANK_SIZE, ConsumeQueue
 from tidemq.store.results import GetMessageResult, GetMessageStatus
+
+log = logging.getLogger(__name__)
+
+_SIZE_MAGIC = struct.Struct(">ii")
+_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+
+
+def _is_record(data: bytes, size: int) -> bool:
+    """True when ``data`` starts a stored record of ``size`` bytes (TOTALSIZE and MAGICCODE agree)."""
+    if len(data) < 8:
+        return False
+    total, magic = _SIZE_MAGIC.unpack_from(data, 0)
+    return total == size and magic in _MAGICS
 
 
 class MessageReader:
@@ -26,6 +41,10 @@ class MessageReader:
         self.commit_log = commit_log
         self.config = config
         self.memory_limit = memory_limit
+        self._max_record_size = config.max_message_size + 64 * 1024  # record overhead is far below
+        self._damaged_seen: set[tuple[str, int]] = set()
+        self.damaged_entries = 0
+        """Damaged consume-queue entries met while reading (each reported once with a WARNING)."""
 
     def get_message(
         self, cq: ConsumeQueue | None, offset: int, max_msg_nums: int, tag_codes: set[int] | None
@@ -52,7 +71,9 @@ class MessageReader:
                 result.status = GetMessageStatus.OFFSET_FOUND_NULL
                 result.next_begin_offset = cq.roll_next_file(offset)
             else:
-                self._scan_consume_queue(result, buf, offset, max_msg_nums, tag_codes)
+                self._scan_consume_queue(
+                    result, buf, offset, max_msg_nums, tag_codes, f"{cq.topic}/{cq.queue_id}"
+                )
         return result
 
     def is_in_disk(self, offset_py: int, max_offset_py: int) -> bool:
@@ -77,7 +98,13 @@ class MessageReader:
         )
 
     def _scan_consume_queue(
-        self, result: GetMessageResult, buf: bytes, offset: int, max_msg_nums: int, tag_codes: set[int] | None
+        self,
+        result: GetMessageResult,
+        buf: bytes,
+        offset: int,
+        max_msg_nums: int,
+        tag_codes: set[int] | None,
+        cq_name: str,
     ) -> None:
         result.status = GetMessageStatus.NO_MATCHED_MESSAGE
         max_offset_py = self.commit_log.get_max_offset()
@@ -88,7 +115,10 @@ class MessageReader:
         picked: list[tuple[int, int, int]] = []  # (phy, size, queue offset)
         for i, (offset_py, size_py, tags_code) in enumerate(struct.iter_unpack(">qiq", buf)):
             scanned = i + 1
-            if size_py <= 0 or size_py == PRE_BLANK_SIZE:  # padding, nothing stored there
+            if size_py == PRE_BLANK_SIZE:  # padding, nothing stored there
+                continue
+            if size_py <= 0 or offset_py < 0:  # inside the written entries: damage, not padding
+                self._report_damaged(cq_name, offset + i, offset_py, size_py)
                 continue
             max_phy_pulling = offset_py
             if next_phy_file_start >= 0 and offset_py < next_phy_file_start:
@@ -100,7 +130,12 @@ class MessageReader:
                 break
             if tag_codes is not None and tags_code not in tag_codes:
                 continue
-            if offset_py < self.commit_log.get_min_offset() or offset_py + size_py > max_offset_py:
+            if offset_py + size_py > max_offset_py or size_py > self._max_record_size:
+                # Beyond the commit log's end: no intact entry looks like this (entries are written
+                # after their record). A damaged entry hides one message, never the ones after it.
+                self._report_damaged(cq_name, offset + i, offset_py, size_py)
+                continue
+            if offset_py < self.commit_log.get_min_offset():
                 if not picked:
                     result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
                 next_phy_file_start = self.commit_log.roll_next_file(offset_py)
@@ -108,10 +143,13 @@ class MessageReader:
             picked.append((offset_py, size_py, offset + i))
             total += size_py
             next_phy_file_start = -1
-        for queue_offset, data in self._read_records(picked):
+        for (phy, size, queue_offset), data in zip(picked, self._read_records(picked), strict=True):
             if data is None:
                 if not result.message_buffers:
                     result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                continue
+            if not _is_record(data, size):  # the entry points into the middle of something else
+                self._report_damaged(cq_name, queue_offset, phy, size)
                 continue
             result.add_message(data, queue_offset)
         if result.message_buffers:
@@ -119,10 +157,30 @@ class MessageReader:
         result.next_begin_offset = offset + scanned
         result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > self.memory_limit
 
-    def _read_records(self, picked: list[tuple[int, int, int]]) -> list[tuple[int, bytes | None]]:
-        """Read picked ``(phy, size, queue offset)`` records -> ``(queue offset, record or None)``,
+    def _report_damaged(self, cq_name: str, queue_offset: int, phy: int, size: int) -> None:
+        """One WARNING per damaged entry (first sighting only; a consumer re-pulls the same range)."""
+        key = (cq_name, queue_offset)
+        if key in self._damaged_seen:
+            return
+        if len(self._damaged_seen) > 100_000:
+            self._damaged_seen.clear()
+        self._damaged_seen.add(key)
+        self.damaged_entries += 1
+        log.warning(
+            "consume queue %s: entry at queue offset %d is damaged (commit-log offset %d, size %d, "
+            "commit log ends at %d); that message is skipped, the rest of the queue is served "
+            "(the queue is rebuilt from the commit log at the next start)",
+            cq_name,
+            queue_offset,
+            phy,
+            size,
+            self.commit_log.get_max_offset(),
+        )
+
+    def _read_records(self, picked: list[tuple[int, int, int]]) -> list[bytes | None]:
+        """Read picked ``(phy, size, queue offset)`` records -> record bytes or None per entry,
         coalescing contiguous records of one segment into one pread."""
-        out: list[tuple[int, bytes | None]] = []
+        out: list[bytes | None] = []
         seg = self.config.mapped_file_size_commit_log
         i = 0
         while i < len(picked):
@@ -134,8 +192,8 @@ class MessageReader:
                 j += 1
             data = self.commit_log.get_message(start, end - start)
             pos = 0
-            for _phy, sz, q in picked[i:j]:
-                out.append((q, data[pos : pos + sz] if data is not None else None))
+            for _phy, sz, _q in picked[i:j]:
+                out.append(data[pos : pos + sz] if data is not None else None)
                 pos += sz
             i = j
         return out

@@ -37,6 +37,15 @@ from tidemq.store.consume_queue import ConsumeQueue, CqUnit
 from tidemq.store.index import IndexService, QueryMessageResult, query_message
 from tidemq.store.lock import StoreLock
 from tidemq.store.message_reader import MessageReader
+from tidemq.store.repair import (
+    check_consume_queue,
+    load_manifest,
+    missing_from_manifest,
+    move_queue_aside,
+    pad_short_segments,
+    rebuild_consume_queues,
+    save_manifest,
+)
 from tidemq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -117,8 +126,11 @@ class MessageStore:
         self._running = False
         self.clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)
         """Wall clock in ms used for store timestamps (tests may replace it)."""
+        self.slave_mode = False
+        """Refuse puts (SERVICE_NOT_AVAILABLE): a slave only appends what its master sends (store/ha)."""
         self.recovered_abnormally = False
         """Whether :meth:`load` found an ``abort`` file (the last run did not shut down cleanly)."""
+        self._manifest: dict[TopicQueueKey, int] = {}
         self.lock = StoreLock(self.root)
         """The exclusive lock on ``<root>/lock``, taken by :meth:`load`, dropped by :meth:`shutdown`."""
 
@@ -156,8 +168,10 @@ class MessageStore:
         except OSError as exc:
             raise StoreError(f"cannot use store directory {self.root}: {exc}") from exc
         self.recovered_abnormally = abnormal
+        self.commit_log.damaged_dir = self.root / "damaged"
+        padded = pad_short_segments(Path(self.config.commit_log_dir), self.config.mapped_file_size_commit_log)
         self.commit_log.load()
-        self._load_consume_queues()
+        damaged = self._load_consume_queues()
         cp = self.checkpoint
         cp.load()
         for cq in self.consume_queue_table.values():
@@ -169,6 +183,8 @@ class MessageStore:
             log.warning("store %s was not shut down cleanly; recovering from offset %d", self.root, start)
         else:
             start = min(last.file_from_offset if last else 0, dispatch_from)
+        if padded is not None:  # a truncated segment: re-check it and everything after it
+            start = min(start, padded)
         index = self.index_service
         if index is not None:
             index.load(not abnormal, cp.index_msg_timestamp if cp.valid else 0)
@@ -186,24 +202,77 @@ class MessageStore:
             cq.truncate_dirty_logic_files(end)
             cq.correct_min_offset(min_phy)
             self.topic_queue_table[key] = cq.get_max_offset_in_queue()
+        self._check_consume_queues(damaged, end, thorough=abnormal)
         self._flushed_offset = end
         cp.physic_offset = cp.logics_offset = end
         self.checkpoint.flush()
         self._last_cq_flush = time.monotonic()
         self._running = True
 
-    def _load_consume_queues(self) -> None:
+    def _load_consume_queues(self) -> dict[TopicQueueKey, str]:
+        """Open every consume queue; one that cannot be opened is moved aside and reported for rebuild."""
         root = Path(self.config.consume_queue_dir)
+        damaged: dict[TopicQueueKey, str] = {}
         for topic_dir in sorted(p for p in root.iterdir() if p.is_dir()):
             for qdir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
                 if not qdir.name.isdigit():
                     log.warning("ignoring %s: not a queue id", qdir)
                     continue
-                cq = ConsumeQueue(
-                    topic_dir.name, int(qdir.name), root, self.config.mapped_file_size_consume_queue
-                )
-                cq.load()
-                self.consume_queue_table[(topic_dir.name, int(qdir.name))] = cq
+                key = (topic_dir.name, int(qdir.name))
+                cq = ConsumeQueue(key[0], key[1], root, self.config.mapped_file_size_consume_queue)
+                try:
+                    cq.load()
+                except StoreError as exc:
+                    aside = move_queue_aside(qdir, self.root / "damaged")
+                    damaged[key] = f"unreadable ({exc}; its files are kept in {aside})"
+                    cq = ConsumeQueue(key[0], key[1], root, self.config.mapped_file_size_consume_queue)
+                self.consume_queue_table[key] = cq
+        return damaged
+
+    def _check_consume_queues(self, damaged: dict[TopicQueueKey, str], end: int, *, thorough: bool) -> None:
+        """Check every consume queue against the commit log and the manifest; rebuild the damaged
+        ones from the commit log (``tidemq/store/repair.py``, one WARNING per queue)."""
+        for key, why in missing_from_manifest(load_manifest(self.root), self.consume_queue_table).items():
+            damaged.setdefault(key, why)
+        for key, cq in self.consume_queue_table.items():
+            if key not in damaged:
+                problem = check_consume_queue(cq, self.commit_log, end, thorough)
+                if problem is not None:
+                    damaged[key] = f"damaged ({problem})"
+        if damaged:
+            rebuild_consume_queues(
+                self.commit_log, damaged, self._reset_consume_queue, self._dispatch_rebuilt
+            )
+            for key in damaged:
+                self.topic_queue_table[key] = self.consume_queue_table[key].get_max_offset_in_queue()
+        self._save_manifest()
+
+    def _reset_consume_queue(self, key: TopicQueueKey) -> ConsumeQueue:
+        old = self.consume_queue_table.pop(key, None)
+        if old is not None:
+            old.destroy()
+        cq = self.find_consume_queue(key[0], key[1], create=True)
+        assert cq is not None
+        return cq
+
+    def _dispatch_rebuilt(self, info: RecordInfo) -> None:
+        if MessageSysFlag.get_transaction_value(info.sys_flag) not in _CONSUMABLE:
+            return
+        tags_code = self._tags_code(info.topic, string_to_properties(info.properties), info.store_timestamp)
+        cq = self.find_consume_queue(info.topic, info.queue_id, create=True)
+        assert cq is not None
+        cq.put_message_position_info(
+            [CqUnit(info.commit_log_offset, info.total_size, tags_code)], info.queue_offset
+        )
+
+    def _save_manifest(self) -> None:
+        table = {k: cq.get_max_offset_in_queue() for k, cq in list(self.consume_queue_table.items())}
+        if table != self._manifest:
+            try:
+                save_manifest(self.root, table)
+                self._manifest = table
+            except StoreError as exc:
+                log.warning("cannot write %s: %s", self.root / "consumequeue.json", exc)
 
     def _redispatch(self, info: RecordInfo, dispatch_from: int) -> None:
         if self.index_service is not None:
@@ -308,6 +377,11 @@ class MessageStore:
         if not self._running:
             return PutMessageResult(
                 PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is not running"
+            )
+        if self.slave_mode:  # a slave's log is the master's, byte for byte (store/ha)
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                remark="message store is slave mode, so putMessage is forbidden",
             )
         if not inners:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
@@ -467,6 +541,7 @@ class MessageStore:
         if self.index_service is not None:
             cp.index_msg_timestamp = self.index_service.flush()
         cp.flush()
+        self._save_manifest()
         self._last_cq_flush = time.monotonic()
 
     # ------------------------------------------------------------------------------------- get

@@ -34,6 +34,7 @@ from tidemq.protocol.headers import (
     UnregisterClientRequestHeader,
 )
 from tidemq.protocol.topic import PermName, retry_topic
+from tidemq.remoting.log_limit import bad_request_log
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
@@ -96,7 +97,9 @@ class ClientManageProcessor:
                 return self.unlock_batch_mq(channel, request)
         except (ProtocolError, ValueError, KeyError, TypeError) as exc:
             name = _code_name(code)
-            log.warning("bad %s request from %s: %s", name, channel.remote_addr, exc)
+            bad_request_log.warning(
+                channel.remote_addr, "bad %s request from %s: %s", name, channel.remote_addr, exc
+            )
             return _response(ResponseCode.SYSTEM_ERROR, f"bad {name} request: {exc}")
         return _response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {code} not supported")
 
@@ -225,8 +228,11 @@ class ClientManageProcessor:
         info = self.broker.consumer_manager.get_consumer_group_info(group)
         ids = info.get_all_client_ids() if info is not None else []
         if not ids:
-            log.warning(
-                "get_consumer_list_by_group: no consumer for group %s (from %s)", group, channel.remote_addr
+            bad_request_log.warning(
+                channel.remote_addr,
+                "get_consumer_list_by_group: no consumer for group %s (from %s)",
+                group,
+                channel.remote_addr,
             )
             return _response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
         body = GetConsumerListByGroupResponseBody(consumer_id_list=ids).encode()

@@ -30,6 +30,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from tidemq.broker.longpolling import HeldPullRequest
+from tidemq.broker.pull_suggest import suggest_which_broker_id
 from tidemq.errors import RemotingError
 from tidemq.protocol.body import EXPRESSION_TYPE_TAG, SubscriptionData
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -46,6 +47,7 @@ from tidemq.store.results import GetMessageResult, GetMessageStatus
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
     from tidemq.remoting import Channel
+
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +203,11 @@ class PullMessageProcessor:
             response: RemotingCommand | None = checked
         else:
             response = self._read(channel, request, header, checked, broker_allow_suspend)
-        if broker_allow_suspend and PullSysFlag.has_commit_offset_flag(header.sys_flag):
+        if (
+            broker_allow_suspend
+            and PullSysFlag.has_commit_offset_flag(header.sys_flag)
+            and not self.broker.config.is_slave  # a slave takes no offset commits from pulls
+        ):
             self.broker.consumer_offset_manager.commit_offset(
                 channel.remote_addr,
                 header.consumer_group,
@@ -230,7 +236,7 @@ class PullMessageProcessor:
         )
         code = pull_response_code(result.status, header.queue_offset)
         fields = PullMessageResponseHeader(
-            suggest_which_broker_id=0,
+            suggest_which_broker_id=suggest_which_broker_id(self.broker, header.consumer_group, result),
             next_begin_offset=result.next_begin_offset,
             min_offset=result.min_offset,
             max_offset=result.max_offset,

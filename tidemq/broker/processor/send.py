@@ -118,7 +118,7 @@ class SendMessageProcessor:
         Returns ``(topic_config, queue_id)`` (queue id resolved when < 0) or an error response.
         """
         broker = self.broker
-        if not broker.config.is_writeable:
+        if not broker.config.is_writeable or broker.config.is_slave:  # a slave never takes sends
             return error(
                 ResponseCode.NO_PERMISSION, f"the broker[{broker.addr}] sending message is forbidden"
             )
@@ -335,6 +335,8 @@ class SendMessageProcessor:
         code = ResponseCode.SUCCESS
         if wait and not await self.broker.wait_for_flush(append.wrote_offset + append.wrote_bytes):
             code = ResponseCode.FLUSH_DISK_TIMEOUT
+        if wait and code == ResponseCode.SUCCESS:  # SYNC_MASTER: a slave must hold it (store/ha)
+            code = await self.broker.handle_ha(append.wrote_offset + append.wrote_bytes)
         header = SendMessageResponseHeader(
             msg_id=append.msg_id or ",".join(append.msg_ids),
             queue_id=queue_id,

@@ -149,15 +149,17 @@ class RemoteBrokerOffsetStore(OffsetStore):
 
     async def update_consume_offset_to_broker(
         self, mq: MessageQueue, offset: int, *, oneway: bool = True
-    ) -> None:
-        """Send ``offset`` for ``mq`` now. Mirrors ``updateConsumeOffsetToBroker``."""
-        await self._update(mq, offset, oneway=oneway)
+    ) -> bool:
+        """Send ``offset`` for ``mq`` now; False when it failed (logged). Mirrors ``updateConsumeOffsetToBroker``."""
+        return await self._update(mq, offset, oneway=oneway)
 
-    async def _update(self, mq: MessageQueue, offset: int, *, oneway: bool) -> None:
+    async def _update(self, mq: MessageQueue, offset: int, *, oneway: bool) -> bool:
         try:
             await self.backend.update_consumer_offset(self.group, mq, offset, oneway=oneway)
         except TideMQError as exc:
             log.warning("persisting offset %d of %s for %s failed: %s", offset, mq, self.group, exc)
+            return False
+        return True
 
 
 class LocalFileOffsetStore(OffsetStore):

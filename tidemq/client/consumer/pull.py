@@ -19,9 +19,11 @@ from typing import Any
 
 from tidemq.client.api import PullStatus
 from tidemq.client.config import PullConsumerConfig, apply_overrides
+from tidemq.client.consumer.consume_cache import ConsumeRequestCache
 from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue
-from tidemq.client.consumer.pull_service import PullRequest, process_pull_result
+from tidemq.client.consumer.pull_api import PullAPIWrapper
+from tidemq.client.consumer.pull_service import PullRequest
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.start_offset import compute_pull_from_where
 from tidemq.client.facade import BlockingFacade
@@ -64,10 +66,13 @@ class AsyncPullConsumer:
             self,
             expire_idle_queues=False,
         )
+        self._pull_api: PullAPIWrapper | None = None
+        self._committed: dict[MessageQueue, int] = {}
         self._assigned: set[MessageQueue] | None = None
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
-        self._buffer: asyncio.Queue[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] = asyncio.Queue()
+        self._cache: ConsumeRequestCache[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] | None = None
         self._last_commit = time.monotonic()
+        self._tasks_bg: set[asyncio.Task[None]] = set()
         self._running = False
 
     # -- setup ---------------------------------------------------------------------------------
@@ -96,6 +101,13 @@ class AsyncPullConsumer:
         return self._instance
 
     @property
+    def pull_api(self) -> PullAPIWrapper:
+        """The group's :class:`PullAPIWrapper`. Raises ClientError before start()."""
+        if self._pull_api is None:
+            raise ClientError("the consumer is not started; call start() first")
+        return self._pull_api
+
+    @property
     def offset_store(self) -> RemoteBrokerOffsetStore:
         if self._store is None:
             raise ClientError("the consumer is not started; call start() first")
@@ -115,6 +127,7 @@ class AsyncPullConsumer:
         self._store = RemoteBrokerOffsetStore(inst, self.group_name)
         inst.register_consumer(self.group_name, self)
         self._instance = inst
+        self._pull_api = PullAPIWrapper(inst, self.group_name)
         self._running = True
         await inst.start()
         for topic in self.subscribed_topics():
@@ -138,7 +151,7 @@ class AsyncPullConsumer:
         self._running = False
         for task in self._tasks.values():
             task.cancel()
-        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        await asyncio.gather(*self._tasks.values(), *self._tasks_bg, return_exceptions=True)
         self._tasks.clear()
         await self.commit_sync()
         self.rebalancer.destroy()
@@ -182,10 +195,12 @@ class AsyncPullConsumer:
             task.cancel()
         await self.offset_store.persist(mq)
         self.offset_store.remove_offset(mq)
+        self._committed.pop(mq, None)
         return True
 
     def remove_dirty_offset(self, mq: MessageQueue) -> None:
         self.offset_store.remove_offset(mq)
+        self._committed.pop(mq, None)
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """Mirrors ``RebalancePushImpl.computePullFromWhereWithException`` (protocol.md §7.5)."""
@@ -199,6 +214,8 @@ class AsyncPullConsumer:
     def dispatch_pull_request(self, requests: list[PullRequest]) -> None:
         for pr in requests:
             self.offset_store.update_offset(pr.message_queue, pr.next_offset, False)
+            # the starting offset needs no commit (it is the broker's, or nothing was consumed yet)
+            self._committed[pr.message_queue] = pr.next_offset
             self._start_task(pr)
 
     def _start_task(self, pr: PullRequest) -> None:
@@ -215,25 +232,22 @@ class AsyncPullConsumer:
         while self._running and not pq.dropped:
             if (
                 pq.msg_count > cfg.pull_threshold_for_queue
-                or self._buffer.qsize() * cfg.pull_batch_size > cfg.pull_threshold_for_all
+                or len(self.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all
             ):
                 await asyncio.sleep(0.05)
                 continue
             sub = self.rebalancer.subscription_inner.get(mq.topic)
             try:
-                addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
-                result = await self.instance.api.pull_message(
-                    addr,
-                    consumer_group=self.group_name,
-                    mq=mq,
-                    queue_offset=pr.next_offset,
-                    max_msg_nums=cfg.pull_batch_size,
+                result = await self.pull_api.pull_kernel_impl(
+                    mq,
+                    sub_expression=sub.sub_string if sub else "*",
+                    expression_type="TAG",
+                    sub_version=0,
+                    offset=pr.next_offset,
+                    max_nums=cfg.pull_batch_size,
                     sys_flag=PullSysFlag.build_sys_flag(False, True, True, False),
                     commit_offset=0,
-                    suspend_timeout_millis=int(cfg.broker_suspend_max_time * 1000),
-                    subscription=sub.sub_string if sub else "*",
-                    sub_version=0,
-                    expression_type="TAG",
+                    broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
                     timeout=cfg.consumer_pull_timeout,
                 )
             except TideMQError as exc:
@@ -242,13 +256,20 @@ class AsyncPullConsumer:
                 continue
             if pq.dropped:
                 return
-            process_pull_result(mq, result, sub)
+            self.pull_api.process_pull_result(mq, result, sub)
             pr.next_offset = result.next_begin_offset
             if result.pull_status is PullStatus.FOUND and result.msg_found_list:
                 pq.put_messages(result.msg_found_list)
-                self._buffer.put_nowait((mq, pq, result.msg_found_list))
+                self.cache.put((mq, pq, result.msg_found_list))
             elif result.pull_status is PullStatus.OFFSET_ILLEGAL:
                 log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)
+
+    @property
+    def cache(self) -> ConsumeRequestCache[tuple[MessageQueue, ProcessQueue, list[MessageExt]]]:
+        """Pulled batches waiting for :meth:`poll` (created on the consumer's loop at first use)."""
+        if self._cache is None:
+            self._cache = ConsumeRequestCache()
+        return self._cache
 
     async def poll(self, timeout: float | None = None) -> list[MessageExt]:
         """Messages pulled so far (waits up to ``timeout`` s, default ``poll_timeout``); [] on timeout.
@@ -256,21 +277,52 @@ class AsyncPullConsumer:
         Polled messages count as consumed: ``commit_sync`` (or auto-commit) stores offsets after them.
         """
         timeout = self.config.poll_timeout if timeout is None else timeout
-        deadline = asyncio.get_running_loop().time() + timeout
+        deadline = time.monotonic() + timeout
         while True:
-            remaining = deadline - asyncio.get_running_loop().time()
-            try:
-                mq, pq, msgs = await asyncio.wait_for(self._buffer.get(), max(0.0, remaining))
-            except TimeoutError:
+            item = await self.cache.take(deadline - time.monotonic())
+            if item is None:
                 await self._maybe_auto_commit()
                 return []
+            mq, pq, msgs = item
             if pq.dropped:
                 continue
-            offset = pq.remove_messages(msgs)
-            if offset >= 0:
-                self.offset_store.update_offset(mq, offset, False)
+            self._consumed(mq, pq, msgs)
             await self._maybe_auto_commit()
             return msgs
+
+    def poll_blocking(self, timeout: float | None = None) -> list[MessageExt]:
+        """:meth:`poll` for another thread than the loop's: takes from the cache on the calling
+        thread (no hop to the loop); the offset bookkeeping and auto-commit are handed to the loop,
+        ahead of any call the caller makes next."""
+        timeout = self.config.poll_timeout if timeout is None else timeout
+        loop = self.instance.loop
+        deadline = time.monotonic() + timeout
+        while True:
+            item = self.cache.take_blocking(deadline - time.monotonic())
+            if item is None:
+                loop.call_soon_threadsafe(self._after_poll_blocking, None)
+                return []
+            if item[1].dropped:
+                continue
+            loop.call_soon_threadsafe(self._after_poll_blocking, item)
+            return item[2]
+
+    def _after_poll_blocking(self, item: tuple[MessageQueue, ProcessQueue, list[MessageExt]] | None) -> None:
+        if item is not None and not item[1].dropped:
+            self._consumed(*item)
+        if (
+            self.config.auto_commit
+            and time.monotonic() - self._last_commit >= self.config.auto_commit_interval
+        ):
+            self._last_commit = time.monotonic()
+            task = asyncio.ensure_future(self.commit_sync())
+            self._tasks_bg.add(task)
+            task.add_done_callback(self._tasks_bg.discard)
+
+    def _consumed(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        offset = pq.remove_messages(msgs)
+        if offset >= 0:
+            self.offset_store.update_offset(mq, offset, False)
 
     async def _maybe_auto_commit(self) -> None:
         if (
@@ -280,12 +332,29 @@ class AsyncPullConsumer:
             await self.commit_sync()
 
     async def commit_sync(self) -> None:
-        """Send the consumed offsets of every owned queue to the broker now. Mirrors ``commitSync``."""
+        """Send the consumed offsets to the brokers now. Mirrors ``commitSync``.
+
+        Only queues whose offset changed since the last commit are sent: one UPDATE_CONSUMER_OFFSET
+        each, all at once (to the group's master, or a slave while the master is gone). A commit
+        with nothing new consumed sends nothing.
+        """
         self._last_commit = time.monotonic()
         if self._store is None:
             return
-        for mq in self.assignment():
-            await self._store.persist(mq)
+        table = self._store.offset_table
+        changed = [
+            (mq, off)
+            for mq in self.assignment()
+            if (off := table.get(mq)) is not None and self._committed.get(mq) != off
+        ]
+        if not changed:
+            return
+        await asyncio.gather(*(self._commit_one(mq, off) for mq, off in changed))
+
+    async def _commit_one(self, mq: MessageQueue, offset: int) -> None:
+        assert self._store is not None
+        if await self._store.update_consume_offset_to_broker(mq, offset, oneway=False):
+            self._committed[mq] = offset
 
     async def committed(self, mq: MessageQueue) -> int:
         """The offset stored on the broker for ``mq`` (-1 if none). Mirrors ``committed``."""
@@ -351,35 +420,36 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
         self._core.subscribe(topic, expression)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
-        self._loop.run(self._core.assign(list(queues)))
+        self._run(self._core.assign(list(queues)))
 
     def shutdown(self) -> None:
         """See :meth:`AsyncPullConsumer.shutdown`; also stops the background loop when unused."""
         self._shutdown_core(self._core.shutdown, 30)
 
     def poll(self, timeout: float | None = None) -> list[MessageExt]:
-        return self._loop.run(self._core.poll(timeout))
+        """See :meth:`AsyncPullConsumer.poll`; takes from the cache on this thread (no loop hop)."""
+        return self._core.poll_blocking(timeout)
 
     def commit_sync(self) -> None:
-        self._loop.run(self._core.commit_sync())
+        self._run(self._core.commit_sync())
 
     def committed(self, mq: MessageQueue) -> int:
-        return self._loop.run(self._core.committed(mq))
+        return self._run(self._core.committed(mq))
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
-        self._loop.run(self._core.seek(mq, offset))
+        self._run(self._core.seek(mq, offset))
 
     def seek_to_begin(self, mq: MessageQueue) -> None:
-        self._loop.run(self._core.seek_to_begin(mq))
+        self._run(self._core.seek_to_begin(mq))
 
     def seek_to_end(self, mq: MessageQueue) -> None:
-        self._loop.run(self._core.seek_to_end(mq))
+        self._run(self._core.seek_to_end(mq))
 
     def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self._loop.run(self._core.offset_for_timestamp(mq, timestamp_ms))
+        return self._run(self._core.offset_for_timestamp(mq, timestamp_ms))
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        return self._loop.run(self._core.fetch_message_queues(topic))
+        return self._run(self._core.fetch_message_queues(topic))
 
     def assignment(self) -> list[MessageQueue]:
         result: list[MessageQueue] = self._call(self._core.assignment)

@@ -2,9 +2,8 @@
 
 Mirrors RocketMQ's ``PullRequest``, ``PullMessageService`` (here: each pull is an asyncio task
 scheduled now or after a delay, instead of one thread draining a queue) and
-``PullAPIWrapper.processPullResult`` (:func:`process_pull_result`: decode the body, keep only
-messages whose tag the subscription names -- the broker filtered by tag *hash* --, set
-``MIN_OFFSET`` / ``MAX_OFFSET`` properties and the broker name).
+``process_pull_result`` (re-exported from :mod:`tidemq.client.consumer.pull_api`, where the one
+pull path lives).
 """
 
 from __future__ import annotations
@@ -14,12 +13,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.consumer.process_queue import ProcessQueue
-from tidemq.protocol.body import SubscriptionData
-from tidemq.protocol.filter import is_tag_matched
+from tidemq.client.consumer.pull_api import process_pull_result
 from tidemq.protocol.message import MessageQueue
-from tidemq.protocol.message_codec import decode_messages
 
 __all__ = ["PullMessageService", "PullRequest", "process_pull_result"]
 
@@ -45,29 +41,6 @@ class PullRequest:
     previously_locked: bool = False
     suggest_which_broker_id: int = 0
     extra: dict[str, object] = field(default_factory=dict)
-
-
-def process_pull_result(
-    mq: MessageQueue, result: PullResult, subscription: SubscriptionData | None
-) -> PullResult:
-    """Decode a FOUND body into ``result.msg_found_list`` (in place) and return ``result``.
-
-    Messages whose tag is not in the subscription are dropped (the broker filters by hash only).
-    """
-    if result.pull_status is PullStatus.FOUND and result.body:
-        msgs = decode_messages(result.body)
-        kept = []
-        min_s, max_s = str(result.min_offset), str(result.max_offset)
-        for msg in msgs:
-            if not is_tag_matched(subscription, msg.tags):
-                continue
-            msg.broker_name = mq.broker_name
-            msg.properties["MIN_OFFSET"] = min_s
-            msg.properties["MAX_OFFSET"] = max_s
-            kept.append(msg)
-        result.msg_found_list = kept
-    result.body = b""
-    return result
 
 
 class PullMessageService:

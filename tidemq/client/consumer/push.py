@@ -35,7 +35,8 @@ from tidemq.client.consumer.offset_store import (
     RemoteBrokerOffsetStore,
 )
 from tidemq.client.consumer.process_queue import ProcessQueue, check_flow_control
-from tidemq.client.consumer.pull_service import PullMessageService, PullRequest, process_pull_result
+from tidemq.client.consumer.pull_api import PullAPIWrapper
+from tidemq.client.consumer.pull_service import PullMessageService, PullRequest
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.start_offset import compute_pull_from_where
 from tidemq.client.facade import BlockingFacade
@@ -98,6 +99,7 @@ class AsyncPushConsumer:
             self.config.allocate_message_queue_strategy,
             self,
         )
+        self._pull_api: PullAPIWrapper | None = None
         self._running = False
         self._paused = False
         self._background: set[asyncio.Task[None]] = set()
@@ -147,6 +149,13 @@ class AsyncPushConsumer:
         if self._instance is None:
             raise ClientError("the consumer is not started; call start() first")
         return self._instance
+
+    @property
+    def pull_api(self) -> PullAPIWrapper:
+        """The group's :class:`PullAPIWrapper`. Raises ClientError before start()."""
+        if self._pull_api is None:
+            raise ClientError("the consumer is not started; call start() first")
+        return self._pull_api
 
     @property
     def offset_store(self) -> OffsetStore:
@@ -213,6 +222,7 @@ class AsyncPushConsumer:
             )
         inst.register_consumer(self.group_name, self)
         self._instance = inst
+        self._pull_api = PullAPIWrapper(inst, self.group_name)
         self._running = True
         await inst.start()
         if isinstance(self._consume, ConsumeMessageOrderlyService):
@@ -382,21 +392,16 @@ class AsyncPushConsumer:
         post_sub = cfg.post_subscription_when_pull
         sys_flag = PullSysFlag.build_sys_flag(commit_offset > 0, True, post_sub, False)
         try:
-            addr = self.instance.find_broker_address_in_subscribe(mq.broker_name, pr.suggest_which_broker_id)
-            if addr is None:
-                addr = await self.instance.find_broker_addr(mq.broker_name, topic=mq.topic)
-            result = await self.instance.api.pull_message(
-                addr,
-                consumer_group=self.group_name,
-                mq=mq,
-                queue_offset=pr.next_offset,
-                max_msg_nums=cfg.pull_batch_size,
+            result = await self.pull_api.pull_kernel_impl(
+                mq,
+                sub_expression=sub.sub_string if post_sub else None,
+                expression_type=sub.expression_type,
+                sub_version=sub.sub_version,
+                offset=pr.next_offset,
+                max_nums=cfg.pull_batch_size,
                 sys_flag=sys_flag,
                 commit_offset=commit_offset,
-                suspend_timeout_millis=int(cfg.broker_suspend_max_time * 1000),
-                subscription=sub.sub_string if post_sub else None,
-                sub_version=sub.sub_version,
-                expression_type=sub.expression_type,
+                broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
                 timeout=cfg.consumer_pull_timeout,
             )
         except TideMQError as exc:
@@ -409,7 +414,7 @@ class AsyncPushConsumer:
         if pq.dropped or not self._running:
             return
         pr.suggest_which_broker_id = result.suggest_which_broker_id
-        process_pull_result(mq, result, sub)
+        self.pull_api.process_pull_result(mq, result, sub)
         await self._on_pull_result(pr, result)
 
     async def _on_pull_result(self, pr: PullRequest, result: Any) -> None:

@@ -19,8 +19,10 @@ from typing import Any
 
 from tidemq.client import query
 from tidemq.client.config import ProducerConfig, apply_overrides
+from tidemq.client.direct import DirectPool
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
+from tidemq.client.producer.fault import MQFaultStrategy
 from tidemq.client.producer.selector import SelectorLike, select_queue
 from tidemq.client.query import QueryResult
 from tidemq.client.route import TopicPublishInfo, route_to_publish_info
@@ -76,6 +78,104 @@ def split_batch(msgs: Sequence[Message], max_bytes: int = 4 * 1024 * 1024) -> li
     return batches
 
 
+class SendAttempts:
+    """The retry policy of one default send, sans I/O. Mirrors the loop of ``sendDefaultImpl``.
+
+    Up to ``1 + retries`` attempts within ``timeout`` seconds in all; each attempt's queue comes
+    from the producer's :class:`~tidemq.client.producer.fault.MQFaultStrategy` (another broker than
+    the previous attempt's, and with ``send_latency_fault_enable`` none that recently failed or was
+    slow); every attempt's latency is reported back to it (a failure isolates the broker).
+    Transport errors and ``ClientError`` are retried; ``BrokerError`` only for retriable codes
+    (SYSTEM_ERROR, SERVICE_NOT_AVAILABLE, NO_PERMISSION, TOPIC_NOT_EXIST, ...); ``NoRouteError``
+    never. A non-OK store status (FLUSH_*/SLAVE_*) is retried only with
+    ``retry_another_broker_when_not_store_ok``, and the last such result is returned when attempts
+    run out (as Java).
+
+    Usage: ``while (mq := a.next_queue(info)) is not None:`` send with ``a.remaining`` seconds;
+    on an exception ``if not a.failed(exc, mq): raise``; on a result ``if a.succeeded(r, mq): return r``;
+    after the loop ``return a.give_up()``.
+    """
+
+    __slots__ = (
+        "_begin",
+        "attempts",
+        "brokers_sent",
+        "count",
+        "deadline",
+        "last_broker",
+        "last_exc",
+        "last_result",
+        "producer",
+        "remaining",
+        "timeout",
+        "topic",
+    )
+
+    def __init__(self, producer: AsyncProducer, topic: str, timeout: float, retries: int) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
+        self.attempts = 1 + max(0, retries)
+        self.count = 0
+        self.last_broker: str | None = None
+        self.last_exc: Exception | None = None
+        self.last_result: SendResult | None = None
+        self.brokers_sent: list[str] = []
+        self.remaining = timeout
+        self._begin = 0.0
+
+    def next_queue(self, info: TopicPublishInfo) -> MessageQueue | None:
+        """The queue of the next attempt, or None when attempts or time ran out."""
+        if self.count >= self.attempts:
+            return None
+        now = time.monotonic()
+        self.remaining = self.deadline - now
+        if self.remaining <= 0:
+            return None
+        mq = self.producer.fault_strategy.select_one_message_queue(info, self.last_broker)
+        self.count += 1
+        self.last_broker = mq.broker_name
+        self.brokers_sent.append(mq.broker_name)
+        self._begin = now
+        return mq
+
+    def _latency_ms(self) -> int:
+        return int((time.monotonic() - self._begin) * 1000)
+
+    def failed(self, exc: Exception, mq: MessageQueue) -> bool:
+        """Record a failed attempt; True to try again, False when ``exc`` must be raised now."""
+        if isinstance(exc, NoRouteError):
+            return False
+        self.producer.fault_strategy.update_fault_item(mq.broker_name, self._latency_ms(), True)
+        if isinstance(exc, BrokerError) and not (exc.code in _RETRY_CODES and self.count < self.attempts):
+            return False
+        self.last_exc = exc
+        return True
+
+    def succeeded(self, result: SendResult, mq: MessageQueue) -> bool:
+        """Record an answered attempt; True when ``result`` is final."""
+        self.producer.fault_strategy.update_fault_item(mq.broker_name, self._latency_ms(), False)
+        self.last_result = result
+        return (
+            result.send_status == "SEND_OK" or not self.producer.config.retry_another_broker_when_not_store_ok
+        )
+
+    def give_up(self) -> SendResult:
+        """After the last attempt: the last non-OK result, else raise the last error (with a note
+        naming the brokers tried) or a ``RemotingTimeoutError``."""
+        if self.last_result is not None:
+            return self.last_result
+        exc = self.last_exc or RemotingTimeoutError(
+            f"send to topic {self.topic} timed out after {self.timeout:g}s"
+        )
+        exc.add_note(
+            f"send of topic {self.topic} failed after {len(self.brokers_sent)} attempt(s) within "
+            f"{self.timeout:g}s, brokers tried: {self.brokers_sent}"
+        )
+        raise exc
+
+
 class AsyncProducer:
     """An asyncio producer. Mirrors ``DefaultMQProducer``.
 
@@ -97,6 +197,11 @@ class AsyncProducer:
         self.group_name = self.config.producer_group
         self._publish_table: dict[str, TopicPublishInfo] = {}
         self._instance: ClientInstance | None = None
+        self.fault_strategy = MQFaultStrategy(
+            send_latency_fault_enable=self.config.send_latency_fault_enable,
+            latency_max=self.config.latency_max,
+            not_available_duration=self.config.not_available_duration,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -174,6 +279,11 @@ class AsyncProducer:
         self._publish_table[topic] = info
         return info
 
+    def cached_publish_info(self, topic: str) -> TopicPublishInfo | None:
+        """The known publish info of ``topic`` when it has writable queues (no I/O), else None."""
+        info = self._publish_table.get(topic)
+        return info if info is not None and info.ok else None
+
     async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of ``topic``. Mirrors ``fetchPublishMessageQueues``."""
         return list((await self._find_publish_info(topic)).message_queue_list)
@@ -232,43 +342,20 @@ class AsyncProducer:
         return select_queue(selector, info.message_queue_list, msg, arg)
 
     async def _send_default(self, msg: Message, timeout: float, retries: int) -> SendResult:
-        """Mirrors ``sendDefaultImpl``: up to 1 + ``retries`` attempts, each on another queue."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        """Mirrors ``sendDefaultImpl``: up to 1 + ``retries`` attempts, each on another queue
+        (policy in :class:`SendAttempts`, shared with the blocking producer's direct path)."""
         info = await self._find_publish_info(msg.topic)
-        last_broker: str | None = None
-        last_exc: Exception | None = None
-        brokers_sent: list[str] = []
-        attempts = 1 + max(0, retries)
-        for attempt in range(attempts):
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            mq = info.select_one_message_queue(last_broker)
-            last_broker = mq.broker_name
-            brokers_sent.append(mq.broker_name)
+        attempts = SendAttempts(self, msg.topic, timeout, retries)
+        while (mq := attempts.next_queue(info)) is not None:
             try:
-                result = await self._send_kernel(msg, mq, remaining)
-            except (RemotingError, ClientError) as exc:
-                if isinstance(exc, NoRouteError):
+                result = await self._send_kernel(msg, mq, attempts.remaining)
+            except (RemotingError, ClientError, BrokerError) as exc:
+                if not attempts.failed(exc, mq):
                     raise
-                last_exc = exc
                 continue
-            except BrokerError as exc:
-                if exc.code in _RETRY_CODES and attempt + 1 < attempts:
-                    last_exc = exc
-                    continue
-                raise
-            if result.send_status != "SEND_OK" and self.config.retry_another_broker_when_not_store_ok:
-                continue
-            return result
-        if last_exc is None:
-            last_exc = RemotingTimeoutError(f"send to topic {msg.topic} timed out after {timeout:g}s")
-        last_exc.add_note(
-            f"send of topic {msg.topic} failed after {len(brokers_sent)} attempt(s) within {timeout:g}s, "
-            f"brokers tried: {brokers_sent}"
-        )
-        raise last_exc
+            if attempts.succeeded(result, mq):
+                return result
+        return attempts.give_up()
 
     def _build_header(
         self, msg: Message, mq: MessageQueue, sys_flag: int, *, batch: bool
@@ -337,7 +424,7 @@ class AsyncProducer:
         if queue is not None or selector is not None:
             mq = await self._choose_queue(msg, queue, selector, arg)
         else:
-            mq = (await self._find_publish_info(msg.topic)).select_one_message_queue()
+            mq = self.fault_strategy.select_one_message_queue(await self._find_publish_info(msg.topic), None)
         addr = await self._broker_addr(mq)
         body, sys_flag, _ = self._prepare(msg)
         await self.instance.api.send_message_oneway(
@@ -368,22 +455,12 @@ class AsyncProducer:
 
         return asyncio.ensure_future(run())
 
-    async def send_batch(
-        self,
-        msgs: Iterable[Message],
-        timeout: float | None = None,
-        *,
-        queue: MessageQueue | None = None,
-    ) -> SendResult:
-        """Send several messages of one topic in one SEND_BATCH_MESSAGE request. Mirrors ``send(Collection)``.
-
-        ``SendResult.msg_id`` is the comma-joined ``UNIQ_KEY``s. Use :func:`split_batch` for
-        lists over 4 MiB. Batches are never compressed.
+    def prepare_batch(self, batch: list[Message]) -> tuple[Message, bytes, str]:
+        """Check a batch and encode its body: ``(carrier message, body, comma-joined UNIQ_KEYs)``.
 
         Raises:
             ClientError: empty list, mixed topics, delayed or retry-topic messages, body too large.
         """
-        batch = list(msgs)
         if not batch:
             raise ClientError("send_batch needs at least one message")
         topic = batch[0].topic
@@ -403,15 +480,36 @@ class AsyncProducer:
                 f"batch body is {len(body)} bytes, more than max_message_size {self.config.max_message_size}; "
                 "use split_batch()"
             )
-        timeout = self.config.send_msg_timeout if timeout is None else timeout
         uniq = ",".join(str(m.unique_key) for m in batch)
-        carrier = Message(topic, body)
+        return Message(topic, body), body, uniq
+
+    async def send_batch(
+        self,
+        msgs: Iterable[Message],
+        timeout: float | None = None,
+        *,
+        queue: MessageQueue | None = None,
+    ) -> SendResult:
+        """Send several messages of one topic in one SEND_BATCH_MESSAGE request. Mirrors ``send(Collection)``.
+
+        ``SendResult.msg_id`` is the comma-joined ``UNIQ_KEY``s. Use :func:`split_batch` for
+        lists over 4 MiB. Batches are never compressed.
+
+        Raises:
+            ClientError: empty list, mixed topics, delayed or retry-topic messages, body too large.
+        """
+        carrier, body, uniq = self.prepare_batch(list(msgs))
+        timeout = self.config.send_msg_timeout if timeout is None else timeout
         if queue is not None:
-            mqs = [queue]
+            mq = queue
         else:
-            info = await self._find_publish_info(topic)
-            mqs = [info.select_one_message_queue()]
-        mq = mqs[0]
+            info = await self._find_publish_info(carrier.topic)
+            mq = self.fault_strategy.select_one_message_queue(info, None)
+        return await self._send_batch_kernel(carrier, body, uniq, mq, timeout)
+
+    async def _send_batch_kernel(
+        self, carrier: Message, body: bytes, uniq: str, mq: MessageQueue, timeout: float
+    ) -> SendResult:
         addr = await self._broker_addr(mq)
         header = self._build_header(carrier, mq, 0, batch=True)
         return await self.instance.api.send_message(addr, mq.broker_name, header, body, timeout, uniq_id=uniq)
@@ -450,6 +548,9 @@ class Producer(BlockingFacade[AsyncProducer]):
 
     def __init__(self, config: ProducerConfig | None = None, **overrides: Any) -> None:
         super().__init__(AsyncProducer(config, **overrides))
+        cfg = self._core.config
+        signed = bool(cfg.access_key and cfg.secret_key)
+        self._direct: DirectPool | None = DirectPool() if cfg.sync_send_direct and not signed else None
 
     @property
     def config(self) -> ProducerConfig:
@@ -457,6 +558,8 @@ class Producer(BlockingFacade[AsyncProducer]):
 
     def shutdown(self) -> None:
         """See :meth:`AsyncProducer.shutdown`; also stops the background loop when unused."""
+        if self._direct is not None:
+            self._direct.close()
         self._shutdown_core(self._core.shutdown, 30)
 
     def send(
@@ -468,8 +571,72 @@ class Producer(BlockingFacade[AsyncProducer]):
         selector: SelectorLike | None = None,
         arg: Any = None,
     ) -> SendResult:
-        """See :meth:`AsyncProducer.send`."""
-        return self._loop.run(self._core.send(msg, timeout, queue=queue, selector=selector, arg=arg))
+        """See :meth:`AsyncProducer.send`.
+
+        With ``sync_send_direct`` (default) and the topic's route already known, the request is
+        written and its answer read on this thread (:mod:`tidemq.client.direct`); same retries,
+        errors and results as the event-loop path, which is used otherwise.
+        """
+        if self._direct is not None:
+            core = self._core
+            core._check_message(msg)
+            info = core.cached_publish_info(msg.topic)
+            if info is not None:
+                t = core.config.send_msg_timeout if timeout is None else timeout
+                if queue is not None or selector is not None:
+                    mq = _choose_queue_sync(msg, info, queue, selector, arg)
+                    return self._send_kernel_direct(msg, mq, t)
+                return self._send_default_direct(msg, info, t, core.config.retry_times_when_send_failed)
+        return self._run(self._core.send(msg, timeout, queue=queue, selector=selector, arg=arg))
+
+    def _send_default_direct(
+        self, msg: Message, info: TopicPublishInfo, timeout: float, retries: int
+    ) -> SendResult:
+        """:meth:`AsyncProducer._send_default` on the caller's thread (same :class:`SendAttempts`)."""
+        attempts = SendAttempts(self._core, msg.topic, timeout, retries)
+        while (mq := attempts.next_queue(info)) is not None:
+            try:
+                result = self._send_kernel_direct(msg, mq, attempts.remaining)
+            except (RemotingError, ClientError, BrokerError) as exc:
+                if not attempts.failed(exc, mq):
+                    raise
+                continue
+            if attempts.succeeded(result, mq):
+                return result
+        return attempts.give_up()
+
+    def _send_kernel_direct(
+        self,
+        msg: Message,
+        mq: MessageQueue,
+        timeout: float,
+        *,
+        batch_body: bytes | None = None,
+        uniq: str = "",
+    ) -> SendResult:
+        """One request on this thread's direct connection to ``mq``'s master (the loop when the
+        connection is busy with another thread or the broker address is not known yet)."""
+        core = self._core
+        inst = core.instance
+        addr = inst.find_broker_address_in_publish(mq.broker_name)
+        assert self._direct is not None
+        conn = self._direct.try_acquire(addr) if addr is not None else None
+        if conn is None:
+            if batch_body is not None:
+                return self._run(core._send_batch_kernel(msg, batch_body, uniq, mq, timeout))
+            return self._run(core._send_kernel(msg, mq, timeout))
+        try:
+            assert addr is not None
+            if batch_body is None:
+                body, sys_flag, uniq = core._prepare(msg)
+                header = core._build_header(msg, mq, sys_flag, batch=False)
+            else:
+                body, header = batch_body, core._build_header(msg, mq, 0, batch=True)
+            api = inst.api
+            response = conn.invoke(api.build_send_request(header, body), timeout)
+        finally:
+            conn.lock.release()
+        return api.process_send_response(mq.broker_name, header.topic, response, addr, uniq)
 
     def send_oneway(
         self,
@@ -480,7 +647,7 @@ class Producer(BlockingFacade[AsyncProducer]):
         arg: Any = None,
     ) -> None:
         """See :meth:`AsyncProducer.send_oneway`."""
-        self._loop.run(self._core.send_oneway(msg, queue=queue, selector=selector, arg=arg))
+        self._run(self._core.send_oneway(msg, queue=queue, selector=selector, arg=arg))
 
     def send_async(
         self,
@@ -510,17 +677,38 @@ class Producer(BlockingFacade[AsyncProducer]):
     def send_batch(
         self, msgs: Iterable[Message], timeout: float | None = None, *, queue: MessageQueue | None = None
     ) -> SendResult:
-        """See :meth:`AsyncProducer.send_batch`."""
-        return self._loop.run(self._core.send_batch(list(msgs), timeout, queue=queue))
+        """See :meth:`AsyncProducer.send_batch` (on this thread's direct connection when possible, as :meth:`send`)."""
+        batch = list(msgs)
+        if self._direct is not None and batch:
+            core = self._core
+            info = core.cached_publish_info(batch[0].topic)
+            if info is not None:
+                carrier, body, uniq = core.prepare_batch(batch)
+                t = core.config.send_msg_timeout if timeout is None else timeout
+                mq = queue if queue is not None else core.fault_strategy.select_one_message_queue(info, None)
+                return self._send_kernel_direct(carrier, mq, t, batch_body=body, uniq=uniq)
+        return self._run(self._core.send_batch(batch, timeout, queue=queue))
 
     def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """See :meth:`AsyncProducer.fetch_publish_message_queues`."""
-        return self._loop.run(self._core.fetch_publish_message_queues(topic))
+        return self._run(self._core.fetch_publish_message_queues(topic))
 
     def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryResult:
         """See :meth:`AsyncProducer.query_message`."""
-        return self._loop.run(self._core.query_message(topic, key, max_num, begin, end))
+        return self._run(self._core.query_message(topic, key, max_num, begin, end))
 
     def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
         """See :meth:`AsyncProducer.view_message`."""
-        return self._loop.run(self._core.view_message(msg_id, topic))
+        return self._run(self._core.view_message(msg_id, topic))
+
+
+def _choose_queue_sync(
+    msg: Message, info: TopicPublishInfo, queue: MessageQueue | None, selector: SelectorLike | None, arg: Any
+) -> MessageQueue:
+    """:meth:`AsyncProducer._choose_queue` with the publish info at hand."""
+    if queue is not None:
+        if queue.topic != msg.topic:
+            raise ClientError(f"message topic {msg.topic} does not match queue topic {queue.topic}")
+        return queue
+    assert selector is not None
+    return select_queue(selector, info.message_queue_list, msg, arg)

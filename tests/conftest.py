@@ -1,0 +1,20 @@
+"""Fixtures for every test package."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tidemq.remoting.log_limit import bad_frame_log, bad_request_log
+
+
+@pytest.fixture(autouse=True)
+def fresh_log_budgets() -> Iterator[None]:
+    """Every test starts with the per-peer warning budgets of the rate limiter full: all tests talk
+    from 127.0.0.1, so one test's bad frames must not silence the next test's expected warning."""
+    bad_frame_log.flush()
+    bad_request_log.flush()
+    yield
+    bad_frame_log.flush()
+    bad_request_log.flush()

@@ -1,0 +1,263 @@
+"""One pull path for every consumer. Mirrors RocketMQ's ``PullAPIWrapper``.
+
+:class:`PullAPIWrapper` is used by the push consumer and the lite pull consumer:
+
+* :meth:`PullAPIWrapper.pull_kernel_impl` picks the broker of the queue's group to pull from --
+  the node the last answer suggested (``suggestWhichBrokerId``, kept per queue in
+  ``pull_from_which_node_table``), else the master; the first address present when that node is
+  not in the route (so consumers continue from a slave while the master is gone) -- clears the
+  commit-offset flag when it is a slave, and sends PULL_MESSAGE.
+* A broker address whose connect failed is avoided for :data:`UNREACHABLE_BACKOFF_S` seconds: the
+  next pulls of that group go to another node of the group (a slave) even though the route (not
+  refreshed yet) still lists the master and the slave keeps suggesting it.
+* :meth:`PullAPIWrapper.process_pull_result` remembers the suggestion and decodes/filters the body.
+
+:func:`pull_messages` is the same request for callers without a client instance (the Spark
+reader): one address, one pull, optionally decoded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from tidemq.client.api import ClientAPI, PullResult, PullStatus
+from tidemq.client.route import FindBrokerResult, find_broker_in_subscribe
+from tidemq.errors import ClientError, RemotingConnectError
+from tidemq.protocol.body import SubscriptionData
+from tidemq.protocol.filter import is_tag_matched
+from tidemq.protocol.headers import PullSysFlag
+from tidemq.protocol.message import MessageQueue
+from tidemq.protocol.message_codec import decode_messages
+from tidemq.protocol.topic import MASTER_ID
+
+__all__ = ["UNREACHABLE_BACKOFF_S", "BrokerTable", "PullAPIWrapper", "process_pull_result", "pull_messages"]
+
+log = logging.getLogger(__name__)
+
+UNREACHABLE_BACKOFF_S = 5.0
+"""Seconds a broker address whose connect failed is skipped by pulls (when its group has another node)."""
+
+
+class BrokerTable(Protocol):
+    """What the wrapper needs of the client instance (``MQClientInstance``)."""
+
+    @property
+    def api(self) -> ClientAPI: ...
+
+    @property
+    def broker_addr_table(self) -> dict[str, dict[int, str]]: ...
+
+    async def update_topic_route_info_from_name_server(self, topic: str | None = None) -> bool:
+        """Refresh ``topic``'s route (broker addresses); True when it was fetched."""
+        ...
+
+
+def process_pull_result(
+    mq: MessageQueue, result: PullResult, subscription: SubscriptionData | None
+) -> PullResult:
+    """Decode a FOUND body into ``result.msg_found_list`` (in place) and return ``result``.
+
+    Messages whose tag is not in the subscription are dropped (the broker filters by tag hash
+    only); the kept ones get the broker name and ``MIN_OFFSET`` / ``MAX_OFFSET`` properties.
+    Mirrors the decoding half of ``PullAPIWrapper.processPullResult``.
+    """
+    if result.pull_status is PullStatus.FOUND and result.body:
+        msgs = decode_messages(result.body)
+        min_s, max_s = str(result.min_offset), str(result.max_offset)
+        broker_name = mq.broker_name
+        match_all = subscription is None or subscription.class_filter_mode or not subscription.tags_set
+        kept = []
+        for msg in msgs:
+            if not match_all and not is_tag_matched(subscription, msg.tags):
+                continue
+            msg.broker_name = broker_name
+            props = msg.properties
+            props["MIN_OFFSET"] = min_s
+            props["MAX_OFFSET"] = max_s
+            kept.append(msg)
+        result.msg_found_list = kept
+    result.body = b""
+    return result
+
+
+async def pull_messages(
+    api: ClientAPI,
+    addr: str,
+    mq: MessageQueue,
+    offset: int,
+    max_nums: int,
+    *,
+    consumer_group: str,
+    expression: str = "*",
+    expression_type: str = "TAG",
+    timeout: float = 10.0,
+    suspend_timeout_millis: int = 0,
+    decode: bool = False,
+    subscription: SubscriptionData | None = None,
+) -> PullResult:
+    """One PULL_MESSAGE of ``mq`` from ``addr`` without a client instance (no offset commit, no
+    long polling unless ``suspend_timeout_millis``). The body stays raw unless ``decode`` (then
+    :func:`process_pull_result` with ``subscription``).
+
+    Args:
+        api: a :class:`ClientAPI` (its remoting client must run on the current loop).
+        addr: broker address.
+        mq: the queue.
+        offset: first queue offset wanted.
+        max_nums: at most this many messages.
+        consumer_group: the group named in the request (statistics, ACL).
+        expression / expression_type: subscription sent with the pull (``"*"``, ``TAG``).
+        timeout: seconds for the request.
+
+    Raises:
+        BrokerError: the broker refused. RemotingError: transport failure.
+    """
+    result = await api.pull_message(
+        addr,
+        consumer_group=consumer_group,
+        mq=mq,
+        queue_offset=offset,
+        max_msg_nums=max_nums,
+        sys_flag=PullSysFlag.build_sys_flag(False, suspend_timeout_millis > 0, True, False),
+        commit_offset=0,
+        suspend_timeout_millis=suspend_timeout_millis,
+        subscription=expression,
+        sub_version=0,
+        expression_type=expression_type,
+        timeout=timeout,
+    )
+    return process_pull_result(mq, result, subscription) if decode else result
+
+
+class PullAPIWrapper:
+    """Broker choice + PULL_MESSAGE + result processing for one consumer group. Mirrors ``PullAPIWrapper``.
+
+    Args:
+        instance: the client instance (broker address table, ClientAPI, route refresh).
+        consumer_group: the group.
+        clock: seconds, monotonic (for the unreachable-address backoff; injectable for tests).
+    """
+
+    def __init__(
+        self, instance: BrokerTable, consumer_group: str, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.instance = instance
+        self.consumer_group = consumer_group
+        self.clock = clock
+        self.pull_from_which_node_table: dict[MessageQueue, int] = {}
+        self.connect_broker_by_user = False
+        self.default_broker_id = MASTER_ID
+        self._unreachable: dict[str, float] = {}
+
+    # -- which node ---------------------------------------------------------------------------
+
+    def update_pull_from_which_node(self, mq: MessageQueue, broker_id: int) -> None:
+        """Remember the node the broker suggested for ``mq``. Mirrors ``updatePullFromWhichNode``."""
+        self.pull_from_which_node_table[mq] = broker_id
+
+    def recalculate_pull_from_which_node(self, mq: MessageQueue) -> int:
+        """The broker id to pull ``mq`` from next. Mirrors ``recalculatePullFromWhichNode``."""
+        if self.connect_broker_by_user:
+            return self.default_broker_id
+        return self.pull_from_which_node_table.get(mq, MASTER_ID)
+
+    def mark_unreachable(self, addr: str) -> None:
+        """Skip ``addr`` for :data:`UNREACHABLE_BACKOFF_S` seconds (its connect failed)."""
+        self._unreachable[addr] = self.clock() + UNREACHABLE_BACKOFF_S
+
+    def is_unreachable(self, addr: str) -> bool:
+        """True while ``addr`` is being skipped after a failed connect."""
+        until = self._unreachable.get(addr)
+        if until is None:
+            return False
+        if self.clock() >= until:
+            del self._unreachable[addr]
+            return False
+        return True
+
+    def find_broker(self, mq: MessageQueue) -> FindBrokerResult | None:
+        """The node of ``mq``'s broker group to pull from (see the module docstring), or None."""
+        addrs = self.instance.broker_addr_table.get(mq.broker_name)
+        found = find_broker_in_subscribe(addrs, self.recalculate_pull_from_which_node(mq))
+        if found is None or not self._unreachable or not self.is_unreachable(found.broker_addr):
+            return found
+        assert addrs is not None
+        for broker_id in sorted(addrs):
+            addr = addrs[broker_id]
+            if addr and not self.is_unreachable(addr):
+                return FindBrokerResult(addr, broker_id != MASTER_ID, broker_id)
+        return found
+
+    # -- pulling -----------------------------------------------------------------------------
+
+    async def pull_kernel_impl(
+        self,
+        mq: MessageQueue,
+        *,
+        sub_expression: str | None,
+        expression_type: str | None,
+        sub_version: int,
+        offset: int,
+        max_nums: int,
+        sys_flag: int,
+        commit_offset: int,
+        broker_suspend_max_time_millis: int,
+        timeout: float,
+    ) -> PullResult:
+        """PULL_MESSAGE of ``mq`` from the chosen node of its broker group. Mirrors ``pullKernelImpl``.
+
+        The route is refreshed once when the group has no known address. When the node is a slave
+        the commit-offset flag is cleared (a slave does not take offset commits).
+
+        Raises:
+            ClientError: the broker group has no known address.
+            RemotingConnectError: the connect failed (the address is then avoided for a while).
+            BrokerError / RemotingError: from the request.
+        """
+        found = self.find_broker(mq)
+        if found is None:
+            await self.instance.update_topic_route_info_from_name_server(mq.topic)
+            found = self.find_broker(mq)
+        if found is None:
+            raise ClientError(f"the broker[{mq.broker_name}] not exist")
+        if found.slave:
+            sys_flag &= ~PullSysFlag.FLAG_COMMIT_OFFSET
+        try:
+            return await self.instance.api.pull_message(
+                found.broker_addr,
+                consumer_group=self.consumer_group,
+                mq=mq,
+                queue_offset=offset,
+                max_msg_nums=max_nums,
+                sys_flag=sys_flag,
+                commit_offset=commit_offset,
+                suspend_timeout_millis=broker_suspend_max_time_millis,
+                subscription=sub_expression,
+                sub_version=sub_version,
+                expression_type=expression_type,
+                timeout=timeout,
+            )
+        except RemotingConnectError:
+            addrs = self.instance.broker_addr_table.get(mq.broker_name) or {}
+            if len(addrs) > 1:
+                log.warning(
+                    "pull of %s: %s (broker id %d) unreachable; pulling from another node of %s for %gs",
+                    mq,
+                    found.broker_addr,
+                    found.broker_id,
+                    mq.broker_name,
+                    UNREACHABLE_BACKOFF_S,
+                )
+                self.mark_unreachable(found.broker_addr)
+            raise
+
+    def process_pull_result(
+        self, mq: MessageQueue, result: PullResult, subscription: SubscriptionData | None
+    ) -> PullResult:
+        """Remember ``result``'s suggested node for ``mq``, then decode and filter its body.
+        Mirrors ``processPullResult``."""
+        self.update_pull_from_which_node(mq, result.suggest_which_broker_id)
+        return process_pull_result(mq, result, subscription)
