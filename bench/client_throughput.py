@@ -18,15 +18,24 @@ Shapes (1 KiB bodies unless ``--body``):
 Each throughput shape also prints ``*_client_cpu_us_per_msg``: CPU (user + system) of this client
 process per message -- steadier than wall-clock rates on a shared machine.
 
+With ``redis-server`` on PATH and redis-py installed, the same shapes run against Redis Streams
+(``XADD`` / pipelined ``XADD`` x32 / ``XREADGROUP COUNT 32`` + ``XACK`` / paced ``XADD``; AOF
+everysec, a free loopback port) in the same run, and a ratio table (tidemq / Redis) is printed;
+otherwise one line says why those rows are skipped.
+
 Run: ``python -m bench.client_throughput [--messages N] [--latency-messages N] [--only SHAPE ...]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
+import shutil
+import socket
 import statistics
+import subprocess
 import tempfile
 import threading
 import time
@@ -39,6 +48,17 @@ from tidemq.client.producer.producer import Producer
 from tidemq.protocol.message import Message, MessageExt
 from tidemq.testing import ServeProcess
 
+REDIS_ARGS = [
+    "redis-server",
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "everysec",
+]
 SHAPES = ("send_single", "send_batch32", "push_batch32", "lite_pull", "latency")
 
 
@@ -202,6 +222,138 @@ class _Cpu:
         return round(self.seconds / max(n, 1) * 1e6, 1)
 
 
+# -- Redis Streams, the same shapes -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def redis_server(tmp: str) -> Any:
+    """``redis-server`` with AOF everysec on a free loopback port; yields a redis-py client."""
+    import redis
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [*REDIS_ARGS, "--port", str(port), "--dir", tmp],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield client
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def redis_shapes(args: argparse.Namespace, body: bytes) -> dict[str, Any]:
+    """Redis Streams figures for the shapes of :func:`run` (same message counts and body size)."""
+    out: dict[str, Any] = {}
+    n = args.messages
+    with tempfile.TemporaryDirectory() as tmp, redis_server(tmp) as r:
+        t0 = time.perf_counter()
+        for _ in range(n // 4):
+            r.xadd("s1", {"body": body})
+        out["send_single_msgs_per_s"] = round(n // 4 / (time.perf_counter() - t0), 1)
+        t0 = time.perf_counter()
+        for i in range(0, n, 32):
+            pipe = r.pipeline(transaction=False)
+            for _ in range(min(32, n - i)):
+                pipe.xadd("sb", {"body": body})
+            pipe.execute()
+        out["send_batch32_msgs_per_s"] = round(n / (time.perf_counter() - t0), 1)
+        for shape in ("push_batch32", "lite_pull"):  # the same Redis loop stands for both consumers
+            group = f"g-{shape}"
+            r.xgroup_create("sb", group, id="0")
+            got = 0
+            t0 = time.perf_counter()
+            while got < n:
+                for _, entries in r.xreadgroup(group, "c", {"sb": ">"}, count=32, block=1000) or []:
+                    if entries:
+                        r.xack("sb", group, *[e[0] for e in entries])
+                        got += len(entries)
+            out[f"{shape}_msgs_per_s"] = round(n / (time.perf_counter() - t0), 1)
+        out["latency"] = redis_latency(r, args.latency_messages, args.rate, body)
+    return out
+
+
+def redis_latency(r: Any, n: int, rate: float, body: bytes) -> dict[str, float]:
+    """Paced single XADDs; a thread blocks in XREADGROUP and records now - send time (ms)."""
+    r.xgroup_create("sl", "gl", id="$", mkstream=True)
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def consume() -> None:
+        import redis
+
+        c: Any = redis.Redis(connection_pool=r.connection_pool)
+        while len(latencies) < n and not done.is_set():
+            for _, entries in c.xreadgroup("gl", "c", {"sl": ">"}, count=32, block=200) or []:
+                now = time.time() * 1000
+                latencies.extend(now - float(fields[b"ts"]) for _, fields in entries)
+                if entries:
+                    c.xack("sl", "gl", *[e[0] for e in entries])
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    lag = 0.0
+    t0 = time.perf_counter()
+    for i in range(n):
+        target = t0 + i / rate
+        now = time.perf_counter()
+        if target > now:
+            time.sleep(target - now)
+        else:
+            lag = max(lag, now - target)
+        r.xadd("sl", {"ts": repr(time.time() * 1000), "body": body})
+    achieved = n / (time.perf_counter() - t0)
+    reader.join(30)
+    done.set()
+    lat = sorted(latencies)
+    q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [float("nan")] * 99
+    return {
+        "achieved_msgs_per_s": round(achieved, 1),
+        "p50_ms": round(q[49], 3),
+        "p90_ms": round(q[89], 3),
+        "p99_ms": round(q[98], 3),
+        "max_ms": round(lat[-1], 3) if lat else float("nan"),
+        "samples": len(lat),
+        "max_send_lag_ms": round(lag * 1000, 3),
+    }
+
+
+def redis_available() -> str | None:
+    """None when the Redis rows can run, else why not."""
+    if shutil.which("redis-server") is None:
+        return "redis-server is not installed (Debian: apt-get install redis-server)"
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        return "redis-py is not installed (pip install redis hiredis)"
+    return None
+
+
+def print_ratios(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    print(f"{'shape':22} {'tidemq':>10} {'redis':>10} {'tidemq/redis':>13}")
+    for shape in SHAPES[:-1]:
+        key = f"{shape}_msgs_per_s"
+        if key in ours and key in theirs:
+            print(f"{shape:22} {ours[key]:>10.0f} {theirs[key]:>10.0f} {ours[key] / theirs[key]:>13.2f}")
+    a, b = ours.get("latency"), theirs.get("latency")
+    if a and b:
+        for k in ("achieved_msgs_per_s", "p50_ms", "p99_ms", "max_ms"):
+            print(f"latency.{k:14} {a[k]:>10} {b[k]:>10}")
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     body = b"x" * args.body
     out: dict[str, Any] = {"bench": "client_throughput", "messages": args.messages, "body_bytes": args.body}
@@ -239,13 +391,21 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=2000.0)
     parser.add_argument("--body", type=int, default=1024)
     parser.add_argument("--only", nargs="*", choices=SHAPES)
+    parser.add_argument("--no-redis", action="store_true", help="skip the Redis Streams rows")
     args = parser.parse_args()
     result = run(args)
     for key, value in result.items():
         if key != "latency":
-            print(f"{key:28} {value}")
+            print(f"{key:34} {value}")
     for key, value in result.get("latency", {}).items():
-        print(f"latency.{key:20} {value}")
+        print(f"latency.{key:26} {value}")
+    why_not = "--no-redis given" if args.no_redis else redis_available()
+    if why_not is None:
+        redis_result = redis_shapes(args, b"x" * args.body)
+        result["redis"] = redis_result
+        print_ratios(result, redis_result)
+    else:
+        print(f"Redis rows skipped: {why_not}")
     print(json.dumps(result))
 
 

@@ -226,6 +226,14 @@ def garbage_cq_entries(path: Path, rng: random.Random) -> None:
         f.write(rng.randbytes(60))
 
 
+def truncate_segment(store: Path, rng: random.Random) -> None:
+    """Cut the last commit-log segment file 100 bytes before its written end (the file gets shorter)."""
+    last = commitlog_segments(store)[-1]
+    end = _written_end(last)
+    with open(last, "r+b") as f:
+        f.truncate(max(0, end - 100))
+
+
 def _abort(store: Path) -> None:
     (store / "abort").touch()
 
@@ -250,6 +258,7 @@ def cases() -> list[tuple[str, Callable[[Path, random.Random], None]]]:
         ("consume queue corrupted", lambda s, r: garbage_cq_entries(cq_file(s), r)),
         ("commit-log tail truncated", lambda s, r: (damage_cl_tail_truncate(s, r), _abort(s))),
         ("commit-log tail corrupted", lambda s, r: (damage_cl_tail_corrupt(s, r), _abort(s))),
+        ("commit-log segment file truncated", lambda s, r: truncate_segment(s, r)),
         ("commit-log middle corrupted", lambda s, r: (damage_cl_middle(s, r), _abort(s))),
         ("checkpoint truncated", lambda s, r: (truncate(s / "checkpoint", r), _abort(s))),
         ("checkpoint corrupted", lambda s, r: (corrupt(s / "checkpoint", r, 16), _abort(s))),

@@ -49,9 +49,17 @@ def test_runtime_info_stats_data_and_config(tmp_path: Path) -> None:
         admin.create_topic("StatsT", 1)
         admin.wait_for_route("StatsT")
         for _ in range(4):
-            admin.call("send_message", "StatsT", b"x" * 10)
+            admin.send_message("StatsT", b"x" * 10)
         rt = admin.call("fetch_broker_runtime_stats", cluster.broker_addr)
-        for key in ("putTps", "getTransferedTps", "msgPutTotalTodayNow", "msgGetTotalTodayNow", "commitLogDiskRatio", "runtime", "bootTimestamp"):
+        for key in (
+            "putTps",
+            "getTransferedTps",
+            "msgPutTotalTodayNow",
+            "msgGetTotalTodayNow",
+            "commitLogDiskRatio",
+            "runtime",
+            "bootTimestamp",
+        ):
             assert key in rt
         assert rt["msgPutTotalTodayNow"] == "4" and len(rt["putTps"].split()) == 3
         data = admin.call("view_broker_stats_data", cluster.broker_addr, "TOPIC_PUT_NUMS", "StatsT")
@@ -67,4 +75,4 @@ def test_runtime_info_stats_data_and_config(tmp_path: Path) -> None:
         with pytest.raises(NoPermissionError, match="brokerName"):
             admin.call("update_broker_config", {"brokerName": "other"})
         assert cluster.broker.config.max_reconsume_times == 3
-        assert admin.call("send_message", "StatsT", b"still serving").send_status is not None
+        assert admin.send_message("StatsT", b"still serving").send_status is not None

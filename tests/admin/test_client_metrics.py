@@ -53,14 +53,31 @@ def test_client_metrics_follow_sends_and_consumption(tmp_path: Path) -> None:
             consumer.register_message_listener(metrics.wrap_listener("cm-g", listener))
             consumer.start()
             metrics.watch_consumer("cm-g", consumer)
-            wait_for_sync(lambda: sample(metrics, "tidemq_client_process_queue_messages", group="cm-g") >= 2, 30, "cached messages")
+            wait_for_sync(
+                lambda: sample(metrics, "tidemq_client_process_queue_messages", group="cm-g") >= 2,
+                30,
+                "cached messages",
+            )
             release.set()
             wait_for_sync(
-                lambda: sample(metrics, "tidemq_client_consume_messages_total", group="cm-g", topic="ClientMetricsT") == 10,
+                lambda: (
+                    sample(
+                        metrics, "tidemq_client_consume_messages_total", group="cm-g", topic="ClientMetricsT"
+                    )
+                    == 10
+                ),
                 30,
                 "ten messages consumed",
             )
-            assert sample(metrics, "tidemq_client_consume_latency_seconds_count", group="cm-g", topic="ClientMetricsT") >= 1
+            assert (
+                sample(
+                    metrics,
+                    "tidemq_client_consume_latency_seconds_count",
+                    group="cm-g",
+                    topic="ClientMetricsT",
+                )
+                >= 1
+            )
             assert b"tidemq_client_process_queue_messages" in generate_latest(metrics.registry)
         finally:
             release.set()

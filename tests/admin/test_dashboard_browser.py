@@ -69,8 +69,7 @@ def test_dashboard_in_chromium(tmp_path: Path, browser: Any) -> None:
             admin.create_topic("OrderEvents", 2)
             admin.wait_for_route("OrderEvents")
             for i in range(8):
-                admin.call(
-                    "send_message",
+                admin.send_message(
                     "OrderEvents",
                     f'{{"order": {i}, "status": "paid"}}'.encode(),
                     keys=f"order-{i}",
@@ -95,7 +94,7 @@ def test_dashboard_in_chromium(tmp_path: Path, browser: Any) -> None:
             assert row.locator("td.lag").inner_text() == "6"
             for extra in range(3):  # lag grows; each visit of the group page adds a point to the chart
                 page.goto(f"{base}/groups/billing")
-                admin.call("send_message", "OrderEvents", f"late {extra}".encode(), keys="late")
+                admin.send_message("OrderEvents", f"late {extra}".encode(), keys="late")
             page.goto(f"{base}/groups/billing")
             assert page.locator("#total-lag").inner_text() == "9"
             lags = [int(c.inner_text()) for c in page.locator("#progress td.lag").all()]

@@ -123,3 +123,29 @@ async def test_undeliverable_delayed_message_is_moved_aside_and_the_level_goes_o
         schedule = cluster.broker.schedule_message_service
         assert schedule is not None and schedule.moved_aside == 1
         assert store.get_max_offset_in_queue("rmq_sys_SCHEDULE_UNDELIVERABLE", 0) == 1
+
+
+async def test_message_that_keeps_failing_is_moved_aside_after_bounded_attempts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transient failure (here: the store always busy for one destination) is retried, but only
+    MAX_DELIVERY_ATTEMPTS times; then the message is moved aside and the level goes on."""
+    from tidemq.broker import schedule
+    from tidemq.store.results import PutMessageResult, PutMessageStatus
+
+    monkeypatch.setattr(schedule, "MAX_DELIVERY_ATTEMPTS", 3)
+    async with run_cluster(tmp_path, message_delay_level="1s") as cluster:
+        store = cluster.broker.store
+        real_put = store.put_message
+
+        def put(inner: MessageExtBrokerInner) -> PutMessageResult:
+            if inner.topic == "Busy":
+                return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY, remark="busy")
+            return real_put(inner)
+
+        monkeypatch.setattr(store, "put_message", put)
+        for topic in ("Busy", "Fine"):
+            props = {MessageConst.PROPERTY_DELAY_TIME_LEVEL: "1"}
+            assert real_put(MessageExtBrokerInner(topic, b"x", properties=props)).is_ok
+        await wait_for(lambda: store.get_max_offset_in_queue("Fine", 0) == 1, 15, "the message behind it")
+        assert store.get_max_offset_in_queue("rmq_sys_SCHEDULE_UNDELIVERABLE", 0) == 1

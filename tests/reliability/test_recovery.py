@@ -30,6 +30,7 @@ EXPECT = {
     "consume queue corrupted": ("intact", "consume queue FA/1 was damaged"),
     "commit-log tail truncated": ("warned", "truncating the tail"),
     "commit-log tail corrupted": ("warned", "truncating the tail"),
+    "commit-log segment file truncated": ("warned", "zero-padded"),
     "commit-log middle corrupted": ("warned", "resynchronised on the next valid record"),
     "checkpoint truncated": ("intact", None),
     "checkpoint corrupted": ("intact", None),

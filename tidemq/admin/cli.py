@@ -68,6 +68,19 @@ class _AliasedGroup(click.Group):
         formatter.write_text(f"mqadmin's names work too: {names}.")
 
 
+class _VerbCommand(click.Command):
+    """Lists a verb's own options (declared above ``@admin_command``, so appended in reverse) first,
+    in declaration order, then the shared ones."""
+
+    shared_count = 5
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        n = self.shared_count
+        extra = [p for p in params if p not in self.params]  # --help
+        return self.params[n:][::-1] + self.params[:n] + extra
+
+
 @click.group(name="admin", cls=_AliasedGroup)
 def admin_group() -> None:
     """Administer a tidemq (or RocketMQ) cluster: mqadmin's everyday verbs."""
@@ -307,7 +320,9 @@ def admin_command(name: str, mqadmin: str) -> Callable[[F], click.Command]:
                 click.echo(f"error: {_hint(exc, namesrv)}", err=True)
                 sys.exit(1)
 
-        cmd = click.command(name, help=(func.__doc__ or "") + f"\n\n(mqadmin: {mqadmin})")(wrapper)
+        cmd = click.command(name, cls=_VerbCommand, help=(func.__doc__ or "") + f"\n\n(mqadmin: {mqadmin})")(
+            wrapper
+        )
         admin_group.add_command(cmd)
         MQADMIN_NAMES[mqadmin] = name
         return cmd

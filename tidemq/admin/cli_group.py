@@ -196,7 +196,12 @@ async def delete_sub_group(admin: AsyncAdminClient, out: Out, group: str, cluste
     required=True,
     help="Epoch ms, 'now', -1 (the end), 2024-05-01T12:00:00 or 2024-05-01#12:00:00:000.",
 )
-@click.option("-f", "--force/--no-force", default=True, show_default=True, help="Also move offsets forward.")
+@click.option(
+    "-f",
+    "--force/--no-force",
+    default=True,
+    help="Move offsets forward too (default); --no-force only moves them back.",
+)
 @admin_command("reset-offset-by-time", "resetOffsetByTime")
 async def reset_offset_by_time(
     admin: AsyncAdminClient, out: Out, group: str, topic: str, when: str, force: bool

@@ -22,6 +22,7 @@ from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
 from tidemq.admin.core import AdminCore, QueueProgress
+from tidemq.admin.ops_broker import BrokerRow
 from tidemq.admin.ops_message import MessageOps
 from tidemq.protocol.body import (
     ClusterInfo,
@@ -30,7 +31,7 @@ from tidemq.protocol.body import (
     TopicRouteData,
     TopicStatsTable,
 )
-from tidemq.protocol.message import MessageQueue
+from tidemq.protocol.message import MessageExt, MessageQueue
 from tidemq.remoting.loop import LoopThread
 
 __all__ = ["AdminClient", "AdminCore", "AsyncAdminClient", "QueueProgress"]
@@ -189,3 +190,37 @@ class AdminClient:
     def wait_for_route(self, topic: str, timeout: float = 10.0) -> TopicRouteData:
         """See :meth:`AsyncAdminClient.wait_for_route`."""
         return self._run(self.core.wait_for_route(topic, timeout))
+
+    def fetch_all_topic_list(self) -> list[str]:
+        """See :meth:`AsyncAdminClient.fetch_all_topic_list`."""
+        return self._run(self.core.fetch_all_topic_list())
+
+    def delete_topic(self, topic: str, cluster: str | None = None) -> list[str]:
+        """See :meth:`AsyncAdminClient.delete_topic`."""
+        return self._run(self.core.delete_topic(topic, cluster))
+
+    def cluster_list(self) -> list[BrokerRow]:
+        """See :meth:`AsyncAdminClient.cluster_list`."""
+        return self._run(self.core.cluster_list())
+
+    def reset_offset_by_timestamp(
+        self, topic: str, group: str, timestamp_ms: int, *, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        """See :meth:`AsyncAdminClient.reset_offset_by_timestamp`."""
+        return self._run(self.core.reset_offset_by_timestamp(topic, group, timestamp_ms, force=force))
+
+    def send_message(self, topic: str, body: bytes, **kwargs: Any) -> Any:
+        """See :meth:`AsyncAdminClient.send_message`."""
+        return self._run(self.core.send_message(topic, body, **kwargs))
+
+    def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """See :meth:`AsyncAdminClient.view_message`."""
+        return self._run(self.core.view_message(msg_id, topic))
+
+    def query_message_by_key(self, topic: str, key: str, max_num: int = 64) -> list[MessageExt]:
+        """See :meth:`AsyncAdminClient.query_message_by_key`."""
+        return self._run(self.core.query_message_by_key(topic, key, max_num))
+
+    def query_message_by_offset(self, mq: MessageQueue, offset: int) -> MessageExt:
+        """See :meth:`AsyncAdminClient.query_message_by_offset`."""
+        return self._run(self.core.query_message_by_offset(mq, offset))

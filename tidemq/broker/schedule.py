@@ -323,14 +323,18 @@ class ScheduleMessageService:
                 result = store.put_message(inner)
                 if result.status is not PutMessageStatus.PUT_OK:
                     if not self._give_up(level, offset, result.status):
-                        log.warning(
-                            "delay level %d: delivering %s to %s failed (%s %s); retrying",
-                            level,
-                            msg.msg_id,
-                            inner.topic,
-                            result.status.value,
-                            result.remark or "",
-                        )
+                        attempts = self._failures[level][1]
+                        if attempts == 1 or attempts % 20 == 0:  # not one line per 100 ms retry
+                            log.warning(
+                                "delay level %d: delivering %s to %s failed (%s %s); retrying (attempt %d of %d)",
+                                level,
+                                msg.msg_id,
+                                inner.topic,
+                                result.status.value,
+                                result.remark or "",
+                                attempts,
+                                MAX_DELIVERY_ATTEMPTS,
+                            )
                         return RETRY_ON_ERROR_S
                     self.move_aside(level, offset, unit.commit_log_offset, msg, inner, result.remark or "")
                     offset += 1

@@ -311,7 +311,8 @@ class AsyncPullConsumer:
         if item is not None and not item[1].dropped:
             self._consumed(*item)
         if (
-            self.config.auto_commit
+            self._running
+            and self.config.auto_commit
             and time.monotonic() - self._last_commit >= self.config.auto_commit_interval
         ):
             self._last_commit = time.monotonic()

@@ -94,15 +94,12 @@ def fastjson_loads(data: bytes | bytearray | memoryview | str) -> Any:
     any whitespace (C++ pretty-printing). Standard JSON parses as usual.
 
     Raises:
-        BodyError: not parseable, with the character position.
+        BodyError: not UTF-8, or not parseable (with the character position).
     """
-    if isinstance(data, bytes | bytearray | memoryview):
-        try:
-            text = bytes(data).decode()
-        except UnicodeDecodeError as exc:
-            raise BodyError(f"not UTF-8 at byte {exc.start}") from None
-    else:
-        text = data
+    try:
+        text = bytes(data).decode() if isinstance(data, bytes | bytearray | memoryview) else data
+    except UnicodeDecodeError as exc:  # found by bench.chaos fuzz: was a traceback, not a remark
+        raise BodyError(f"not UTF-8: {exc}") from None
     parser = _Parser(text)
     value = parser.value(0)
     parser.ws()
