@@ -20,6 +20,7 @@ import contextlib
 import logging
 import random
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -123,6 +124,8 @@ class ClientInstance:
         self._started = False
         self._route_lock = asyncio.Lock()
         self._heartbeat_lock = asyncio.Lock()
+        self._heartbeat_soon: asyncio.Task[None] | None = None
+        self._heartbeat_soon_at = 0.0
         self._rebalance_lock = asyncio.Lock()
         self.rebalance_interval = 20.0
         #: seconds RESET_CONSUMER_CLIENT_OFFSET waits for in-flight consumption (Java: 10 s)
@@ -404,6 +407,23 @@ class ClientInstance:
             producer_data_set=[ProducerData(group_name=g) for g in self.producers],
             consumer_data_set=[c.consumer_data() for c in self.consumers.values()],
         )
+
+    def heartbeat_soon(self, min_interval: float = 1.0) -> None:
+        """Send HEART_BEAT to every broker now, in the background, unless one went out less than
+        ``min_interval`` s ago or is still under way.
+
+        Called when a broker answers SUBSCRIPTION_NOT_EXIST / SUBSCRIPTION_NOT_LATEST to a pull: a
+        restarted broker forgets the group's consumers until their next heartbeat, which would
+        otherwise be up to ``heartbeat_broker_interval`` (30 s) away. RocketMQ's client waits for
+        that timer; this one re-registers at once.
+        """
+        now = time.monotonic()
+        if not self._started or now - self._heartbeat_soon_at < min_interval:
+            return
+        if self._heartbeat_soon is not None and not self._heartbeat_soon.done():
+            return
+        self._heartbeat_soon_at = now
+        self._heartbeat_soon = asyncio.ensure_future(self.send_heartbeat_to_all_brokers())
 
     async def send_heartbeat_to_all_brokers(self) -> None:
         """HEART_BEAT to every known broker address (masters only when there are no consumers)."""

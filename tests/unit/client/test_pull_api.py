@@ -10,7 +10,8 @@ import pytest
 from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.consumer.pull_api import UNREACHABLE_BACKOFF_S, PullAPIWrapper
 from tidemq.client.route import FindBrokerResult, find_broker_in_admin, find_broker_in_subscribe
-from tidemq.errors import ClientError, RemotingConnectError
+from tidemq.errors import BrokerError, ClientError, RemotingConnectError
+from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageQueue
 
@@ -40,12 +41,15 @@ class FakeAPI:
     def __init__(self) -> None:
         self.calls: list[dict[str, Any]] = []
         self.refuse: set[str] = set()
+        self.unknown_group: set[str] = set()
         self.suggest = 0
 
     async def pull_message(self, addr: str, **kw: Any) -> PullResult:
         self.calls.append({"addr": addr, **kw})
         if addr in self.refuse:
             raise RemotingConnectError(f"connect to {addr} failed")
+        if addr in self.unknown_group:
+            raise BrokerError(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist")
         return PullResult(
             PullStatus.NO_NEW_MSG, kw["queue_offset"], 0, 0, suggest_which_broker_id=self.suggest
         )
@@ -57,6 +61,10 @@ class FakeInstance:
         self.broker_addr_table = {"broker-a": dict(group)}
         self.route_refreshes = 0
         self.route_after_refresh: dict[int, str] | None = None
+        self.heartbeats_asked = 0
+
+    def heartbeat_soon(self) -> None:
+        self.heartbeats_asked += 1
 
     async def update_topic_route_info_from_name_server(self, topic: str | None = None) -> bool:
         self.route_refreshes += 1
@@ -150,3 +158,14 @@ async def test_unknown_group_refreshes_the_route_once() -> None:
     inst.route_after_refresh = {0: MASTER}
     await pull(wrapper)
     assert inst.api.calls[-1]["addr"] == MASTER
+
+
+async def test_a_broker_that_forgot_the_group_gets_a_heartbeat_at_once() -> None:
+    inst = FakeInstance({0: MASTER})
+    wrapper = PullAPIWrapper(inst, "g")
+    await pull(wrapper)
+    assert inst.heartbeats_asked == 0
+    inst.api.unknown_group.add(MASTER)  # e.g. the broker restarted and has not heard from us yet
+    with pytest.raises(BrokerError):
+        await pull(wrapper)
+    assert inst.heartbeats_asked == 1

@@ -25,8 +25,9 @@ from typing import Protocol
 
 from tidemq.client.api import ClientAPI, PullResult, PullStatus
 from tidemq.client.route import FindBrokerResult, find_broker_in_subscribe
-from tidemq.errors import ClientError, RemotingConnectError
+from tidemq.errors import BrokerError, ClientError, RemotingConnectError
 from tidemq.protocol.body import SubscriptionData
+from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.filter import is_tag_matched
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageQueue
@@ -36,6 +37,9 @@ from tidemq.protocol.topic import MASTER_ID
 __all__ = ["UNREACHABLE_BACKOFF_S", "BrokerTable", "PullAPIWrapper", "process_pull_result", "pull_messages"]
 
 log = logging.getLogger(__name__)
+
+_GROUP_UNKNOWN_CODES = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseCode.SUBSCRIPTION_NOT_LATEST})
+"""Pull answers meaning the broker does not (yet) know this consumer's group or subscription."""
 
 UNREACHABLE_BACKOFF_S = 5.0
 """Seconds a broker address whose connect failed is skipped by pulls (when its group has another node)."""
@@ -52,6 +56,10 @@ class BrokerTable(Protocol):
 
     async def update_topic_route_info_from_name_server(self, topic: str | None = None) -> bool:
         """Refresh ``topic``'s route (broker addresses); True when it was fetched."""
+        ...
+
+    def heartbeat_soon(self) -> None:
+        """Re-send this client's heartbeat to every broker soon (rate-limited by the instance)."""
         ...
 
 
@@ -240,6 +248,10 @@ class PullAPIWrapper:
                 expression_type=expression_type,
                 timeout=timeout,
             )
+        except BrokerError as exc:
+            if exc.code in _GROUP_UNKNOWN_CODES:  # a restarted broker forgot us: re-register now
+                self.instance.heartbeat_soon()
+            raise
         except RemotingConnectError:
             addrs = self.instance.broker_addr_table.get(mq.broker_name) or {}
             if len(addrs) > 1:
