@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,speed,spark]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet -e '.[dev,speed,spark,bench]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -48,17 +48,7 @@ from tidemq.client.producer.producer import Producer
 from tidemq.protocol.message import Message, MessageExt
 from tidemq.testing import ServeProcess
 
-REDIS_ARGS = [
-    "redis-server",
-    "--bind",
-    "127.0.0.1",
-    "--save",
-    "",
-    "--appendonly",
-    "yes",
-    "--appendfsync",
-    "everysec",
-]
+REDIS_ARGS = ["redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"]
 SHAPES = ("send_single", "send_batch32", "push_batch32", "lite_pull", "latency")
 
 
@@ -226,15 +216,16 @@ class _Cpu:
 
 
 @contextlib.contextmanager
-def redis_server(tmp: str) -> Any:
-    """``redis-server`` with AOF everysec on a free loopback port; yields a redis-py client."""
+def redis_server(tmp: str, appendfsync: str = "everysec") -> Any:
+    """``redis-server`` with AOF (``appendfsync`` everysec or always) on a free loopback port;
+    yields a redis-py client. The server is stopped by pid on exit."""
     import redis
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [*REDIS_ARGS, "--port", str(port), "--dir", tmp],
+        [*REDIS_ARGS, "--appendfsync", appendfsync, "--port", str(port), "--dir", tmp],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -255,15 +246,24 @@ def redis_server(tmp: str) -> Any:
         proc.wait(10)
 
 
-def redis_shapes(args: argparse.Namespace, body: bytes) -> dict[str, Any]:
-    """Redis Streams figures for the shapes of :func:`run` (same message counts and body size)."""
+def redis_shapes(
+    args: argparse.Namespace,
+    body: bytes,
+    appendfsync: str = "everysec",
+    shapes: tuple[str, ...] = SHAPES,
+    single: int | None = None,
+) -> dict[str, Any]:
+    """Redis Streams figures for ``shapes`` of :func:`run` (same message counts and body size);
+    ``single`` messages for ``send_single`` (default ``args.messages // 4``)."""
     out: dict[str, Any] = {}
     n = args.messages
-    with tempfile.TemporaryDirectory() as tmp, redis_server(tmp) as r:
-        t0 = time.perf_counter()
-        for _ in range(n // 4):
-            r.xadd("s1", {"body": body})
-        out["send_single_msgs_per_s"] = round(n // 4 / (time.perf_counter() - t0), 1)
+    single = n // 4 if single is None else single
+    with tempfile.TemporaryDirectory() as tmp, redis_server(tmp, appendfsync) as r:
+        if "send_single" in shapes:
+            t0 = time.perf_counter()
+            for _ in range(single):
+                r.xadd("s1", {"body": body})
+            out["send_single_msgs_per_s"] = round(single / (time.perf_counter() - t0), 1)
         t0 = time.perf_counter()
         for i in range(0, n, 32):
             pipe = r.pipeline(transaction=False)
@@ -272,6 +272,8 @@ def redis_shapes(args: argparse.Namespace, body: bytes) -> dict[str, Any]:
             pipe.execute()
         out["send_batch32_msgs_per_s"] = round(n / (time.perf_counter() - t0), 1)
         for shape in ("push_batch32", "lite_pull"):  # the same Redis loop stands for both consumers
+            if shape not in shapes:
+                continue
             group = f"g-{shape}"
             r.xgroup_create("sb", group, id="0")
             got = 0
@@ -282,7 +284,8 @@ def redis_shapes(args: argparse.Namespace, body: bytes) -> dict[str, Any]:
                         r.xack("sb", group, *[e[0] for e in entries])
                         got += len(entries)
             out[f"{shape}_msgs_per_s"] = round(n / (time.perf_counter() - t0), 1)
-        out["latency"] = redis_latency(r, args.latency_messages, args.rate, body)
+        if "latency" in shapes:
+            out["latency"] = redis_latency(r, args.latency_messages, args.rate, body)
     return out
 
 
@@ -354,17 +357,20 @@ def print_ratios(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
             print(f"latency.{k:14} {a[k]:>10} {b[k]:>10}")
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace, flush: str = "async", single: int | None = None) -> dict[str, Any]:
+    """The tidemq figures: ``tidemq serve --flush FLUSH`` in a subprocess, ``args.only`` shapes
+    (default all), ``single`` messages for ``send_single`` (default ``args.messages // 4``)."""
     body = b"x" * args.body
     out: dict[str, Any] = {"bench": "client_throughput", "messages": args.messages, "body_bytes": args.body}
     shapes = args.only or SHAPES
-    with tempfile.TemporaryDirectory() as tmp, ServeProcess(Path(tmp) / "store", flush="async") as proc:
+    with tempfile.TemporaryDirectory() as tmp, ServeProcess(Path(tmp) / "store", flush=flush) as proc:
         ns = proc.namesrv_addr
         n = args.messages
+        single = n // 4 if single is None else single
         if "send_single" in shapes:
             with _Cpu() as cpu:
-                out["send_single_msgs_per_s"] = round(bench_send_single(ns, "BenchS", n // 4, body), 1)
-            out["send_single_client_cpu_us_per_msg"] = cpu.per_msg_us(n // 4)
+                out["send_single_msgs_per_s"] = round(bench_send_single(ns, "BenchS", single, body), 1)
+            out["send_single_client_cpu_us_per_msg"] = cpu.per_msg_us(single)
         if {"send_batch32", "push_batch32", "lite_pull"} & set(shapes):
             with _Cpu() as cpu:
                 rate = bench_send_batch(ns, "BenchB", n, body)

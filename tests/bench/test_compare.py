@@ -1,0 +1,50 @@
+"""`python -m bench.compare` runs end to end with tiny counts: every row and a parseable JSON line
+(figures are not checked: speed goals live in the bench's output, not in tests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.client_throughput import SHAPES, redis_available
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_compare_prints_every_shape_and_a_json_line() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.compare",
+            "--messages",
+            "640",
+            "--single",
+            "64",
+            "--latency-messages",
+            "100",
+            "--reps",
+            "1",
+            "--flush",
+            "async",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    figures = json.loads(lines[-1])
+    ours = figures["results"]["async"]["tidemq"]
+    for shape in SHAPES:
+        assert shape in ours, shape
+        assert any(line.startswith("latency." if shape == "latency" else shape) for line in lines)
+    assert ours["latency"]["p99_ms"] > 0 and ours["send_batch32"] > 0
+    theirs = figures["results"]["async"]["redis"]
+    if redis_available() is None:
+        assert set(theirs) == set(ours)
+    else:
+        assert theirs is None and "Redis rows skipped" in proc.stdout
