@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +33,14 @@ from tidemq.store.checkpoint import StoreCheckpoint
 from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import MessageStoreConfig
 from tidemq.store.consume_queue import ConsumeQueue, CqUnit
+from tidemq.store.dispatcher import (
+    CONSUMABLE,
+    CommitLogDispatcher,
+    QueueUnits,
+    TopicQueueKey,
+)
+from tidemq.store.dispatcher import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # re-exported
+from tidemq.store.dispatcher import tags_string_to_tags_code as tags_string_to_tags_code  # re-exported
 from tidemq.store.index import IndexService, QueryMessageResult, query_message
 from tidemq.store.lock import StoreLock
 from tidemq.store.message_reader import MessageReader
@@ -57,23 +64,10 @@ from tidemq.store.results import (
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TopicQueueKey = tuple[str, int]
 MessageArrivingListener = Callable[[str, int, int, int, int], None]
 """``(topic, queue_id, max_offset_after_put, tags_code, store_timestamp_ms)``, after every put."""
 
-_CONSUMABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
-
-
-def tags_string_to_tags_code(tags: str | None) -> int:
-    """Consume-queue tag code: Java ``String.hashCode`` of the tag (signed 32 bit), 0 for none."""
-    if not tags:
-        return 0
-    raw = tags.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", raw):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
+_CONSUMABLE = CONSUMABLE
 
 
 def _total_physical_memory() -> int:
@@ -131,6 +125,8 @@ class MessageStore:
         self.recovered_abnormally = False
         """Whether :meth:`load` found an ``abort`` file (the last run did not shut down cleanly)."""
         self._manifest: dict[TopicQueueKey, int] = {}
+        self.dispatcher = CommitLogDispatcher(self._consume_queue_for, self.index_service, self._delay_table)
+        """Consume-queue + index dispatch for puts, recovery, rebuilds and the HA slave."""
         self.lock = StoreLock(self.root)
         """The exclusive lock on ``<root>/lock``, taken by :meth:`load`, dropped by :meth:`shutdown`."""
 
@@ -256,14 +252,7 @@ class MessageStore:
         return cq
 
     def _dispatch_rebuilt(self, info: RecordInfo) -> None:
-        if MessageSysFlag.get_transaction_value(info.sys_flag) not in _CONSUMABLE:
-            return
-        tags_code = self._tags_code(info.topic, string_to_properties(info.properties), info.store_timestamp)
-        cq = self.find_consume_queue(info.topic, info.queue_id, create=True)
-        assert cq is not None
-        cq.put_message_position_info(
-            [CqUnit(info.commit_log_offset, info.total_size, tags_code)], info.queue_offset
-        )
+        self.dispatcher.dispatch_record(info, index=False)
 
     def _save_manifest(self) -> None:
         table = {k: cq.get_max_offset_in_queue() for k, cq in list(self.consume_queue_table.items())}
@@ -275,19 +264,11 @@ class MessageStore:
                 log.warning("cannot write %s: %s", self.root / "consumequeue.json", exc)
 
     def _redispatch(self, info: RecordInfo, dispatch_from: int) -> None:
-        if self.index_service is not None:
-            self.index_service.dispatch_record(info)
-        if info.commit_log_offset < dispatch_from:
-            return
-        if MessageSysFlag.get_transaction_value(info.sys_flag) not in _CONSUMABLE:
-            return
-        tags_code = self._tags_code(info.topic, string_to_properties(info.properties), info.store_timestamp)
-        cq = self.find_consume_queue(info.topic, info.queue_id, create=True)
-        assert cq is not None
-        cq.put_message_position_info(
-            [CqUnit(info.commit_log_offset, info.total_size, tags_code)], info.queue_offset
-        )
-        self._last_store_timestamp = max(self._last_store_timestamp, info.store_timestamp)
+        """Recovery / HA: index ``info`` and, from ``dispatch_from`` on, give it its consume-queue entry."""
+        consume_queue = info.commit_log_offset >= dispatch_from
+        self.dispatcher.dispatch_record(info, consume_queue=consume_queue)
+        if consume_queue and MessageSysFlag.get_transaction_value(info.sys_flag) in _CONSUMABLE:
+            self._last_store_timestamp = max(self._last_store_timestamp, info.store_timestamp)
 
     def shutdown(self) -> None:
         """Flush everything, write the checkpoint, remove ``abort`` and close the files."""
@@ -320,12 +301,13 @@ class MessageStore:
             self.consume_queue_table[key] = cq
         return cq
 
+    def _consume_queue_for(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.find_consume_queue(topic, queue_id, create=True)
+        assert cq is not None
+        return cq
+
     def _tags_code(self, topic: str, properties: dict[str, str], store_timestamp: int) -> int:
-        if topic == SCHEDULE_TOPIC:
-            level = int(properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
-            if level > 0:
-                return store_timestamp + self._delay_table.get(level, 1000)
-        return tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS))
+        return self.dispatcher.tags_code(topic, properties, store_timestamp)
 
     def _apply_delay(self, inner: MessageExtBrokerInner) -> None:
         """A message with ``DELAY`` goes to SCHEDULE_TOPIC_XXXX (as RocketMQ's ``CommitLog.putMessage``)."""
@@ -442,7 +424,7 @@ class MessageStore:
                 mf, pos = self.commit_log.reserve(len(buf))
                 phy = mf.file_from_offset + pos
                 next_offsets: dict[TopicQueueKey, int] = {}
-                units: dict[TopicQueueKey, tuple[int, list[CqUnit]]] = {}
+                units: QueueUnits = {}
                 queue_offsets: list[int] = []
                 off = 0
                 for inner, record, props_map in zip(inners, records, props_cache, strict=True):
@@ -461,18 +443,14 @@ class MessageStore:
                 mf.write(pos, buf)
                 self.topic_queue_table.update(next_offsets)
                 self._last_store_timestamp = now
-                for key, (first, cq_units) in units.items():
-                    cq = self.find_consume_queue(key[0], key[1], create=True)
-                    assert cq is not None
-                    cq.put_message_position_info(cq_units, first)
-                if self.index_service is not None:
-                    self.index_service.build_index_batch(
-                        phy,
-                        [len(r) for r in records],
-                        [(i.topic, i.sys_flag) for i in inners],
-                        props_cache,
-                        now,
-                    )
+                self.dispatcher.dispatch_put(
+                    units,
+                    phy,
+                    [len(r) for r in records],
+                    [(i.topic, i.sys_flag) for i in inners],
+                    props_cache,
+                    now,
+                )
         except (OSError, StoreError) as exc:
             log.exception("put failed in %s", self.root)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")

@@ -1,0 +1,116 @@
+"""One dispatcher from commit-log records to consume queues and the index.
+
+Mirrors RocketMQ's ``CommitLogDispatcherBuildConsumeQueue`` + ``CommitLogDispatcherBuildIndex`` as
+``ReputMessageService`` drives them: every path that makes a stored record visible goes through
+:class:`CommitLogDispatcher`: the put (a batch of contiguous records, one call), crash recovery and
+consume-queue rebuilds (one record at a time, from :class:`RecordInfo`), and the HA slave's append.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping, Sequence
+
+from tidemq.protocol.message import MessageConst, string_to_properties
+from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo
+from tidemq.store.consume_queue import ConsumeQueue, CqUnit
+from tidemq.store.index import IndexService
+
+__all__ = [
+    "CONSUMABLE",
+    "SCHEDULE_TOPIC",
+    "CommitLogDispatcher",
+    "QueueUnits",
+    "TopicQueueKey",
+    "is_consumable",
+    "tags_string_to_tags_code",
+]
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TopicQueueKey = tuple[str, int]
+QueueUnits = dict[TopicQueueKey, tuple[int, list[CqUnit]]]
+"""``{(topic, queue_id): (first_queue_offset, [CqUnit, ...])}``: contiguous entries per queue."""
+
+CONSUMABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+"""Transaction states that get a consume-queue entry (prepared and rolled-back records do not)."""
+
+
+def is_consumable(sys_flag: int) -> bool:
+    """Whether a record with ``sys_flag`` gets a consume-queue entry (not a prepared/rolled-back half)."""
+    return MessageSysFlag.get_transaction_value(sys_flag) in CONSUMABLE
+
+
+def tags_string_to_tags_code(tags: str | None) -> int:
+    """Consume-queue tag code: Java ``String.hashCode`` of the tag (signed 32 bit), 0 for none."""
+    if not tags:
+        return 0
+    raw = tags.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", raw):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+class CommitLogDispatcher:
+    """Builds consume-queue and index entries for stored records.
+
+    Args:
+        find_consume_queue: ``(topic, queue_id) -> ConsumeQueue``, creating the queue when missing
+            (``MessageStore.find_consume_queue(..., create=True)``).
+        index_service: the key index, or None when ``message_index_enable`` is off.
+        delay_table: delay level -> delay in ms (``MessageStoreConfig.delay_level_table()``): the tag
+            code of a ``SCHEDULE_TOPIC_XXXX`` entry is its delivery time, as in RocketMQ.
+    """
+
+    def __init__(
+        self,
+        find_consume_queue: Callable[[str, int], ConsumeQueue],
+        index_service: IndexService | None,
+        delay_table: Mapping[int, int],
+    ) -> None:
+        self._find = find_consume_queue
+        self.index_service = index_service
+        self._delay_table = delay_table
+
+    def tags_code(self, topic: str, properties: Mapping[str, str], store_timestamp: int) -> int:
+        """The consume-queue tag code of a record (``CommitLog.checkMessageAndReturnSize``'s tagsCode):
+        the delivery time in ms for a scheduled message, else the hash of its TAGS."""
+        if topic == SCHEDULE_TOPIC:
+            level = int(properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
+            if level > 0:
+                return store_timestamp + self._delay_table.get(level, 1000)
+        return tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS))
+
+    def dispatch_put(
+        self,
+        units: QueueUnits,
+        commit_log_offset: int,
+        sizes: Sequence[int],
+        topics_and_flags: Sequence[tuple[str, int]],
+        properties: Sequence[Mapping[str, str]],
+        store_timestamp: int,
+    ) -> None:
+        """Dispatch one put of contiguous records starting at ``commit_log_offset``: ``units`` to the
+        consume queues (one write per queue), then the records to the index (``sizes[i]`` bytes,
+        ``topics_and_flags[i] = (topic, sys_flag)``, ``properties[i]``)."""
+        for (topic, queue_id), (first, cq_units) in units.items():
+            self._find(topic, queue_id).put_message_position_info(cq_units, first)
+        if self.index_service is not None:
+            self.index_service.build_index_batch(
+                commit_log_offset, sizes, topics_and_flags, properties, store_timestamp
+            )
+
+    def dispatch_record(self, info: RecordInfo, *, consume_queue: bool = True, index: bool = True) -> None:
+        """Dispatch one record read back from the commit log (recovery, rebuild, HA slave).
+
+        ``consume_queue=False`` skips the consume-queue entry (already there), ``index=False`` the index
+        (the index itself skips records it already covers). Non-consumable records get no entry.
+        """
+        if index and self.index_service is not None:
+            self.index_service.dispatch_record(info)
+        if not consume_queue or not is_consumable(info.sys_flag):
+            return
+        tags_code = self.tags_code(info.topic, string_to_properties(info.properties), info.store_timestamp)
+        self._find(info.topic, info.queue_id).put_message_position_info(
+            [CqUnit(info.commit_log_offset, info.total_size, tags_code)], info.queue_offset
+        )
