@@ -19,7 +19,8 @@ class MessageExtBrokerInner(MessageExt):
     Set ``topic``, ``body``, ``flag``, ``properties``, ``queue_id``, ``sys_flag``,
     ``born_timestamp`` (ms), ``born_host`` (``"ip:port"``, IPv4), ``reconsume_times`` and
     ``prepared_transaction_offset``. ``properties_string``, when not None, is stored verbatim
-    instead of ``properties`` (the broker uses it for batch items with appended batch properties).
+    instead of ``properties`` (the broker uses it for batch items with appended batch properties);
+    ``properties`` then holds the same pairs, or is left empty and the store parses the string.
     The store sets ``store_host``, ``store_timestamp``, ``queue_offset`` and ``commit_log_offset``.
     ``tags_code`` is informational: the store computes the consume-queue tag code from the
     stored ``TAGS`` property (Java ``String.hashCode``), as RocketMQ's dispatcher does.
