@@ -116,6 +116,26 @@ def _specs_of(cls: type[CommandHeader]) -> tuple[_Spec, ...]:
     return specs
 
 
+_Plan = tuple[tuple[str, str, str, Kind, bool], ...]
+_PLANS: dict[tuple[type, int], tuple[Mapping[str, str] | None, _Plan]] = {}
+
+
+def _plan_of(cls: type[CommandHeader], names: Mapping[str, str] | None) -> _Plan:
+    """Per header class and wire-name map: ``(attr, key, label, kind, required)`` for every field,
+    computed once (parsing a request then builds no per-field objects)."""
+    cache_key = (cls, id(names))
+    cached = _PLANS.get(cache_key)
+    if cached is not None and cached[0] is names:
+        return cached[1]
+    plan: list[tuple[str, str, str, Kind, bool]] = []
+    for spec in _specs_of(cls):
+        key = names.get(spec.wire, spec.wire) if names else spec.wire
+        label = repr(key) if key == spec.wire else f"{key!r} ({spec.wire})"
+        plan.append((spec.attr, key, label, spec.kind, spec.required))
+    _PLANS[cache_key] = (names, tuple(plan))
+    return tuple(plan)
+
+
 @dataclass(slots=True, kw_only=True)
 class CommandHeader:
     """Base of every custom header. Mirrors RocketMQ's ``CommandCustomHeader``."""
@@ -149,16 +169,19 @@ class CommandHeader:
 
     @classmethod
     def _from_ext(cls, ext: Mapping[str, Any], names: Mapping[str, str] | None) -> Self:
+        name = cls.__name__
         kwargs: dict[str, Any] = {}
-        for spec in cls._specs():
-            key = names.get(spec.wire, spec.wire) if names else spec.wire
-            label = repr(key) if key == spec.wire else f"{key!r} ({spec.wire})"
-            raw = ext_value_to_str(ext.get(key))
-            if raw is None or (raw == "" and spec.kind != "str" and not spec.required):
-                if spec.required:
-                    raise HeaderError(
-                        cls.__name__, key, None, f"{cls.__name__}: missing required field {label}"
-                    )
+        for attr, key, label, kind, required in _plan_of(cls, names):
+            value = ext.get(key)
+            raw = value if type(value) is str else ext_value_to_str(value)
+            if raw is None or (raw == "" and kind != "str" and not required):
+                if required:
+                    raise HeaderError(name, key, None, f"{name}: missing required field {label}")
                 continue
-            kwargs[spec.attr] = _parse_value(cls.__name__, key, label, spec.kind, raw)
+            if kind == "str":
+                kwargs[attr] = raw
+            elif kind != "bool" and raw.isascii() and raw.isdigit() and len(raw) < 10:
+                kwargs[attr] = int(raw)  # fast path: plain digits, in range of both int kinds
+            else:
+                kwargs[attr] = _parse_value(name, key, label, kind, raw)
         return cls(**kwargs)
