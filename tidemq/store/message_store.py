@@ -497,7 +497,7 @@ class MessageStore:
                 self._flushed_offset = self.commit_log.flush()
             flushed = self._flushed_offset
             if (time.monotonic() - self._last_cq_flush) * 1000 >= self.config.flush_interval_consume_queue:
-                self._flush_consume_queue_locked()
+                self._flush_consume_queue_locked(force_index=False)  # the index: every 10 s
             return flushed
 
     def flush_consume_queue(self) -> None:
@@ -505,7 +505,7 @@ class MessageStore:
         with self._flush_lock:
             self._flush_consume_queue_locked()
 
-    def _flush_consume_queue_locked(self) -> None:
+    def _flush_consume_queue_locked(self, *, force_index: bool = True) -> None:
         with self._put_lock:
             logics_offset = self.commit_log.get_max_offset()
             timestamp = self._last_store_timestamp
@@ -517,7 +517,7 @@ class MessageStore:
         cp.physic_offset = self._flushed_offset
         cp.physic_msg_timestamp = cp.logics_msg_timestamp = timestamp
         if self.index_service is not None:
-            cp.index_msg_timestamp = self.index_service.flush()
+            cp.index_msg_timestamp = self.index_service.flush(force_index)
         cp.flush()
         self._save_manifest()
         self._last_cq_flush = time.monotonic()
