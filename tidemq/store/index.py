@@ -242,6 +242,21 @@ class IndexFile:
             os.fsync(fd)
         finally:
             os.close(fd)
+        self.release_written_entries()
+
+    def release_written_entries(self) -> None:
+        """Drop the written entry pages from this process's resident set (``MADV_DONTNEED``; the
+        mapping is shared, so the data stays in the page cache and the file, and a query faults
+        the pages back in). Keeps broker RSS flat as entries pile up (issue #9: 10 M messages)."""
+        if self._mm.closed or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        start = -(-self._entries_pos // mmap.PAGESIZE) * mmap.PAGESIZE
+        end = (self._entries_pos + self.index_count * ENTRY.size) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > start:
+            try:
+                self._mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+            except (OSError, ValueError):
+                pass  # advisory only
 
     def _unmap(self) -> None:
         if self._slots is not None:
