@@ -23,6 +23,11 @@ from tidemq.remoting.processor import (
 
 log = logging.getLogger(__name__)
 
+LISTEN_BACKLOG = 1024
+"""Pending-connection queue of the listening socket (RocketMQ's ``serverSocketBacklog``, 1024).
+asyncio's default of 100 made clients connecting all at once (1,000 in ``bench.chaos``'s load
+scenario) time out while the accept queue was full."""
+
 DEFAULT_IDLE_TIMEOUT = 120.0
 """Seconds of silence before a connection is closed (``serverChannelMaxIdleTimeSeconds``)."""
 SHUTDOWN_GRACE = 2.0
@@ -108,6 +113,7 @@ class RemotingServer:
             self.host,
             self._requested_port,
             reuse_address=True,
+            backlog=LISTEN_BACKLOG,
         )
         sockets = self._server.sockets
         if sockets:
