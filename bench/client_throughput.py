@@ -180,6 +180,12 @@ def bench_latency(ns: str, topic: str, n: int, rate: float, body: bytes) -> dict
     finally:
         p.shutdown()
         c.shutdown()
+    return latency_summary(latencies, achieved, lag)
+
+
+def latency_summary(latencies: list[float], achieved: float, lag: float) -> dict[str, float]:
+    """Latency figures of a paced run: produce-to-consume ``latencies`` (ms), the ``achieved`` send
+    rate (msg/s) and the producer's worst ``lag`` behind its schedule (s)."""
     lat = sorted(latencies)
     q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [float("nan")] * 99
     return {
@@ -321,17 +327,7 @@ def redis_latency(r: Any, n: int, rate: float, body: bytes) -> dict[str, float]:
     achieved = n / (time.perf_counter() - t0)
     reader.join(30)
     done.set()
-    lat = sorted(latencies)
-    q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [float("nan")] * 99
-    return {
-        "achieved_msgs_per_s": round(achieved, 1),
-        "p50_ms": round(q[49], 3),
-        "p90_ms": round(q[89], 3),
-        "p99_ms": round(q[98], 3),
-        "max_ms": round(lat[-1], 3) if lat else float("nan"),
-        "samples": len(lat),
-        "max_send_lag_ms": round(lag * 1000, 3),
-    }
+    return latency_summary(latencies, achieved, lag)
 
 
 def redis_available() -> str | None:
