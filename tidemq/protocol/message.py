@@ -43,6 +43,22 @@ def properties_to_string(properties: dict[str, str]) -> str:
     return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
 
 
+def property_value(text: str, key: str) -> str | None:
+    """The value of ``key`` in a properties string, or None: what ``string_to_properties(text).get(key)``
+    gives (the last pair wins), without building the dict. A value never holds ``\\x02``, so a match of
+    ``\\x02KEY\\x01`` always starts a pair. Used on the store's put path (TAGS, KEYS, UNIQ_KEY)."""
+    needle = f"{PROPERTY_SEPARATOR}{key}{NAME_VALUE_SEPARATOR}"
+    i = text.rfind(needle)
+    if i >= 0:
+        start = i + len(needle)
+    elif text.startswith(needle[1:]):
+        start = len(needle) - 1
+    else:
+        return None
+    end = text.find(PROPERTY_SEPARATOR, start)
+    return text[start:] if end < 0 else text[start:end]
+
+
 def string_to_properties(text: str) -> dict[str, str]:
     """Parse a properties string tolerantly (trailing ``\\x02`` from C++, empty segments skipped)."""
     props: dict[str, str] = {}

@@ -23,7 +23,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
@@ -157,6 +157,130 @@ def decompress_body(body: bytes | memoryview) -> bytes:
 # ---------------------------------------------------------------------------------------- encoding
 
 
+@functools.lru_cache(maxsize=8)
+def _fixed_struct(born_size: int, store_size: int) -> struct.Struct:
+    """TOTALSIZE .. BODY length (HEAD, born host, store timestamp, store host, TAIL, body length)."""
+    return struct.Struct(f">iiiiiqqiq{born_size}sq{store_size}siqi")
+
+
+class RecordEncoder:
+    """Encodes commit-log records (protocol.md §5.1) that share everything but flag, body and
+    properties: one topic and queue, sys flag, born timestamp and host, store host, reconsume times
+    and prepared offset. The store builds one per put (a batch is one run) and encodes every record
+    with its final queue and commit-log offsets in one pass: a struct pack and four slices each.
+
+    Mirrors ``CommitLog.DefaultAppendMessageCallback.doAppend`` / ``MessageExtBatchEncoder``. The v6
+    bits of ``sys_flag`` are set or cleared to match the hosts (an IPv4-mapped IPv6 address is stored
+    as IPv4, which every client decodes).
+
+    Attributes:
+        fixed_size: bytes of a record without its body and properties bytes.
+        sys_flag: the sys flag written (v6 bits adjusted).
+
+    Raises (constructor):
+        ProtocolError: topic longer than 127 UTF-8 bytes, or a host that is not ``"ip:port"``.
+    """
+
+    __slots__ = (
+        "_born_raw",
+        "_fixed",
+        "_store_raw",
+        "_topic_part",
+        "born_timestamp",
+        "fixed_size",
+        "prepared_transaction_offset",
+        "queue_id",
+        "reconsume_times",
+        "sys_flag",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: str,
+        store_host: str,
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+    ) -> None:
+        topic_raw = topic.encode()
+        if len(topic_raw) > MAX_TOPIC_BYTES:
+            raise ProtocolError(f"topic is {len(topic_raw)} bytes, more than {MAX_TOPIC_BYTES}")
+        born_raw, born_v6 = _pack_host(born_host)
+        store_raw, store_v6 = _pack_host(store_host)
+        sys_flag &= ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+        if born_v6:
+            sys_flag |= MessageSysFlag.BORNHOST_V6_FLAG
+        if store_v6:
+            sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+        self._fixed = _fixed_struct(len(born_raw), len(store_raw))
+        self._born_raw = born_raw
+        self._store_raw = store_raw
+        self._topic_part = _U8.pack(len(topic_raw)) + topic_raw
+        self.queue_id = queue_id
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        self.fixed_size = self._fixed.size + len(self._topic_part) + 2
+
+    def encode(
+        self,
+        out: list[bytes],
+        flags: Sequence[int],
+        bodies: Sequence[bytes],
+        properties: Sequence[bytes],
+        sizes: Sequence[int],
+        *,
+        queue_offset: int,
+        queue_offset_step: int,
+        commit_log_offset: int,
+        store_timestamp: int,
+    ) -> None:
+        """Append the parts of one record per ``(flag, body, properties, size)`` to ``out``.
+
+        ``properties`` are UTF-8 bytes of at most 32767 each and ``sizes[i]`` is
+        ``fixed_size + len(bodies[i]) + len(properties[i])`` (the caller checked both). Record ``i``
+        gets queue offset ``queue_offset + i * queue_offset_step`` (step 0: a record with no
+        consume-queue entry) and starts at ``commit_log_offset`` plus the sizes before it.
+        """
+        pack = self._fixed.pack
+        crc32 = zlib.crc32
+        append = out.append
+        born_raw, store_raw, topic_part = self._born_raw, self._store_raw, self._topic_part
+        queue_id, sys_flag, born_ts = self.queue_id, self.sys_flag, self.born_timestamp
+        reconsume, prepared = self.reconsume_times, self.prepared_transaction_offset
+        q, phy = queue_offset, commit_log_offset
+        for flag, body, props, size in zip(flags, bodies, properties, sizes, strict=True):
+            append(
+                pack(
+                    size,
+                    MESSAGE_MAGIC_CODE,
+                    crc32(body) & 0x7FFFFFFF,
+                    queue_id,
+                    flag,
+                    q,
+                    phy,
+                    sys_flag,
+                    born_ts,
+                    born_raw,
+                    store_timestamp,
+                    store_raw,
+                    reconsume,
+                    prepared,
+                    len(body),
+                )
+            )
+            append(body)
+            append(topic_part)
+            append(_U16.pack(len(props)))
+            append(props)
+            q += queue_offset_step
+            phy += size
+
+
 def encode_stored_message(
     *,
     topic: str,
@@ -176,53 +300,40 @@ def encode_stored_message(
 ) -> bytes:
     """Encode one commit-log record (protocol.md §5.1); ``body`` is stored as given.
 
-    BODYCRC is computed here over ``body``. The v6 bits of ``sys_flag`` are set or cleared to
-    match the hosts (an IPv4-mapped IPv6 address is stored as IPv4, which every client decodes).
+    BODYCRC is computed here over ``body``. One record through :class:`RecordEncoder`.
 
     Raises:
         ProtocolError: topic longer than 127 UTF-8 bytes, properties longer than 32767 bytes, or a
             host that is not ``"ip:port"``.
     """
-    topic_raw = topic.encode()
-    if len(topic_raw) > MAX_TOPIC_BYTES:
-        raise ProtocolError(f"topic is {len(topic_raw)} bytes, more than {MAX_TOPIC_BYTES}")
     props_text = properties if isinstance(properties, str) else properties_to_string(properties)
     props_raw = props_text.encode()
     if len(props_raw) > MAX_PROPERTIES_BYTES:
         raise ProtocolError(f"properties are {len(props_raw)} bytes, more than {MAX_PROPERTIES_BYTES}")
-    born_raw, born_v6 = _pack_host(born_host)
-    store_raw, store_v6 = _pack_host(store_host)
-    sys_flag &= ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
-    if born_v6:
-        sys_flag |= MessageSysFlag.BORNHOST_V6_FLAG
-    if store_v6:
-        sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-    total = 75 + len(born_raw) + len(store_raw) + len(body) + len(topic_raw) + len(props_raw)
-    return b"".join(
-        (
-            _HEAD.pack(
-                total,
-                MESSAGE_MAGIC_CODE,
-                body_crc(body),
-                queue_id,
-                flag,
-                queue_offset,
-                commit_log_offset,
-                sys_flag,
-                born_timestamp,
-            ),
-            born_raw,
-            _I64.pack(store_timestamp),
-            store_raw,
-            _TAIL.pack(reconsume_times, prepared_transaction_offset),
-            _I32.pack(len(body)),
-            body,
-            _U8.pack(len(topic_raw)),
-            topic_raw,
-            _U16.pack(len(props_raw)),
-            props_raw,
-        )
+    encoder = RecordEncoder(
+        topic,
+        queue_id,
+        sys_flag,
+        born_timestamp,
+        born_host,
+        store_host,
+        reconsume_times,
+        prepared_transaction_offset,
     )
+    out: list[bytes] = []
+    size = encoder.fixed_size + len(body) + len(props_raw)
+    encoder.encode(
+        out,
+        (flag,),
+        (body,),
+        (props_raw,),
+        (size,),
+        queue_offset=queue_offset,
+        queue_offset_step=0,
+        commit_log_offset=commit_log_offset,
+        store_timestamp=store_timestamp,
+    )
+    return b"".join(out)
 
 
 def patch_stored_message(
@@ -527,9 +638,13 @@ class BatchItem:
 
     flag: int
     body: bytes
-    properties: dict[str, str]
     properties_string: str
     """The properties exactly as sent (the broker appends the batch-level ones to this text)."""
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The properties as a dict (parsed on each access: the broker's put path reads the text)."""
+        return string_to_properties(self.properties_string)
 
 
 def encode_batch_body(msgs: Iterable[Message]) -> bytes:
@@ -582,6 +697,6 @@ def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchItem]:
             raise ProtocolError(
                 f"batch item at {pos}: TOTALSIZE {total} does not match its fields ({p - pos})"
             )
-        items.append(BatchItem(flag, raw, string_to_properties(props), props))
+        items.append(BatchItem(flag, raw, props))
         pos = p
     return items

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Mapping, Sequence
 
-from tidemq.protocol.message import MessageConst, string_to_properties
+from tidemq.protocol.message import MessageConst, property_value
 from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo
 from tidemq.store.consume_queue import ConsumeQueue, CqUnit
 from tidemq.store.index import IndexService
@@ -20,6 +20,7 @@ __all__ = [
     "CONSUMABLE",
     "SCHEDULE_TOPIC",
     "CommitLogDispatcher",
+    "IndexRun",
     "QueueUnits",
     "TopicQueueKey",
     "is_consumable",
@@ -30,6 +31,8 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TopicQueueKey = tuple[str, int]
 QueueUnits = dict[TopicQueueKey, tuple[int, list[CqUnit]]]
 """``{(topic, queue_id): (first_queue_offset, [CqUnit, ...])}``: contiguous entries per queue."""
+IndexRun = tuple[str, int, Sequence[int], Sequence[str]]
+"""``(topic, sys_flag, record sizes, properties texts)``: consecutive records of one put."""
 
 CONSUMABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 """Transaction states that get a consume-queue entry (prepared and rolled-back records do not)."""
@@ -40,15 +43,30 @@ def is_consumable(sys_flag: int) -> bool:
     return MessageSysFlag.get_transaction_value(sys_flag) in CONSUMABLE
 
 
-def tags_string_to_tags_code(tags: str | None) -> int:
-    """Consume-queue tag code: Java ``String.hashCode`` of the tag (signed 32 bit), 0 for none."""
-    if not tags:
-        return 0
+def _java_string_hash(tags: str) -> int:
     raw = tags.encode("utf-16-be", "surrogatepass")
     h = 0
     for (unit,) in struct.iter_unpack(">H", raw):
         h = (31 * h + unit) & 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+_TAGS_CODES: dict[str, int] = {}
+_TAGS_CODES_MAX = 4096
+
+
+def tags_string_to_tags_code(tags: str | None) -> int:
+    """Consume-queue tag code: Java ``String.hashCode`` of the tag (signed 32 bit), 0 for none.
+
+    Codes of the last few thousand distinct tags are remembered (the put path asks once per record)."""
+    if not tags:
+        return 0
+    code = _TAGS_CODES.get(tags)
+    if code is None:
+        if len(_TAGS_CODES) >= _TAGS_CODES_MAX:
+            _TAGS_CODES.clear()
+        code = _TAGS_CODES[tags] = _java_string_hash(tags)
+    return code
 
 
 class CommitLogDispatcher:
@@ -72,33 +90,24 @@ class CommitLogDispatcher:
         self.index_service = index_service
         self._delay_table = delay_table
 
-    def tags_code(self, topic: str, properties: Mapping[str, str], store_timestamp: int) -> int:
-        """The consume-queue tag code of a record (``CommitLog.checkMessageAndReturnSize``'s tagsCode):
-        the delivery time in ms for a scheduled message, else the hash of its TAGS."""
+    def tags_code(self, topic: str, properties: str, store_timestamp: int) -> int:
+        """The consume-queue tag code of a record (``CommitLog.checkMessageAndReturnSize``'s tagsCode)
+        from its stored properties text: the delivery time in ms for a scheduled message, else the
+        hash of its TAGS."""
         if topic == SCHEDULE_TOPIC:
-            level = int(properties.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
+            level = int(property_value(properties, MessageConst.PROPERTY_DELAY_TIME_LEVEL) or 0)
             if level > 0:
                 return store_timestamp + self._delay_table.get(level, 1000)
-        return tags_string_to_tags_code(properties.get(MessageConst.PROPERTY_TAGS))
+        return tags_string_to_tags_code(property_value(properties, MessageConst.PROPERTY_TAGS))
 
-    def dispatch_put(
-        self,
-        units: QueueUnits,
-        commit_log_offset: int,
-        sizes: Sequence[int],
-        topics_and_flags: Sequence[tuple[str, int]],
-        properties: Sequence[Mapping[str, str]],
-        store_timestamp: int,
-    ) -> None:
+    def dispatch_put(self, units: QueueUnits, commit_log_offset: int, runs: Sequence[IndexRun], store_timestamp: int) -> None:
         """Dispatch one put of contiguous records starting at ``commit_log_offset``: ``units`` to the
-        consume queues (one write per queue), then the records to the index (``sizes[i]`` bytes,
-        ``topics_and_flags[i] = (topic, sys_flag)``, ``properties[i]``)."""
+        consume queues (one write per queue), then the records to the index, as runs
+        ``(topic, sys_flag, sizes, properties texts)`` (:meth:`IndexService.build_index_batch`)."""
         for (topic, queue_id), (first, cq_units) in units.items():
             self._find(topic, queue_id).put_message_position_info(cq_units, first)
         if self.index_service is not None:
-            self.index_service.build_index_batch(
-                commit_log_offset, sizes, topics_and_flags, properties, store_timestamp
-            )
+            self.index_service.build_index_batch(commit_log_offset, runs, store_timestamp)
 
     def dispatch_record(self, info: RecordInfo, *, consume_queue: bool = True, index: bool = True) -> None:
         """Dispatch one record read back from the commit log (recovery, rebuild, HA slave).
@@ -110,7 +119,7 @@ class CommitLogDispatcher:
             self.index_service.dispatch_record(info)
         if not consume_queue or not is_consumable(info.sys_flag):
             return
-        tags_code = self.tags_code(info.topic, string_to_properties(info.properties), info.store_timestamp)
+        tags_code = self.tags_code(info.topic, info.properties, info.store_timestamp)
         self._find(info.topic, info.queue_id).put_message_position_info(
             [CqUnit(info.commit_log_offset, info.total_size, tags_code)], info.queue_offset
         )

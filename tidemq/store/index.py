@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tidemq.errors import ProtocolError, StoreError
-from tidemq.protocol.message import MessageConst, string_to_properties
+from tidemq.protocol.message import MessageConst, properties_to_string, property_value, string_to_properties
 from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo, read_record_info
 
 log = logging.getLogger(__name__)
@@ -414,57 +414,59 @@ class IndexService:
         commit_log_offset: int,
         size: int,
         topic: str,
-        properties: Mapping[str, str],
+        properties: Mapping[str, str] | str,
         sys_flag: int,
         store_timestamp: int,
     ) -> None:
         """Index one stored record (``IndexService.buildIndex``); records below :attr:`end_phy_offset`
-        are skipped, so re-dispatching after a restart is idempotent. Never raises: an I/O error is
-        logged and the record stays unindexed."""
-        self.build_index_batch(commit_log_offset, [size], [(topic, sys_flag)], [properties], store_timestamp)
+        are skipped, so re-dispatching after a restart is idempotent. ``properties`` as a dict or as
+        the stored text. Never raises: an I/O error is logged and the record stays unindexed."""
+        text = properties if isinstance(properties, str) else properties_to_string(dict(properties))
+        self.build_index_batch(commit_log_offset, [(topic, sys_flag, [size], [text])], store_timestamp)
 
     def build_index_batch(
         self,
         commit_log_offset: int,
-        sizes: Sequence[int],
-        topics_and_flags: Sequence[tuple[str, int]],
-        properties: Sequence[Mapping[str, str]],
+        runs: Sequence[tuple[str, int, Sequence[int], Sequence[str]]],
         store_timestamp: int,
     ) -> None:
-        """Index contiguous records starting at ``commit_log_offset`` (one put): record ``i`` has
-        ``sizes[i]`` bytes, ``topics_and_flags[i] = (topic, sys_flag)`` and ``properties[i]``. As
+        """Index contiguous records starting at ``commit_log_offset`` (one put), given as runs
+        ``(topic, sys_flag, sizes, properties texts)``: record ``i`` of a run has ``sizes[i]`` bytes
+        and the stored properties text ``texts[i]`` (UNIQ_KEY and KEYS are read from it). As
         :meth:`build_index`, under one lock acquisition."""
         with self._lock:
             phy = commit_log_offset
             f = self.files[-1] if self.files else None
             try:
-                for size, (topic, sys_flag), props in zip(sizes, topics_and_flags, properties, strict=True):
-                    if f is not None and phy < f.end_phy_offset:
+                for topic, sys_flag, sizes, texts in runs:
+                    indexed = sys_flag & _TRANSACTION_MASK != _ROLLBACK
+                    prefix = self._topic_crc.get(topic)
+                    if prefix is None:
+                        if len(self._topic_crc) > 4096:
+                            self._topic_crc.clear()
+                        prefix = self._topic_crc[topic] = zlib.crc32(_utf8(f"{topic}#"))
+                    for size, text in zip(sizes, texts, strict=True):
+                        if f is not None and phy < f.end_phy_offset:
+                            phy += size
+                            continue
+                        if f is None or f.index_count >= f.max_index_num:
+                            f = self._writable_file(phy)
+                        uniq = property_value(text, _UNIQ_KEY) if indexed else None
+                        keys = property_value(text, _KEYS) if indexed else None
+                        if uniq or keys:
+                            hashes = [zlib.crc32(_utf8(uniq), prefix)] if uniq else []
+                            if keys:
+                                for k in keys.split(KEY_SEPARATOR):
+                                    if k:
+                                        hashes.append(zlib.crc32(_utf8(k), prefix))
+                            if not f.put_keys(hashes, phy, store_timestamp):
+                                f = self._writable_file(phy, force=True)
+                                f.put_keys(hashes[: f.max_index_num], phy, store_timestamp)
+                        if not f.begin_timestamp:
+                            f.begin_timestamp, f.begin_phy_offset = store_timestamp, phy
                         phy += size
-                        continue
-                    if f is None or f.index_count >= f.max_index_num:
-                        f = self._writable_file(phy)
-                    uniq = props.get(_UNIQ_KEY)
-                    keys = props.get(_KEYS)
-                    if (uniq or keys) and sys_flag & _TRANSACTION_MASK != _ROLLBACK:
-                        prefix = self._topic_crc.get(topic)
-                        if prefix is None:
-                            if len(self._topic_crc) > 4096:
-                                self._topic_crc.clear()
-                            prefix = self._topic_crc[topic] = zlib.crc32(_utf8(f"{topic}#"))
-                        hashes = [zlib.crc32(_utf8(uniq), prefix)] if uniq else []
-                        if keys:
-                            for k in keys.split(KEY_SEPARATOR):
-                                if k:
-                                    hashes.append(zlib.crc32(_utf8(k), prefix))
-                        if not f.put_keys(hashes, phy, store_timestamp):
-                            f = self._writable_file(phy, force=True)
-                            f.put_keys(hashes[: f.max_index_num], phy, store_timestamp)
-                    if not f.begin_timestamp:
-                        f.begin_timestamp, f.begin_phy_offset = store_timestamp, phy
-                    phy += size
-                    f.end_timestamp, f.end_phy_offset = store_timestamp, phy
-                    f.dirty = True
+                        f.end_timestamp, f.end_phy_offset = store_timestamp, phy
+                        f.dirty = True
             except (OSError, ValueError, StoreError) as exc:
                 if not self._failed:
                     log.error("building the message index failed at offset %d: %s", phy, exc)
@@ -479,7 +481,7 @@ class IndexService:
             info.commit_log_offset,
             info.total_size,
             info.topic,
-            string_to_properties(info.properties),
+            info.properties,
             info.sys_flag,
             info.store_timestamp,
         )

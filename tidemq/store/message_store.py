@@ -15,6 +15,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from itertools import accumulate
 from pathlib import Path
 
 from tidemq.errors import ProtocolError, StoreError
@@ -23,11 +24,10 @@ from tidemq.protocol.message_codec import (
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
     MessageSysFlag,
+    RecordEncoder,
     RecordInfo,
     create_offset_msg_id,
     decode_message,
-    encode_stored_message,
-    patch_stored_message,
 )
 from tidemq.store.checkpoint import StoreCheckpoint
 from tidemq.store.commit_log import CommitLog
@@ -36,8 +36,10 @@ from tidemq.store.consume_queue import ConsumeQueue, CqUnit
 from tidemq.store.dispatcher import (
     CONSUMABLE,
     CommitLogDispatcher,
+    IndexRun,
     QueueUnits,
     TopicQueueKey,
+    is_consumable,
 )
 from tidemq.store.dispatcher import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # re-exported
 from tidemq.store.dispatcher import tags_string_to_tags_code as tags_string_to_tags_code  # re-exported
@@ -57,6 +59,7 @@ from tidemq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
     GetMessageResult,
+    MessageExtBatch,
     MessageExtBrokerInner,
     PutMessageResult,
     PutMessageStatus,
@@ -100,6 +103,8 @@ class MessageStore:
     def __init__(self, config: MessageStoreConfig, *, store_host: str) -> None:
         self.config = config
         self.store_host = store_host
+        self._msg_id_prefix = create_offset_msg_id(store_host, 0)[:-16]
+        """Offset msg ids are this (store host in hex) + the commit-log offset as 16 hex digits."""
         self.root = Path(config.store_path_root_dir)
         self.commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
@@ -315,7 +320,7 @@ class MessageStore:
         assert cq is not None
         return cq
 
-    def _tags_code(self, topic: str, properties: dict[str, str], store_timestamp: int) -> int:
+    def _tags_code(self, topic: str, properties: str, store_timestamp: int) -> int:
         return self.dispatcher.tags_code(topic, properties, store_timestamp)
 
     def _apply_delay(self, inner: MessageExtBrokerInner) -> None:
@@ -346,7 +351,8 @@ class MessageStore:
         """Append one message; assigns queue and commit-log offsets and the store timestamp.
 
         Mirrors ``DefaultMessageStore.putMessage``. The consume-queue entry is written before this
-        returns; durability needs :meth:`flush` (the broker awaits it for SYNC_FLUSH).
+        returns; durability needs :meth:`flush` (the broker awaits it for SYNC_FLUSH). Fills in
+        ``inner.queue_offset``, ``store_timestamp``, ``store_host`` and ``offset_msg_id``.
 
         Returns:
             ``PUT_OK`` with ``append_result``, or MESSAGE_ILLEGAL (topic > 127 bytes, record larger
@@ -356,11 +362,76 @@ class MessageStore:
         return self.put_messages([inner])
 
     def put_messages(self, inners: list[MessageExtBrokerInner]) -> PutMessageResult:
-        """Append a batch as contiguous records (contiguous queue offsets per queue).
-
-        Mirrors ``DefaultMessageStore.putMessages``; statuses as :meth:`put_message`; the whole
-        batch must fit in ``max_message_size``. ``append_result.msg_id`` joins the ids with ``,``.
+        """Append messages as contiguous records (contiguous queue offsets per queue), each after
+        the delay-level rewrite; consecutive messages sharing a queue and header fields are encoded
+        as one :class:`MessageExtBatch`. Statuses as :meth:`put_message`; more than one record must fit
+        in ``max_message_size`` together. ``append_result.msg_id`` joins the ids with ``,``.
         """
+        refused = self._refuse_put()
+        if refused is not None:
+            return refused
+        if not inners:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        batches: list[MessageExtBatch] = []
+        last: MessageExtBatch | None = None
+        for inner in inners:
+            self._apply_delay(inner)
+            born_host = inner.born_host or "0.0.0.0:0"
+            if last is None or (
+                last.topic,
+                last.queue_id,
+                last.sys_flag,
+                last.born_timestamp,
+                last.born_host,
+                last.reconsume_times,
+                last.prepared_transaction_offset,
+            ) != (
+                inner.topic,
+                inner.queue_id,
+                inner.sys_flag,
+                inner.born_timestamp,
+                born_host,
+                inner.reconsume_times,
+                inner.prepared_transaction_offset,
+            ):
+                last = MessageExtBatch(
+                    inner.topic,
+                    inner.queue_id,
+                    inner.sys_flag,
+                    inner.born_timestamp,
+                    born_host,
+                    inner.reconsume_times,
+                    inner.prepared_transaction_offset,
+                )
+                batches.append(last)
+            last.flags.append(inner.flag)
+            last.bodies.append(inner.body)
+            last.properties.append(inner.stored_properties_string())
+        result = self._put_batches(batches)
+        append = result.append_result
+        if append is not None:
+            for inner, q, msg_id in zip(inners, append.queue_offsets, append.msg_ids, strict=True):
+                inner.queue_offset = q
+                inner.store_timestamp = append.store_timestamp
+                inner.store_host = self.store_host
+                inner.offset_msg_id = msg_id
+        return result
+
+    def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult:
+        """Append the messages of ``batch`` (one queue, shared header fields) as contiguous records.
+
+        Mirrors ``DefaultMessageStore.putMessages(MessageExtBatch)``: the broker's SEND_BATCH_MESSAGE
+        path, with no per-message object; the ``DELAY`` property of its messages is not looked at
+        (RocketMQ refuses delayed batches before this). Statuses as :meth:`put_messages`.
+        """
+        refused = self._refuse_put()
+        if refused is not None:
+            return refused
+        if not batch.bodies:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        return self._put_batches([batch])
+
+    def _refuse_put(self) -> PutMessageResult | None:
         if not self._running:
             return PutMessageResult(
                 PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is not running"
@@ -370,50 +441,55 @@ class MessageStore:
                 PutMessageStatus.SERVICE_NOT_AVAILABLE,
                 remark="message store is slave mode, so putMessage is forbidden",
             )
-        if not inners:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        records: list[bytes] = []
-        for inner in inners:
-            self._apply_delay(inner)
-            if len(inner.topic.encode()) > MAX_TOPIC_BYTES:
+        return None
+
+    def _put_batches(self, batches: list[MessageExtBatch]) -> PutMessageResult:
+        """Encode and append ``batches`` as one contiguous write, then dispatch them (consume queues,
+        index) and tell the arriving listener: the one put path (``CommitLog.putMessages``)."""
+        max_size = self.config.max_message_size
+        prepared: list[tuple[MessageExtBatch, RecordEncoder, list[bytes], list[int]]] = []
+        total = count = 0
+        for batch in batches:
+            if len(batch.topic.encode()) > MAX_TOPIC_BYTES:
                 return PutMessageResult(
                     PutMessageStatus.MESSAGE_ILLEGAL, remark=f"topic longer than {MAX_TOPIC_BYTES} bytes"
                 )
-            props = inner.stored_properties_string()
-            if len(props.encode()) > MAX_PROPERTIES_BYTES:
+            try:
+                encoder = RecordEncoder(
+                    batch.topic,
+                    batch.queue_id,
+                    batch.sys_flag,
+                    batch.born_timestamp,
+                    batch.born_host,
+                    self.store_host,
+                    batch.reconsume_times,
+                    batch.prepared_transaction_offset,
+                )
+            except ProtocolError as exc:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
+            raws = [text.encode() for text in batch.properties]
+            if max(map(len, raws)) > MAX_PROPERTIES_BYTES:
                 return PutMessageResult(
                     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                     remark=f"properties longer than {MAX_PROPERTIES_BYTES} bytes",
                 )
-            try:
-                record = encode_stored_message(
-                    topic=inner.topic,
-                    body=inner.body,
-                    properties=props,
-                    queue_id=inner.queue_id,
-                    flag=inner.flag,
-                    sys_flag=inner.sys_flag,
-                    born_timestamp=inner.born_timestamp,
-                    born_host=inner.born_host or "0.0.0.0:0",
-                    store_host=self.store_host,
-                    reconsume_times=inner.reconsume_times,
-                    prepared_transaction_offset=inner.prepared_transaction_offset,
-                )
-            except ProtocolError as exc:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
-            if len(record) > self.config.max_message_size:
+            fixed = encoder.fixed_size
+            sizes = [fixed + len(body) + len(raw) for body, raw in zip(batch.bodies, raws, strict=True)]
+            biggest = max(sizes)
+            if biggest > max_size:
                 return PutMessageResult(
                     PutMessageStatus.MESSAGE_ILLEGAL,
-                    remark=f"message of {len(record)} bytes exceeds max_message_size {self.config.max_message_size}",
+                    remark=f"message of {biggest} bytes exceeds max_message_size {max_size}",
                 )
-            records.append(record)
-        buf = bytearray(b"".join(records))
-        if len(records) > 1 and len(buf) > self.config.max_message_size:
+            prepared.append((batch, encoder, raws, sizes))
+            total += sum(sizes)
+            count += len(sizes)
+        if count > 1 and total > max_size:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL,
-                remark=f"batch of {len(buf)} bytes exceeds max_message_size {self.config.max_message_size}",
+                remark=f"batch of {total} bytes exceeds max_message_size {max_size}",
             )
-        props_cache = [_properties_of(inner) for inner in inners]
+        tags_code = self.dispatcher.tags_code
         try:
             with self._put_lock:
                 if not self._running:
@@ -421,57 +497,70 @@ class MessageStore:
                         PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is shut down"
                     )
                 now = max(self.clock_ms(), self._last_store_timestamp)
-                mf, pos = self.commit_log.reserve(len(buf))
+                mf, pos = self.commit_log.reserve(total)
                 phy = mf.file_from_offset + pos
+                parts: list[bytes] = []
                 next_offsets: dict[TopicQueueKey, int] = {}
                 units: QueueUnits = {}
                 queue_offsets: list[int] = []
-                off = 0
-                for inner, record, props_map in zip(inners, records, props_cache, strict=True):
-                    key = (inner.topic, inner.queue_id)
-                    consumable = MessageSysFlag.get_transaction_value(inner.sys_flag) in _CONSUMABLE
-                    q = next_offsets.get(key, self.topic_queue_table.get(key, 0)) if consumable else 0
-                    patch_stored_message(
-                        buf, off, queue_offset=q, commit_log_offset=phy + off, store_timestamp=now
-                    )
+                offsets: list[int] = []
+                runs: list[IndexRun] = []
+                off = phy
+                for batch, encoder, raws, sizes in prepared:
+                    n = len(sizes)
+                    starts = list(accumulate(sizes, initial=off))
+                    off = starts.pop()
+                    offsets += starts
+                    consumable = is_consumable(batch.sys_flag)
+                    q0 = 0
                     if consumable:
-                        next_offsets[key] = q + 1
-                        unit = CqUnit(phy + off, len(record), self._tags_code(inner.topic, props_map, now))
-                        units.setdefault(key, (q, []))[1].append(unit)
-                    queue_offsets.append(q)
-                    off += len(record)
-                mf.write(pos, buf)
+                        key = (batch.topic, batch.queue_id)
+                        q0 = next_offsets.get(key, -1)
+                        if q0 < 0:
+                            q0 = self.topic_queue_table.get(key, 0)
+                        next_offsets[key] = q0 + n
+                        queue_offsets += range(q0, q0 + n)
+                        topic = batch.topic
+                        cq_units = [
+                            CqUnit(o, size, tags_code(topic, text, now))
+                            for o, size, text in zip(starts, sizes, batch.properties, strict=True)
+                        ]
+                        entry = units.get(key)
+                        if entry is None:
+                            units[key] = (q0, cq_units)
+                        else:
+                            entry[1].extend(cq_units)
+                    else:
+                        queue_offsets += [0] * n
+                    encoder.encode(
+                        parts,
+                        batch.flags,
+                        batch.bodies,
+                        raws,
+                        sizes,
+                        queue_offset=q0,
+                        queue_offset_step=1 if consumable else 0,
+                        commit_log_offset=starts[0],
+                        store_timestamp=now,
+                    )
+                    runs.append((batch.topic, batch.sys_flag, sizes, batch.properties))
+                mf.write(pos, b"".join(parts))
                 self.topic_queue_table.update(next_offsets)
                 self._last_store_timestamp = now
-                self.dispatcher.dispatch_put(
-                    units,
-                    phy,
-                    [len(r) for r in records],
-                    [(i.topic, i.sys_flag) for i in inners],
-                    props_cache,
-                    now,
-                )
+                self.dispatcher.dispatch_put(units, phy, runs, now)
         except (OSError, StoreError) as exc:
             log.exception("put failed in %s", self.root)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
-        msg_ids = []
-        off = 0
-        for record in records:
-            msg_ids.append(create_offset_msg_id(self.store_host, phy + off))
-            off += len(record)
-        for inner, q, msg_id in zip(inners, queue_offsets, msg_ids, strict=True):
-            inner.queue_offset = q
-            inner.store_timestamp = now
-            inner.store_host = self.store_host
-            inner.offset_msg_id = msg_id
+        prefix = self._msg_id_prefix
+        msg_ids = [f"{prefix}{o:016X}" for o in offsets]
         result = AppendMessageResult(
             AppendMessageStatus.PUT_OK,
             wrote_offset=phy,
-            wrote_bytes=len(buf),
+            wrote_bytes=total,
             msg_id=",".join(msg_ids),
             store_timestamp=now,
             logics_offset=queue_offsets[0],
-            msg_num=len(records),
+            msg_num=count,
             msg_ids=msg_ids,
             queue_offsets=queue_offsets,
         )

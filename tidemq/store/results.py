@@ -48,6 +48,36 @@ class MessageExtBrokerInner(MessageExt):
         return properties_to_string(self.properties)
 
 
+@dataclass(slots=True)
+class MessageExtBatch:
+    """Messages for one queue that share their header fields: what the broker hands to
+    :meth:`MessageStore.put_message_batch` for a SEND_BATCH_MESSAGE, and the unit the store encodes
+    in one pass. Mirrors RocketMQ's ``MessageExtBatch``.
+
+    Attributes:
+        topic, queue_id: where every message goes (``queue_id`` >= 0).
+        sys_flag, born_timestamp (ms), born_host (``"ip:port"``), reconsume_times,
+            prepared_transaction_offset: shared by every message.
+        flags: each message's user flag.
+        bodies: each message's body, stored as given.
+        properties: each message's properties text as stored (``k\\x01v\\x02...``).
+    """
+
+    topic: str
+    queue_id: int
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = "0.0.0.0:0"
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    flags: list[int] = field(default_factory=list)
+    bodies: list[bytes] = field(default_factory=list)
+    properties: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+
 class PutMessageStatus(enum.Enum):
     """Outcome of a put (``PutMessageStatus``); the broker maps it to a response code."""
 

@@ -35,7 +35,7 @@ from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
-from tidemq.protocol.message import MessageConst, properties_to_string, string_to_properties
+from tidemq.protocol.message import MessageConst, properties_to_string, property_value, string_to_properties
 from tidemq.protocol.message_codec import MAX_PROPERTIES_BYTES, MessageSysFlag, decode_batch_body
 from tidemq.protocol.topic import (
     check_topic,
@@ -44,7 +44,7 @@ from tidemq.protocol.topic import (
     is_not_allowed_send_topic,
     is_retry_topic,
 )
-from tidemq.store.results import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+from tidemq.store.results import MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 FAQ_NO_TOPIC = " See http://rocketmq.apache.org/docs/faq/ for further details."
 CLIENT_VERSION_WITH_MAX_RECONSUME = 121  # MQVersion V3_4_9
 PERM_RW = 6
+_DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
+_DELAY_PAIR = f"{_DELAY}\x01"
 
 
 def now_ms() -> int:
@@ -283,34 +285,32 @@ class SendMessageProcessor:
         if int(batch_props.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0) > 0:
             return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
         batch_str = properties_to_string(batch_props)
-        inners: list[MessageExtBrokerInner] = []
+        texts: list[str] = []
         for item in items:
             text = item.properties_string
             if text and batch_str and not text.endswith("\x02"):
                 text += "\x02"
             text += batch_str
-            if len(text.encode()) > MAX_PROPERTIES_BYTES:
+            if len(text) * 4 > MAX_PROPERTIES_BYTES and len(text.encode()) > MAX_PROPERTIES_BYTES:
                 return error(
                     ResponseCode.MESSAGE_ILLEGAL, "a batch item's properties exceed 32767 bytes", ext
                 )
-            item_props = string_to_properties(text)
-            inners.append(
-                MessageExtBrokerInner(
-                    topic,
-                    item.body,
-                    flag=item.flag,
-                    properties=item_props,
-                    properties_string=text,
-                    queue_id=queue_id,
-                    sys_flag=header.sys_flag,
-                    born_timestamp=header.born_timestamp,
-                    born_host=remote_addr,
-                    reconsume_times=header.reconsume_times or 0,
-                    tags_code=tags_hash(item_props.get(MessageConst.PROPERTY_TAGS)),
-                )
-            )
+            if _DELAY_PAIR in text and int(property_value(text, _DELAY) or 0) > 0:
+                return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
+            texts.append(text)
+        batch = MessageExtBatch(
+            topic,
+            queue_id,
+            header.sys_flag,
+            header.born_timestamp,
+            remote_addr,
+            header.reconsume_times or 0,
+            flags=[item.flag for item in items],
+            bodies=[item.body for item in items],
+            properties=texts,
+        )
         try:
-            result = self.broker.store.put_messages(inners)
+            result = self.broker.store.put_message_batch(batch)
         except ProtocolError as exc:
             return error(ResponseCode.MESSAGE_ILLEGAL, f"the batch is illegal: {exc}", ext)
         if result.append_result is not None:  # statistics: one O(1) call per request

@@ -13,7 +13,6 @@ import logging
 import struct
 
 from tidemq.errors import ProtocolError, StoreError
-from tidemq.protocol.message import string_to_properties
 from tidemq.protocol.message_codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -114,7 +113,7 @@ class SlaveCommitLogAppender:
                 continue
             key = (info.topic, info.queue_id)
             store.topic_queue_table[key] = max(store.topic_queue_table.get(key, 0), info.queue_offset + 1)
-            tags = store._tags_code(info.topic, string_to_properties(info.properties), info.store_timestamp)
+            tags = store._tags_code(info.topic, info.properties, info.store_timestamp)
             arrived[key] = (info.queue_offset + 1, tags, info.store_timestamp)
         listener = store.message_arriving_listener
         if listener is not None:
