@@ -163,67 +163,40 @@ def _fixed_struct(born_size: int, store_size: int) -> struct.Struct:
     return struct.Struct(f">iiiiiqqiq{born_size}sq{store_size}siqi")
 
 
+_HOST_V6_BITS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+
+
 class RecordEncoder:
-    """Encodes commit-log records (protocol.md §5.1) that share everything but flag, body and
-    properties: one topic and queue, sys flag, born timestamp and host, store host, reconsume times
-    and prepared offset. The store builds one per put (a batch is one run) and encodes every record
-    with its final queue and commit-log offsets in one pass: a struct pack and four slices each.
+    """Encodes commit-log records (protocol.md §5.1) of one topic, born host and store host. The
+    store keeps one per (topic, born host) and encodes a put's records with their final queue and
+    commit-log offsets in one pass: one struct pack and four slices per record.
 
     Mirrors ``CommitLog.DefaultAppendMessageCallback.doAppend`` / ``MessageExtBatchEncoder``. The v6
-    bits of ``sys_flag`` are set or cleared to match the hosts (an IPv4-mapped IPv6 address is stored
-    as IPv4, which every client decodes).
+    bits of the written sys flag are set or cleared to match the hosts (an IPv4-mapped IPv6 address is
+    stored as IPv4, which every client decodes).
 
     Attributes:
         fixed_size: bytes of a record without its body and properties bytes.
-        sys_flag: the sys flag written (v6 bits adjusted).
 
     Raises (constructor):
         ProtocolError: topic longer than 127 UTF-8 bytes, or a host that is not ``"ip:port"``.
     """
 
-    __slots__ = (
-        "_born_raw",
-        "_fixed",
-        "_store_raw",
-        "_topic_part",
-        "born_timestamp",
-        "fixed_size",
-        "prepared_transaction_offset",
-        "queue_id",
-        "reconsume_times",
-        "sys_flag",
-    )
+    __slots__ = ("_born_raw", "_fixed", "_store_raw", "_topic_part", "_v6_bits", "fixed_size")
 
-    def __init__(
-        self,
-        topic: str,
-        queue_id: int,
-        sys_flag: int,
-        born_timestamp: int,
-        born_host: str,
-        store_host: str,
-        reconsume_times: int = 0,
-        prepared_transaction_offset: int = 0,
-    ) -> None:
+    def __init__(self, topic: str, born_host: str, store_host: str) -> None:
         topic_raw = topic.encode()
         if len(topic_raw) > MAX_TOPIC_BYTES:
             raise ProtocolError(f"topic is {len(topic_raw)} bytes, more than {MAX_TOPIC_BYTES}")
         born_raw, born_v6 = _pack_host(born_host)
         store_raw, store_v6 = _pack_host(store_host)
-        sys_flag &= ~(MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
-        if born_v6:
-            sys_flag |= MessageSysFlag.BORNHOST_V6_FLAG
-        if store_v6:
-            sys_flag |= MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+        self._v6_bits = (MessageSysFlag.BORNHOST_V6_FLAG if born_v6 else 0) | (
+            MessageSysFlag.STOREHOSTADDRESS_V6_FLAG if store_v6 else 0
+        )
         self._fixed = _fixed_struct(len(born_raw), len(store_raw))
         self._born_raw = born_raw
         self._store_raw = store_raw
         self._topic_part = _U8.pack(len(topic_raw)) + topic_raw
-        self.queue_id = queue_id
-        self.sys_flag = sys_flag
-        self.born_timestamp = born_timestamp
-        self.reconsume_times = reconsume_times
-        self.prepared_transaction_offset = prepared_transaction_offset
         self.fixed_size = self._fixed.size + len(self._topic_part) + 2
 
     def encode(
@@ -234,6 +207,11 @@ class RecordEncoder:
         properties: Sequence[bytes],
         sizes: Sequence[int],
         *,
+        queue_id: int,
+        sys_flag: int,
+        born_timestamp: int,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
         queue_offset: int,
         queue_offset_step: int,
         commit_log_offset: int,
@@ -244,14 +222,14 @@ class RecordEncoder:
         ``properties`` are UTF-8 bytes of at most 32767 each and ``sizes[i]`` is
         ``fixed_size + len(bodies[i]) + len(properties[i])`` (the caller checked both). Record ``i``
         gets queue offset ``queue_offset + i * queue_offset_step`` (step 0: a record with no
-        consume-queue entry) and starts at ``commit_log_offset`` plus the sizes before it.
+        consume-queue entry) and starts at ``commit_log_offset`` plus the sizes before it; the other
+        fields are shared by every record.
         """
         pack = self._fixed.pack
         crc32 = zlib.crc32
         append = out.append
         born_raw, store_raw, topic_part = self._born_raw, self._store_raw, self._topic_part
-        queue_id, sys_flag, born_ts = self.queue_id, self.sys_flag, self.born_timestamp
-        reconsume, prepared = self.reconsume_times, self.prepared_transaction_offset
+        sys_flag = (sys_flag & ~_HOST_V6_BITS) | self._v6_bits
         q, phy = queue_offset, commit_log_offset
         for flag, body, props, size in zip(flags, bodies, properties, sizes, strict=True):
             append(
@@ -264,12 +242,12 @@ class RecordEncoder:
                     q,
                     phy,
                     sys_flag,
-                    born_ts,
+                    born_timestamp,
                     born_raw,
                     store_timestamp,
                     store_raw,
-                    reconsume,
-                    prepared,
+                    reconsume_times,
+                    prepared_transaction_offset,
                     len(body),
                 )
             )
@@ -310,16 +288,7 @@ def encode_stored_message(
     props_raw = props_text.encode()
     if len(props_raw) > MAX_PROPERTIES_BYTES:
         raise ProtocolError(f"properties are {len(props_raw)} bytes, more than {MAX_PROPERTIES_BYTES}")
-    encoder = RecordEncoder(
-        topic,
-        queue_id,
-        sys_flag,
-        born_timestamp,
-        born_host,
-        store_host,
-        reconsume_times,
-        prepared_transaction_offset,
-    )
+    encoder = RecordEncoder(topic, born_host, store_host)
     out: list[bytes] = []
     size = encoder.fixed_size + len(body) + len(props_raw)
     encoder.encode(
@@ -328,6 +297,11 @@ def encode_stored_message(
         (body,),
         (props_raw,),
         (size,),
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
+        reconsume_times=reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset,
         queue_offset=queue_offset,
         queue_offset_step=0,
         commit_log_offset=commit_log_offset,

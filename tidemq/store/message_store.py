@@ -105,6 +105,7 @@ class MessageStore:
         self.store_host = store_host
         self._msg_id_prefix = create_offset_msg_id(store_host, 0)[:-16]
         """Offset msg ids are this (store host in hex) + the commit-log offset as 16 hex digits."""
+        self._encoders: dict[tuple[str, str], RecordEncoder] = {}
         self.root = Path(config.store_path_root_dir)
         self.commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
@@ -431,6 +432,23 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         return self._put_batches([batch])
 
+    def _encoder(self, topic: str, born_host: str) -> RecordEncoder:
+        """The record encoder of (topic, born host), kept for the next puts (at most 4096).
+
+        Raises:
+            ProtocolError: topic longer than 127 bytes, or a born host that is not ``"ip:port"``.
+        """
+        key = (topic, born_host)
+        encoder = self._encoders.get(key)
+        if encoder is None:
+            if len(topic.encode()) > MAX_TOPIC_BYTES:  # the remark RocketMQ's users know
+                raise ProtocolError(f"topic longer than {MAX_TOPIC_BYTES} bytes")
+            encoder = RecordEncoder(topic, born_host, self.store_host)
+            if len(self._encoders) >= 4096:
+                self._encoders.clear()
+            self._encoders[key] = encoder
+        return encoder
+
     def _refuse_put(self) -> PutMessageResult | None:
         if not self._running:
             return PutMessageResult(
@@ -450,21 +468,8 @@ class MessageStore:
         prepared: list[tuple[MessageExtBatch, RecordEncoder, list[bytes], list[int]]] = []
         total = count = 0
         for batch in batches:
-            if len(batch.topic.encode()) > MAX_TOPIC_BYTES:
-                return PutMessageResult(
-                    PutMessageStatus.MESSAGE_ILLEGAL, remark=f"topic longer than {MAX_TOPIC_BYTES} bytes"
-                )
             try:
-                encoder = RecordEncoder(
-                    batch.topic,
-                    batch.queue_id,
-                    batch.sys_flag,
-                    batch.born_timestamp,
-                    batch.born_host,
-                    self.store_host,
-                    batch.reconsume_times,
-                    batch.prepared_transaction_offset,
-                )
+                encoder = self._encoder(batch.topic, batch.born_host)
             except ProtocolError as exc:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
             raws = [text.encode() for text in batch.properties]
@@ -538,6 +543,11 @@ class MessageStore:
                         batch.bodies,
                         raws,
                         sizes,
+                        queue_id=batch.queue_id,
+                        sys_flag=batch.sys_flag,
+                        born_timestamp=batch.born_timestamp,
+                        reconsume_times=batch.reconsume_times,
+                        prepared_transaction_offset=batch.prepared_transaction_offset,
                         queue_offset=q0,
                         queue_offset_step=1 if consumable else 0,
                         commit_log_offset=starts[0],
