@@ -9,7 +9,8 @@ Invariants:
 * one :class:`~tidemq.protocol.command.FrameDecoder` per connection; a malformed or oversized
   frame closes this connection only (warning logged with the peer address and the reason);
 * responses are matched to requests by ``opaque`` within this connection (``_pending``);
-* every incoming request runs in its own task (``RequestDispatcher.process``);
+* every incoming request runs at once (``RequestDispatcher.process``); one that has to wait goes on
+  in its own task;
 * writes made in one event-loop iteration are coalesced into one ``transport.write``; writers of
   requests, oneway requests and late responses wait while the transport is paused (backpressure);
 * when the connection closes every pending request fails with ``RemotingSendRequestError``.
@@ -19,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, cast
 
 from tidemq.errors import (
@@ -42,6 +44,25 @@ def format_addr(sockname: Any) -> str:
         host, port = sockname[0], sockname[1]
         return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
     return str(sockname)
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, None], yielded: Any) -> Generator[Any, Any, None]:
+    """The rest of ``coro``, started eagerly and suspended on ``yielded``, as a task's body: hands
+    what ``coro`` waits on to the task and forwards results, exceptions and cancellation back."""
+    while True:
+        try:
+            value = yield yielded
+        except BaseException as exc:  # cancellation too: the coroutine decides what it means
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                yielded = coro.send(value)
+            except StopIteration:
+                return
 
 
 class _ChannelProtocol(asyncio.Protocol):
@@ -264,17 +285,42 @@ class Channel:
             bad_frame_log.warning(self.remote_addr, "closing connection from %s: %s", self.remote_addr, exc)
             self.close(f"malformed frame: {exc}")
             return
-        for cmd in commands:
-            if cmd.is_response:
-                fut = self._pending.pop(cmd.opaque, None)
-                if fut is None:
-                    log.debug("%s: response to unknown opaque %d (timed out?)", self.remote_addr, cmd.opaque)
-                elif not fut.done():
-                    fut.set_result(cmd)
-            else:
-                task = self._loop.create_task(self._dispatcher.process(self, cmd))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+        if not commands:
+            return
+        # Responses written while these commands are handled go out in one write at the end.
+        flushing = self._flush_scheduled
+        self._flush_scheduled = True
+        try:
+            for cmd in commands:
+                if cmd.is_response:
+                    fut = self._pending.pop(cmd.opaque, None)
+                    if fut is None:
+                        log.debug(
+                            "%s: response to unknown opaque %d (timed out?)", self.remote_addr, cmd.opaque
+                        )
+                    elif not fut.done():
+                        fut.set_result(cmd)
+                else:
+                    self._start_request(cmd)
+        finally:
+            if not flushing:
+                self._flush()
+
+    def _start_request(self, cmd: RemotingCommand) -> None:
+        """Run the request's processor at once; only one that has to wait gets a task (what Python
+        3.12's eager tasks do): most requests (a send under ASYNC_FLUSH, a pull that finds messages,
+        an offset commit) complete without a Task, a loop hop or a second write."""
+        coro = self._dispatcher.process(self, cmd)
+        try:
+            yielded = coro.send(None)
+        except StopIteration:
+            return
+        except Exception:  # process() maps processor errors to responses; this is a bug
+            log.exception("%s: request code %d failed", self.remote_addr, cmd.code)
+            return
+        task = self._loop.create_task(_resume(coro, yielded))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _on_lost(self, exc: Exception | None) -> None:
         self._closed = True
