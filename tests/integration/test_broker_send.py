@@ -97,6 +97,20 @@ async def test_batch_send_pulls_back_every_message(wire: Wire, code: int) -> Non
     assert all(m.properties[MessageConst.PROPERTY_CLUSTER] == "DefaultCluster" for m in got)
 
 
+async def test_batch_with_a_delayed_item_is_refused_and_stores_nothing(wire: Wire) -> None:
+    """A batch item carrying DELAY is refused as a whole (RocketMQ refuses delayed batches; the
+    client never sends one), and none of its messages is stored."""
+    from tidemq.protocol.message_codec import encode_batch_body
+
+    msgs = [Message("TopicBD", b"now"), Message("TopicBD", b"later", properties={"DELAY": "2"})]
+    ext = wire.send_header("TopicBD", batch=True).to_v2_ext_fields()
+    r = await wire.invoke(RequestCode.SEND_BATCH_MESSAGE, ext, encode_batch_body(msgs))
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL and "cannot be delayed" in (r.remark or "")
+    ok = await wire.invoke(RequestCode.SEND_BATCH_MESSAGE, ext, encode_batch_body(msgs[:1]))
+    assert ok.code == ResponseCode.SUCCESS, ok.remark
+    assert [m.body for m in await pull_all(wire, "TopicBD")] == [b"now"]
+
+
 async def test_auto_create_from_tbw102_registers_route(wire: Wire, cluster: Cluster) -> None:
     """Sending to an unknown topic creates it from TBW102 with min(4, 8) queues and a name-server route."""
     r = await wire.send("BrandNewTopic", b"x", default_topic_queue_nums=4)

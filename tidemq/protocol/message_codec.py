@@ -646,31 +646,48 @@ def decode_batch_body(body: bytes | bytearray | memoryview) -> list[BatchItem]:
     Raises:
         ProtocolError: truncated, or a TOTALSIZE that does not match the inner fields.
     """
-    view = memoryview(body)
-    items: list[BatchItem] = []
-    pos, end = 0, len(view)
+    flags, bodies, texts = decode_batch_columns(body)
+    return [BatchItem(f, b, t) for f, b, t in zip(flags, bodies, texts, strict=True)]
+
+
+_BATCH_ITEM_HEAD = struct.Struct(">iiiii")  # total, magic, crc, flag, body length
+
+
+def decode_batch_columns(body: bytes | bytearray | memoryview) -> tuple[list[int], list[bytes], list[str]]:
+    """Decode a SEND_BATCH_MESSAGE body as columns ``(flags, bodies, properties texts)``: the broker's
+    put path, with no object per message. Same checks as :func:`decode_batch_body`.
+
+    Raises:
+        ProtocolError: truncated, or a TOTALSIZE that does not match the inner fields.
+    """
+    raw = bytes(body)
+    flags: list[int] = []
+    bodies: list[bytes] = []
+    texts: list[str] = []
+    unpack_head = _BATCH_ITEM_HEAD.unpack_from
+    pos, end = 0, len(raw)
     while pos < end:
         try:
-            total, _magic, _crc, flag = _BATCH_HEAD.unpack_from(view, pos)
-            p = pos + 16
-            body_len = _I32.unpack_from(view, p)[0]
-            p += 4
+            total, _magic, _crc, flag, body_len = unpack_head(raw, pos)
+            p = pos + 20
             if body_len < 0 or p + body_len > end:
                 raise ProtocolError(f"batch item at {pos}: body length {body_len} runs past the end")
-            raw = bytes(view[p : p + body_len])
+            item_body = raw[p : p + body_len]
             p += body_len
-            props_len = _U16.unpack_from(view, p)[0]
+            props_len = (raw[p] << 8) | raw[p + 1]
             p += 2
             if p + props_len > end:
                 raise ProtocolError(f"batch item at {pos}: properties run past the end")
-            props = bytes(view[p : p + props_len]).decode()
+            text = raw[p : p + props_len].decode()
             p += props_len
-        except (struct.error, UnicodeDecodeError) as exc:
+        except (struct.error, IndexError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"truncated or malformed batch item at {pos}: {exc}") from exc
         if p - pos != total:
             raise ProtocolError(
                 f"batch item at {pos}: TOTALSIZE {total} does not match its fields ({p - pos})"
             )
-        items.append(BatchItem(flag, raw, props))
+        flags.append(flag)
+        bodies.append(item_body)
+        texts.append(text)
         pos = p
-    return items
+    return flags, bodies, texts

@@ -36,7 +36,7 @@ from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
 from tidemq.protocol.message import MessageConst, properties_to_string, property_value, string_to_properties
-from tidemq.protocol.message_codec import MAX_PROPERTIES_BYTES, MessageSysFlag, decode_batch_body
+from tidemq.protocol.message_codec import MAX_PROPERTIES_BYTES, MessageSysFlag, decode_batch_columns
 from tidemq.protocol.topic import (
     check_topic,
     dlq_topic,
@@ -276,18 +276,17 @@ class SendMessageProcessor:
             problem.ext_fields.update(ext)
             return problem
         try:
-            items = decode_batch_body(body)
+            flags, bodies, item_texts = decode_batch_columns(body)
         except ProtocolError as exc:
             return error(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}", ext)
-        if not items:
+        if not bodies:
             return error(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message", ext)
         batch_props, wait = self._props(header.properties)
         if int(batch_props.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0) > 0:
             return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
         batch_str = properties_to_string(batch_props)
         texts: list[str] = []
-        for item in items:
-            text = item.properties_string
+        for text in item_texts:
             if text and batch_str and not text.endswith("\x02"):
                 text += "\x02"
             text += batch_str
@@ -305,8 +304,8 @@ class SendMessageProcessor:
             header.born_timestamp,
             remote_addr,
             header.reconsume_times or 0,
-            flags=[item.flag for item in items],
-            bodies=[item.body for item in items],
+            flags=flags,
+            bodies=bodies,
             properties=texts,
         )
         try:
