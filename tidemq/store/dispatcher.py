@@ -8,9 +8,9 @@ consume-queue rebuilds (one record at a time, from :class:`RecordInfo`), and the
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Mapping, Sequence
 
+from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message import MessageConst, property_value
 from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo
 from tidemq.store.consume_queue import ConsumeQueue, CqUnit
@@ -43,14 +43,6 @@ def is_consumable(sys_flag: int) -> bool:
     return MessageSysFlag.get_transaction_value(sys_flag) in CONSUMABLE
 
 
-def _java_string_hash(tags: str) -> int:
-    raw = tags.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", raw):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 _TAGS_CODES: dict[str, int] = {}
 _TAGS_CODES_MAX = 4096
 
@@ -65,7 +57,7 @@ def tags_string_to_tags_code(tags: str | None) -> int:
     if code is None:
         if len(_TAGS_CODES) >= _TAGS_CODES_MAX:
             _TAGS_CODES.clear()
-        code = _TAGS_CODES[tags] = _java_string_hash(tags)
+        code = _TAGS_CODES[tags] = tags_hash(tags)
     return code
 
 

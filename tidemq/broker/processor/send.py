@@ -27,14 +27,14 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from tidemq.errors import ProtocolError
 from tidemq.protocol.body import TopicConfig
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import tags_hash
-from tidemq.protocol.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
+from tidemq.protocol.headers import HeaderError, SendMessageRequestHeader
 from tidemq.protocol.message import MessageConst, properties_to_string, property_value, string_to_properties
 from tidemq.protocol.message_codec import MAX_PROPERTIES_BYTES, MessageSysFlag, decode_batch_columns
 from tidemq.protocol.topic import (
@@ -246,8 +246,8 @@ class SendMessageProcessor:
         if problem is not None:
             problem.ext_fields.update(ext)
             return problem
-        props_len = len(properties_to_string(inner.properties).encode())
-        problem = self._size_error(len(request.body), props_len)
+        text = inner.properties_string = properties_to_string(inner.properties)
+        problem = self._size_error(len(request.body), len(text) if text.isascii() else len(text.encode()))
         if problem is not None:
             problem.ext_fields.update(ext)
             return problem
@@ -336,15 +336,10 @@ class SendMessageProcessor:
             code = ResponseCode.FLUSH_DISK_TIMEOUT
         if wait and code == ResponseCode.SUCCESS:  # SYNC_MASTER: a slave must hold it (store/ha)
             code = await self.broker.handle_ha(append.wrote_offset + append.wrote_bytes)
-        header = SendMessageResponseHeader(
-            msg_id=append.msg_id or ",".join(append.msg_ids),
-            queue_id=queue_id,
-            queue_offset=append.logics_offset,
-            msg_region=self.broker.config.region_id,
-            trace_on=self.broker.config.trace_on,
-        )
-        fields: dict[str, Any] = dict(ext)
-        fields.update(header.to_ext_fields())
+        fields = dict(ext)  # SendMessageResponseHeader's fields, written directly (hot path)
+        fields["msgId"] = append.msg_id or ",".join(append.msg_ids)
+        fields["queueId"] = str(queue_id)
+        fields["queueOffset"] = str(append.logics_offset)
         return RemotingCommand.create_response(code, None, fields)
 
     def _put_error(self, result: PutMessageResult, ext: dict[str, str]) -> RemotingCommand:
