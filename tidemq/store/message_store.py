@@ -15,7 +15,8 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import add
 from pathlib import Path
 
 from tidemq.errors import ProtocolError, StoreError
@@ -71,6 +72,7 @@ MessageArrivingListener = Callable[[str, int, int, int, int], None]
 """``(topic, queue_id, max_offset_after_put, tags_code, store_timestamp_ms)``, after every put."""
 
 _CONSUMABLE = CONSUMABLE
+_HEX16 = "{:016X}"
 
 
 def _properties_of(inner: MessageExtBrokerInner) -> dict[str, str]:
@@ -373,8 +375,27 @@ class MessageStore:
             return refused
         if not inners:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        originals = inners
         batches: list[MessageExtBatch] = []
         last: MessageExtBatch | None = None
+        if len(inners) == 1:  # put_message: one record, no grouping
+            inner = inners[0]
+            self._apply_delay(inner)
+            batches.append(
+                MessageExtBatch(
+                    inner.topic,
+                    inner.queue_id,
+                    inner.sys_flag,
+                    inner.born_timestamp,
+                    inner.born_host or "0.0.0.0:0",
+                    inner.reconsume_times,
+                    inner.prepared_transaction_offset,
+                    [inner.flag],
+                    [inner.body],
+                    [inner.stored_properties_string()],
+                )
+            )
+            inners = []
         for inner in inners:
             self._apply_delay(inner)
             born_host = inner.born_host or "0.0.0.0:0"
@@ -411,7 +432,7 @@ class MessageStore:
         result = self._put_batches(batches)
         append = result.append_result
         if append is not None:
-            for inner, q, msg_id in zip(inners, append.queue_offsets, append.msg_ids, strict=True):
+            for inner, q, msg_id in zip(originals, append.queue_offsets, append.msg_ids, strict=True):
                 inner.queue_offset = q
                 inner.store_timestamp = append.store_timestamp
                 inner.store_host = self.store_host
@@ -472,14 +493,14 @@ class MessageStore:
                 encoder = self._encoder(batch.topic, batch.born_host)
             except ProtocolError as exc:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
-            raws = [text.encode() for text in batch.properties]
+            raws = list(map(str.encode, batch.properties))  # map: no frame per call (hot path)
             if max(map(len, raws)) > MAX_PROPERTIES_BYTES:
                 return PutMessageResult(
                     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                     remark=f"properties longer than {MAX_PROPERTIES_BYTES} bytes",
                 )
             fixed = encoder.fixed_size
-            sizes = [fixed + len(body) + len(raw) for body, raw in zip(batch.bodies, raws, strict=True)]
+            sizes = list(map(fixed.__add__, map(add, map(len, batch.bodies), map(len, raws))))
             biggest = max(sizes)
             if biggest > max_size:
                 return PutMessageResult(
@@ -525,11 +546,8 @@ class MessageStore:
                             q0 = self.topic_queue_table.get(key, 0)
                         next_offsets[key] = q0 + n
                         queue_offsets += range(q0, q0 + n)
-                        topic = batch.topic
-                        cq_units = [
-                            CqUnit(o, size, tags_code(topic, text, now))
-                            for o, size, text in zip(starts, sizes, batch.properties, strict=True)
-                        ]
+                        tags = map(tags_code, repeat(batch.topic, n), batch.properties, repeat(now, n))
+                        cq_units = list(map(CqUnit, starts, sizes, tags))
                         entry = units.get(key)
                         if entry is None:
                             units[key] = (q0, cq_units)
@@ -562,7 +580,7 @@ class MessageStore:
             log.exception("put failed in %s", self.root)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
         prefix = self._msg_id_prefix
-        msg_ids = [f"{prefix}{o:016X}" for o in offsets]
+        msg_ids = list(map(prefix.__add__, map(_HEX16.format, offsets)))
         result = AppendMessageResult(
             AppendMessageStatus.PUT_OK,
             wrote_offset=phy,
