@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import orjson
@@ -17,9 +18,11 @@ from tidemq.store.results import MessageExtBrokerInner
 from tidemq.testing import Cluster, run_cluster
 
 
-def heartbeat(group: object, topic: object = "T", producer_group: object = "pg") -> RemotingCommand:
+def heartbeat(
+    group: object, topic: object = "T", producer_group: object = "pg", client_id: object = "127.0.0.1@fuzz"
+) -> RemotingCommand:
     body = {
-        "clientID": "127.0.0.1@fuzz",
+        "clientID": client_id,
         "consumerDataSet": [
             {
                 "groupName": group,
@@ -68,6 +71,36 @@ async def test_heartbeat_with_a_bad_name_creates_nothing(
             good = await client.invoke(cluster.broker_addr, heartbeat("good-group"), 5.0)
             assert good.code == ResponseCode.SUCCESS  # the broker keeps serving
             assert "%RETRY%good-group" in cluster.broker.topic_config_manager.topics()
+        finally:
+            await client.close()
+
+
+@pytest.mark.parametrize(
+    ("client_id", "needle"),
+    [
+        ("x" * 70_000, "longer than 255 characters (70000)"),
+        ("", "blank"),
+        ("10.0.0.1@a\nforged log line", "control characters"),
+    ],
+)
+async def test_heartbeat_with_a_bad_client_id_creates_nothing(
+    tmp_path: Path, client_id: str, needle: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client id goes into the consumer tables and log lines: a 70 KB one (the fuzzer's) or one
+    with a newline is refused with a remark, nothing is registered and nothing of it is logged."""
+    caplog.set_level(logging.INFO)
+    async with run_cluster(tmp_path) as cluster:
+        client = RemotingClient()
+        try:
+            before = state(cluster)
+            resp = await client.invoke(cluster.broker_addr, heartbeat("g1", client_id=client_id), 5.0)
+            assert resp.code == ResponseCode.SYSTEM_ERROR
+            assert needle in (resp.remark or ""), resp.remark
+            assert state(cluster) == before
+            assert all(len(r.getMessage()) < 1000 for r in caplog.records)
+            good = await client.invoke(cluster.broker_addr, heartbeat("g1", client_id="127.0.0.1@ok"), 5.0)
+            assert good.code == ResponseCode.SUCCESS
+            assert cluster.broker.consumer_manager.find_channel("g1", "127.0.0.1@ok") is not None
         finally:
             await client.close()
 

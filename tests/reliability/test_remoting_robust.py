@@ -148,3 +148,35 @@ def test_limiter_counts_per_host_per_interval(caplog: pytest.LogCaptureFixture) 
     messages = [r.getMessage() for r in caplog.records]
     assert "8 more bad frames from 10.0.0.1 in the last 61 s (suppressed)" in messages
     assert messages[-1] == "new window"
+
+
+def test_limiter_budget_is_per_host_whatever_the_kind(caplog: pytest.LogCaptureFixture) -> None:
+    """A fuzzer failing 100 request codes from one host gets ``burst`` lines and one summary per
+    interval, not that many per code; the summary still counts each kind (top kinds named)."""
+    now = [0.0]
+    limiter = PeerLogLimiter(
+        logging.getLogger("test.limiter"), "bad requests", burst=3, interval=60, clock=lambda: now[0]
+    )
+    caplog.set_level(logging.INFO, "test.limiter")
+    for code in range(100):
+        kind = f"code {code} failures" if code < 2 else ""  # two named kinds, the rest unnamed
+        for _ in range(10):
+            limiter.log(logging.WARNING, f"10.0.0.9:{code}", "code %d failed", code, kind=kind)
+    assert len(caplog.records) == 3
+    limiter.flush()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 4
+    assert messages[-1] == (
+        "997 more bad requests from 10.0.0.9 in the last 0 s "
+        "(suppressed: code 0 failures 7, code 1 failures 10, other 980)"
+    )
+
+
+def test_limited_lines_clip_long_arguments(caplog: pytest.LogCaptureFixture) -> None:
+    limiter = PeerLogLimiter(logging.getLogger("test.limiter"), "bad requests")
+    caplog.set_level(logging.INFO, "test.limiter")
+    huge = "x" * 70_000
+    assert limiter.warning("10.0.0.3:1", "bad heartbeat from %s: %s", "10.0.0.3:1", ValueError(huge))
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert len(line) < 400
+    assert line.endswith("...(70000 chars)")

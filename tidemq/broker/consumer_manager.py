@@ -140,7 +140,8 @@ class ConsumerGroupInfo:
         if old is None or old.channel is not info.channel:
             self.channel_info_table[key] = info
             self.last_update_timestamp = now_ms
-            log.info("new consumer connected, group: %s %s %s", self.group_name, info.client_id, key)
+            # DEBUG: the heartbeat processor logs the registration once, with model and type
+            log.debug("new consumer connected, group: %s %s %s", self.group_name, info.client_id, key)
             return True
         if old.client_id != info.client_id:
             log.warning(

@@ -4,8 +4,11 @@ One client sending garbage must not fill the disk with log lines (a fuzzer produ
 51 MB, in 7.5 minutes before this existed). :class:`PeerLogLimiter` lets the first ``burst``
 lines per peer host per ``interval`` through and counts the rest; the next line for that host after
 the interval (or :meth:`PeerLogLimiter.flush`) writes one summary: ``N more ... from HOST in the
-last 60 s (suppressed)``. The peer is keyed by host without port, since a fuzzer opens many
-connections.
+last 60 s (suppressed: code 34 failures 812, other 77)``. The peer is keyed by host without port,
+since a fuzzer opens many connections, and the budget is the host's as a whole: the ``kind`` of a
+line (e.g. which request code failed) only splits the summary's count, so a fuzzer hitting every
+request code still gets ``burst`` lines and one summary per interval, not that many per code. Text
+arguments are clipped to :data:`MAX_ARG_CHARS`, so a 70 KB name in a request costs a line, not 70 KB.
 
 Pure bookkeeping plus ``logging``; the clock is injectable for tests.
 """
@@ -15,12 +18,28 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["PeerLogLimiter", "bad_frame_log", "bad_request_log", "peer_host"]
+__all__ = ["MAX_ARG_CHARS", "PeerLogLimiter", "bad_frame_log", "bad_request_log", "clip", "peer_host"]
 
 MAX_PEERS = 4096
 """Most peers tracked at once; beyond that the oldest entries are summarised and dropped."""
+
+MAX_ARG_CHARS = 200
+"""Longest text of one argument of a limited line (peer-supplied names, exception messages)."""
+
+MAX_KINDS = 5
+"""Kinds named in one summary; the rest are counted as ``other``."""
+
+
+def clip(value: object, limit: int = MAX_ARG_CHARS) -> str:
+    """``str(value)``, cut to ``limit`` characters with ``...(N chars)`` appended when longer.
+
+    For peer-supplied text in log lines (a fuzzed client id of 70,000 characters)."""
+    text = str(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}...({len(text)} chars)"
 
 
 def peer_host(remote_addr: str) -> str:
@@ -34,6 +53,7 @@ class _Window:
     start: float
     logged: int = 0
     suppressed: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
 
 
 class PeerLogLimiter:
@@ -70,9 +90,11 @@ class PeerLogLimiter:
     ) -> bool:
         """Log ``msg % args`` about ``remote_addr`` unless its host is over budget; True if logged.
 
-        ``exc_info`` adds the current traceback (only to the lines let through). ``kind`` splits a
-        host's budget (e.g. one per failing request code, so one bug cannot hide another)."""
-        host = peer_host(remote_addr) + (f" ({kind})" if kind else "")
+        ``exc_info`` adds the current traceback (only to the lines let through). ``kind`` names
+        what went wrong (e.g. ``"code 34 failures"``): suppressed lines are counted per kind in the
+        host's summary, so one bug cannot hide another, but all kinds share the host's budget.
+        ``str`` and exception arguments are clipped to :data:`MAX_ARG_CHARS`."""
+        host = peer_host(remote_addr)
         now = self.clock()
         window = self._windows.get(host)
         if window is not None and now - window.start >= self.interval:
@@ -84,9 +106,15 @@ class PeerLogLimiter:
             window = self._windows[host] = _Window(now)
         if window.logged < self.burst:
             window.logged += 1
-            self.logger.log(level, msg, *args, exc_info=exc_info)
+            clipped = tuple(clip(a) if isinstance(a, (str, BaseException)) else a for a in args)
+            self.logger.log(level, msg, *clipped, exc_info=exc_info)
             return True
         window.suppressed += 1
+        label = kind or "other"
+        if label in window.kinds or len(window.kinds) < MAX_KINDS:
+            window.kinds[label] = window.kinds.get(label, 0) + 1
+        else:
+            window.kinds["other"] = window.kinds.get("other", 0) + 1
         self.total_suppressed += 1
         return False
 
@@ -110,12 +138,17 @@ class PeerLogLimiter:
 
     def _summarise(self, host: str, window: _Window, now: float) -> None:
         if window.suppressed:
+            named = [k for k in window.kinds if k != "other"]
+            detail = ", ".join(f"{k} {window.kinds[k]}" for k in named)
+            if named and "other" in window.kinds:
+                detail += f", other {window.kinds['other']}"
             self.logger.warning(
-                "%d more %s from %s in the last %.0f s (suppressed)",
+                "%d more %s from %s in the last %.0f s (suppressed%s)",
                 window.suppressed,
                 self.what,
                 host,
                 now - window.start,
+                f": {detail}" if detail else "",
             )
         self._windows.pop(host, None)
 

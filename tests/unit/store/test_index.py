@@ -213,3 +213,39 @@ def test_index_answers_like_a_dict(ops: list[tuple[int, int]]) -> None:
             # a colliding hash may add candidates; every real one must be there, newest first
             assert [p for p in hits if p in phys] == sorted(phys, reverse=True)
         service.shutdown()
+
+
+def _mapped_rss_kb(path: Path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (``/proc/self/smaps``)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+            inside = head[-1] == str(path)
+        elif inside and head[0] == "Rss:":
+            total += int(head[1])
+    return total
+
+
+def test_written_slot_and_entry_pages_leave_rss_after_write_back(tmp_path: Path) -> None:
+    """Random keys touch every page of the hash-slot table; after a write-back (flush) those pages
+    leave the process's resident set, and every key is still found (data in the page cache/file)."""
+    import mmap as _mmap
+
+    import pytest
+
+    if not Path("/proc/self/smaps").exists() or not hasattr(_mmap, "MADV_DONTNEED"):
+        pytest.skip("needs Linux /proc/self/smaps and MADV_DONTNEED")
+    service = IndexService(tmp_path, max_hash_slot_num=262_144, max_index_num=40_000, max_msgs_num_batch=64)
+    service.load(True, 0)
+    for n in range(20_000):
+        service.build_index(n * 100, 100, "T", {"KEYS": f"key-{n}"}, 0, 1000 + n)
+    path = service.files[-1].path
+    before = _mapped_rss_kb(path)
+    assert before >= 900  # most of the 1 MiB slot table and the 480 KB of entries are resident
+    service.flush(force=True)
+    after = _mapped_rss_kb(path)
+    assert after <= 16, (before, after)
+    for n in (0, 7_777, 19_999):
+        assert n * 100 in service.query_offset("T", f"key-{n}", 64, 0, 2**62).phy_offsets
+    service.shutdown()

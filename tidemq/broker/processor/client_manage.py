@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import orjson
 
 from tidemq.broker.consumer_manager import ClientChannel, ClientChannelInfo, ConsumerGroupInfo, now_millis
-from tidemq.broker.names import check_group_name, check_retry_topic_of, check_topic_name
+from tidemq.broker.names import check_client_id, check_group_name, check_retry_topic_of, check_topic_name
 from tidemq.errors import ProtocolError
 from tidemq.protocol.body import (
     Connection,
@@ -34,7 +34,7 @@ from tidemq.protocol.headers import (
     UnregisterClientRequestHeader,
 )
 from tidemq.protocol.topic import PermName, retry_topic
-from tidemq.remoting.log_limit import bad_request_log
+from tidemq.remoting.log_limit import bad_request_log, clip
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
@@ -97,8 +97,14 @@ class ClientManageProcessor:
                 return self.unlock_batch_mq(channel, request)
         except (ProtocolError, ValueError, KeyError, TypeError) as exc:
             name = _code_name(code)
-            bad_request_log.warning(
-                channel.remote_addr, "bad %s request from %s: %s", name, channel.remote_addr, exc
+            bad_request_log.log(
+                logging.WARNING,
+                channel.remote_addr,
+                "bad %s request from %s: %s",
+                name,
+                channel.remote_addr,
+                exc,
+                kind=f"bad {name}",
             )
             return _response(ResponseCode.SYSTEM_ERROR, f"bad {name} request: {exc}")
         return _response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {code} not supported")
@@ -281,7 +287,11 @@ class ClientManageProcessor:
 
 
 def _check_heartbeat_names(heartbeat: HeartbeatData) -> str | None:
-    """The first bad group or subscription-topic name of a heartbeat (``tidemq.broker.names``)."""
+    """The bad client id, or the first bad group or subscription-topic name, of a heartbeat
+    (``tidemq.broker.names``)."""
+    problem = check_client_id(heartbeat.client_id)
+    if problem is not None:
+        return problem
     for data in heartbeat.consumer_data_set:
         problem = check_group_name(data.group_name)
         if problem is not None:
@@ -289,7 +299,7 @@ def _check_heartbeat_names(heartbeat: HeartbeatData) -> str | None:
         for sub in data.subscription_data_set:
             problem = check_topic_name(sub.topic)
             if problem is not None:
-                return f"subscription of group {data.group_name}: {problem}"
+                return f"subscription of group {clip(data.group_name)}: {problem}"
     for pdata in heartbeat.producer_data_set:
         problem = check_group_name(pdata.group_name)
         if problem is not None:
