@@ -13,11 +13,19 @@ A connection is used by one thread at a time (:meth:`DirectPool.try_acquire` han
 it is busy, and the caller then takes the event-loop path). Any transport error or timeout closes
 the connection (a late answer can never be read as the answer to the next request); the next call
 connects again.
+
+Cost per call: the socket stays in blocking mode and the timeout is the kernel's (``SO_RCVTIMEO`` /
+``SO_SNDTIMEO``, re-set only when the whole-millisecond timeout changes), so a call is one
+``send`` and one ``recv``. A Python socket timeout would add an ``ioctl`` and a ``poll`` before
+each of them, and a 256 KiB ``recv`` buffer an ``mmap``/``mremap``/``munmap`` per answer: 8
+system calls per send instead of 2.
 """
 
 from __future__ import annotations
 
+import math
 import socket
+import struct
 import threading
 import time
 
@@ -27,7 +35,9 @@ from tidemq.remoting.client import parse_addr
 
 __all__ = ["DirectConnection", "DirectPool"]
 
-_RECV_SIZE = 256 * 1024
+_RECV_SIZE = 64 * 1024
+"""Below glibc's mmap threshold: the buffer comes from the heap (a send answer is ~200 bytes)."""
+_TIMEVAL = struct.Struct("@ll")
 
 
 class DirectConnection:
@@ -49,6 +59,7 @@ class DirectConnection:
         self._sock: socket.socket | None = None
         self._decoder = FrameDecoder(max_frame_size)
         self._ready: list[RemotingCommand] = []
+        self._timeout_ms = 0
 
     @property
     def connected(self) -> bool:
@@ -66,10 +77,21 @@ class DirectConnection:
         except OSError as exc:
             raise RemotingConnectError(f"connect to {self.addr} failed: {exc}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(None)  # blocking; timeouts are SO_RCVTIMEO / SO_SNDTIMEO (see _set_timeout)
         self._sock = sock
         self._decoder = FrameDecoder(self.max_frame_size)
         self._ready = []
+        self._timeout_ms = 0
         return sock
+
+    def _set_timeout(self, sock: socket.socket, seconds: float) -> None:
+        """Let a blocking ``send`` / ``recv`` wait at most ``seconds`` (rounded up to the ms)."""
+        ms = max(1, math.ceil(seconds * 1000))
+        if ms != self._timeout_ms:
+            tv = _TIMEVAL.pack(ms // 1000, (ms % 1000) * 1000)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+            self._timeout_ms = ms
 
     def close(self) -> None:
         """Close the socket (idempotent); the next :meth:`invoke` reconnects."""
@@ -100,23 +122,27 @@ class DirectConnection:
         frame = encode_command(request, self.max_frame_size)
         sock = self._sock if self._sock is not None else self._connect(timeout)
         opaque = request.opaque
+        ready = self._ready
         try:
-            sock.settimeout(max(deadline - time.monotonic(), 0.0001))
-            sock.sendall(frame)
+            self._set_timeout(sock, deadline - time.monotonic())
+            sock.sendall(frame)  # EAGAIN (BlockingIOError) after SO_SNDTIMEO: a timeout
             while True:
-                while self._ready:
-                    cmd = self._ready.pop(0)
+                while ready:
+                    cmd = ready.pop(0)
                     if cmd.is_response and cmd.opaque == opaque:
                         return cmd
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError
-                sock.settimeout(remaining)
-                data = sock.recv(_RECV_SIZE)
+                try:
+                    data = sock.recv(_RECV_SIZE)
+                except BlockingIOError:  # SO_RCVTIMEO expired
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError from None
+                    self._set_timeout(sock, remaining)
+                    continue
                 if not data:
                     raise RemotingSendRequestError(f"connection to {self.addr} closed by the peer")
-                self._ready.extend(self._decoder.feed(data))
-        except TimeoutError:
+                ready.extend(self._decoder.feed(data))
+        except (TimeoutError, BlockingIOError):
             self.close()
             raise RemotingTimeoutError(
                 f"wait response on the channel <{self.addr}> timeout, {timeout:g}s, request code {request.code}"
