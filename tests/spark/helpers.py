@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from tidemq.admin import AdminClient
@@ -46,3 +48,16 @@ def produce(
     finally:
         producer.shutdown()
     return sent
+
+
+def path_without_java(bin_dir: Path) -> str:
+    """A PATH of one directory that links every program of the current PATH except ``java``."""
+    bin_dir.mkdir()
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not d or not os.path.isdir(d):
+            continue
+        for name in os.listdir(d):
+            link = bin_dir / name
+            if name != "java" and not link.exists():
+                link.symlink_to(Path(d) / name)
+    return str(bin_dir)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.spark.helpers import create_topic, produce
+from tests.spark.helpers import create_topic, path_without_java, produce
 
 SCRIPT = """
 import json, sys
@@ -31,19 +31,6 @@ java_home = spark.sparkContext._jvm.java.lang.System.getProperty("java.home")
 print("RESULT " + json.dumps({"bodies": bodies, "worker_python": worker, "java_home": java_home}))
 spark.stop()
 """
-
-
-def _path_without_java(bin_dir: Path) -> str:
-    """A PATH of one directory that links every program of the current PATH except ``java``."""
-    bin_dir.mkdir()
-    for d in os.environ.get("PATH", "").split(os.pathsep):
-        if not d or not os.path.isdir(d):
-            continue
-        for name in os.listdir(d):
-            link = bin_dir / name
-            if name != "java" and not link.exists():
-                link.symlink_to(Path(d) / name)
-    return str(bin_dir)
 
 
 def test_format_found_without_register_in_a_fresh_process(cluster: Any, tmp_path: Path) -> None:
@@ -63,7 +50,7 @@ def test_format_found_without_register_in_a_fresh_process(cluster: Any, tmp_path
         from tidemq.spark.jdk import make_java_home
 
         java_home = make_java_home(tmp_path / "jdk")
-        env.update(JAVA_HOME=str(java_home), PATH=_path_without_java(tmp_path / "bin"))
+        env.update(JAVA_HOME=str(java_home), PATH=path_without_java(tmp_path / "bin"))
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, ns, topic],
         capture_output=True,

@@ -44,6 +44,7 @@ __all__ = [
     "FLIGHT_DDL",
     "FlightsAnalytics",
     "build_spark_session",
+    "describe_executors",
 ]
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,20 @@ def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flight
     logging.getLogger("py4j").setLevel(logging.WARNING)
     tidemq.spark.register(spark)
     return spark
+
+
+def describe_executors(spark: Any) -> tuple[int, list[str]]:
+    """The cluster's executors: how many are registered, and the Python their tasks run (sorted).
+
+    Runs one small job (two tasks per executor) that reports ``sys.executable``; meant for cluster
+    masters, where a wrong ``PYSPARK_PYTHON`` is the usual mistake. ``local[*]`` has 0 executors
+    besides the driver and answers the driver's worker Python.
+    """
+    sc = spark.sparkContext
+    executors = max(0, int(sc._jsc.sc().getExecutorMemoryStatus().size()) - 1)
+    tasks = max(2, 2 * executors)
+    pythons = sc.parallelize(range(tasks), tasks).map(lambda _: sys.executable).distinct().collect()
+    return executors, sorted(str(p) for p in pythons)
 
 
 def _loopback_master(master: str) -> bool:

@@ -33,7 +33,13 @@ from tidemq.admin.client import AdminClient, QueueProgress
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.errors import NoRouteError
 from tidemq.pipelines.alerts import ALERTS_GROUP, ALERTS_TOPIC, AlertService, scan_topic
-from tidemq.pipelines.analytics import ANALYTICS_GROUP, AnalyticsResult, FlightsAnalytics, build_spark_session
+from tidemq.pipelines.analytics import (
+    ANALYTICS_GROUP,
+    AnalyticsResult,
+    FlightsAnalytics,
+    build_spark_session,
+    describe_executors,
+)
 from tidemq.pipelines.embedded import EmbeddedBroker
 from tidemq.pipelines.flights_data import FlightsData, load_flights_data
 from tidemq.pipelines.publisher import FlightsPublisher, PublishReport
@@ -237,6 +243,9 @@ def run_flights_pipeline(cfg: FlightsConfig, echo: Echo = print) -> PipelineResu
         t0 = time.monotonic()
         batches = analytics.run_stream()
         echo(f"spark: {batches} micro-batch(es) in {time.monotonic() - t0:.1f} s")
+        if not cfg.master.startswith("local"):
+            executors, pythons = describe_executors(spark)
+            echo(f"spark: master {cfg.master}, {executors} executor(s), executor Python {', '.join(pythons)}")
         result = analytics.finalize(data.airlines, data.weather)
         if not alerts.wait_caught_up(admin):
             log.warning("the %s group still has lag; alerts may be incomplete", ALERTS_GROUP)

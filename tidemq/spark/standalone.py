@@ -55,6 +55,9 @@ class StandaloneCluster:
         cores: cores offered by each worker (default 1).
         memory: memory offered by each worker, Spark syntax (default ``1g``).
         timeout: seconds to wait for the master's URL and the workers' registration (default 120).
+        env: environment of the daemons (default this process's); ``JAVA_HOME`` there picks the
+            JVM of the master, the workers and the executors they launch, ``PYSPARK_PYTHON`` the
+            executors' Python (default this interpreter).
 
     Attributes:
         master_url: ``spark://127.0.0.1:PORT`` once started.
@@ -69,12 +72,14 @@ class StandaloneCluster:
     cores: int = 1
     memory: str = "1g"
     timeout: float = 120.0
+    env: dict[str, str] | None = None
     master_url: str = ""
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def _env(self) -> dict[str, str]:
         home = spark_home()
-        env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1")
+        env = dict(os.environ if self.env is None else self.env)
+        env.update(SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1")
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env["SPARK_NO_DAEMONIZE"] = "1"
         return env
