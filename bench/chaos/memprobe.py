@@ -24,6 +24,7 @@ import argparse
 import collections
 import gc
 import json
+import logging
 import os
 import re
 import subprocess
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=10)
     parser.add_argument("--tracemalloc", action="store_true", help="also diff allocations by source line")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.ERROR)  # the broker's per-request lines are not the point here
     tmp = tempfile.TemporaryDirectory(prefix="tidemq-memprobe-")
     store = str(Path(tmp.name) / "store")
     if args.tracemalloc:
