@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tidemq.client.consumer.push import AsyncPushConsumer
@@ -45,6 +45,24 @@ async def wait_for(cond: Callable[[], bool], timeout: float, what: str, interval
     start = time.monotonic()
     if not await poll_async(cond, timeout, interval):
         raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return time.monotonic() - start
+
+
+async def wait_until(
+    check: Callable[[], Awaitable[bool]], timeout: float, what: str, interval: float = 0.01
+) -> float:
+    """:func:`wait_for` for a condition that must itself await (ask the broker or name server):
+    ``await check()`` every ``interval`` s until it returns True; the seconds it took.
+
+    Raises:
+        AssertionError: ``check()`` did not return True within ``timeout`` seconds (names ``what``).
+    """
+    start = time.monotonic()
+    deadline = start + timeout
+    while not await check():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)
     return time.monotonic() - start
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import wait_until
 from tidemq.broker.broker import Broker
 from tidemq.client.producer.producer import AsyncProducer, Producer, SendAttempts
 from tidemq.protocol.message import Message, MessageQueue, SendResult
@@ -45,15 +46,12 @@ async def start_broker_b(cluster: Cluster, tmp_path: Path) -> Broker:
 
 
 async def route_has_both_groups(producer: AsyncProducer) -> None:
-    for _ in range(200):
+    async def both() -> bool:
         await producer.instance.update_topic_route_info_from_name_server(TOPIC)
-        if {mq.broker_name for mq in await producer.fetch_publish_message_queues(TOPIC)} == {
-            "broker-a",
-            "broker-b",
-        }:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the route never listed both broker groups")
+        queues = await producer.fetch_publish_message_queues(TOPIC)
+        return {mq.broker_name for mq in queues} == {"broker-a", "broker-b"}
+
+    await wait_until(both, 10.0, "the route to list both broker groups", interval=0.05)
 
 
 @pytest.mark.parametrize("fault_enable", [False, True])

@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.helpers import wait_for, wait_until
 from tidemq.namesrv import NameServer, NamesrvConfig
 from tidemq.namesrv.processor import body_crc32
 from tidemq.protocol.body import (
@@ -67,9 +68,11 @@ async def wait_for_route_gone(
     client: RemotingClient, ns: NameServer, topic: str, within: float = 5.0
 ) -> None:
     """Ask for the route until the name server says TOPIC_NOT_EXIST (deadline, not a sleep)."""
-    async with asyncio.timeout(within):
-        while (await get_route(client, ns, topic)).code != ResponseCode.TOPIC_NOT_EXIST:  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
+
+    async def gone() -> bool:
+        return (await get_route(client, ns, topic)).code == ResponseCode.TOPIC_NOT_EXIST
+
+    await wait_until(gone, within, f"the route of {topic} to be dropped")
 
 
 async def test_broker_registers_and_client_gets_route(namesrv: NameServer, client: RemotingClient) -> None:
@@ -158,9 +161,9 @@ async def test_silent_broker_expires() -> None:
         assert (await get_route(client, ns, "TopicA")).code == ResponseCode.SUCCESS
         await wait_for_route_gone(client, ns, "TopicA")
         # The expired broker's connection was closed by the name server.
-        async with asyncio.timeout(5.0):
-            while broker.channels:  # noqa: ASYNC110 - condition polling with a deadline
-                await asyncio.sleep(0.01)
+        await wait_for(
+            lambda: not broker.channels, 5.0, "the name server to close the expired broker's connection"
+        )
     finally:
         await broker.close()
         await client.close()
