@@ -307,14 +307,26 @@ class ClientAPI:
         oneway: bool = False,
     ) -> None:
         """UPDATE_CONSUMER_OFFSET (15), sync or oneway."""
-        ext = UpdateConsumerOffsetRequestHeader(
-            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
-        ).to_ext_fields()
-        req = self._request(RequestCode.UPDATE_CONSUMER_OFFSET, ext, oneway=oneway)
+        req = self.build_update_consumer_offset_request(group, mq, offset, oneway=oneway)
         if oneway:
             await self.remoting.invoke_oneway(addr, req)
         else:
             self._check(await self._invoke(addr, req, timeout), addr)
+
+    def build_update_consumer_offset_request(
+        self, group: str, mq: MessageQueue, offset: int, *, oneway: bool = False
+    ) -> RemotingCommand:
+        """The UPDATE_CONSUMER_OFFSET (15) request (sent by :meth:`update_consumer_offset`, or on a
+        caller's own connection by the blocking lite pull consumer's ``commit_sync``)."""
+        ext = UpdateConsumerOffsetRequestHeader(
+            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
+        ).to_ext_fields()
+        return self._request(RequestCode.UPDATE_CONSUMER_OFFSET, ext, oneway=oneway)
+
+    @staticmethod
+    def check_update_consumer_offset_response(response: RemotingCommand, addr: str) -> None:
+        """Raise ``BrokerError`` unless ``response`` (to UPDATE_CONSUMER_OFFSET) is SUCCESS."""
+        ClientAPI._check(response, addr)
 
     async def _offset_query(
         self, code: int, addr: str, mq: MessageQueue, timeout: float, **extra: Any
