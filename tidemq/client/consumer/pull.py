@@ -407,7 +407,9 @@ class AsyncPullConsumer:
                 rest.extend(items)
                 continue
             try:
-                requests = [api.build_update_consumer_offset_request(self.group_name, mq, off) for mq, off in items]
+                requests = [
+                    api.build_update_consumer_offset_request(self.group_name, mq, off) for mq, off in items
+                ]
                 responses = conn.invoke_many(requests, self.config.mq_client_api_timeout)
             except (RemotingError, ClientError) as exc:
                 for mq, off in items:
