@@ -30,7 +30,6 @@ from tidemq.protocol.headers import (
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
     GetRouteInfoRequestHeader,
-    PullMessageRequestHeader,
     PullSysFlag,
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
@@ -90,6 +89,7 @@ class PullResult:
     msg_found_list: list[MessageExt] = field(default_factory=list)
 
 
+PULL_MESSAGE = int(RequestCode.PULL_MESSAGE)
 SEND_MESSAGE_V2 = int(RequestCode.SEND_MESSAGE_V2)
 SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
 
@@ -259,20 +259,24 @@ class ClientAPI:
         Raises:
             BrokerError: any code other than FOUND / NOT_FOUND / RETRY_IMMEDIATELY / OFFSET_MOVED.
         """
-        ext = PullMessageRequestHeader(
-            consumer_group=consumer_group,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
-            queue_offset=queue_offset,
-            max_msg_nums=max_msg_nums,
-            sys_flag=sys_flag,
-            commit_offset=commit_offset,
-            suspend_timeout_millis=suspend_timeout_millis,
-            subscription=subscription,
-            sub_version=sub_version,
-            expression_type=expression_type,
-        ).to_ext_fields()
-        resp = await self._invoke(addr, self._request(RequestCode.PULL_MESSAGE, ext), timeout)
+        # PullMessageRequestHeader(...).to_ext_fields(), written out (same keys, order, values)
+        ext = {
+            "consumerGroup": consumer_group,
+            "topic": mq.topic,
+            "queueId": str(mq.queue_id),
+            "queueOffset": str(queue_offset),
+            "maxMsgNums": str(max_msg_nums),
+            "sysFlag": str(sys_flag),
+            "commitOffset": str(commit_offset),
+            "suspendTimeoutMillis": str(suspend_timeout_millis),
+        }
+        if subscription is not None:
+            ext["subscription"] = subscription
+        ext["subVersion"] = str(sub_version)
+        if expression_type is not None:
+            ext["expressionType"] = expression_type
+        request = RemotingCommand(PULL_MESSAGE, self.language, opaque=next_opaque(), ext_fields=ext)
+        resp = await self._invoke(addr, request, timeout)
         status = _PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
         if status is None:
             raise BrokerError.for_code(resp.code, resp.remark, addr)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,10 +11,10 @@ from hypothesis import strategies as st
 from tidemq.client.api import ClientAPI, send_v2_ext_fields
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.errors import ClientError, ProtocolError
-from tidemq.protocol.codes import RequestCode
-from tidemq.protocol.command import encode_command
-from tidemq.protocol.headers import SendMessageRequestHeader
-from tidemq.protocol.message import Message
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.command import RemotingCommand, encode_command
+from tidemq.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from tidemq.protocol.message import Message, MessageQueue
 from tidemq.protocol.message_codec import encode_batch_body
 from tidemq.remoting.client import RemotingClient
 
@@ -138,3 +140,59 @@ def test_prepare_batch_errors() -> None:
         producer.prepare_batch([Message("A", b"x", properties={"k": "v" * 40000})])
     with pytest.raises(ClientError, match=r"illegal|topic"):
         producer.prepare_batch([Message("bad topic", b"x")])
+
+
+@given(
+    offset=st.integers(0, 2**62),
+    sys_flag=st.integers(0, 31),
+    commit=st.integers(0, 2**62),
+    subscription=st.none() | st.text(max_size=10),
+    expression_type=st.none() | st.sampled_from(["TAG", "SQL92"]),
+)
+def test_pull_request_ext_fields_match_the_header_codec(
+    offset: int, sys_flag: int, commit: int, subscription: str | None, expression_type: str | None
+) -> None:
+    """ClientAPI.pull_message writes PullMessageRequestHeader's ext-fields by hand: same keys, order, values."""
+    api = ClientAPI(RemotingClient(), language="PYTHON")
+    sent: list[RemotingCommand] = []
+
+    async def fake_invoke(addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        sent.append(request)
+        return RemotingCommand.create_response(
+            ResponseCode.PULL_NOT_FOUND, ext_fields={"nextBeginOffset": "5"}
+        )
+
+    api._invoke = fake_invoke  # type: ignore[method-assign]
+    mq = MessageQueue("T", "broker-a", 3)
+    asyncio.run(
+        api.pull_message(
+            "addr",
+            consumer_group="cg",
+            mq=mq,
+            queue_offset=offset,
+            max_msg_nums=32,
+            sys_flag=sys_flag,
+            commit_offset=commit,
+            suspend_timeout_millis=15000,
+            subscription=subscription,
+            sub_version=7,
+            expression_type=expression_type,
+            timeout=1.0,
+        )
+    )
+    expected = PullMessageRequestHeader(
+        consumer_group="cg",
+        topic="T",
+        queue_id=3,
+        queue_offset=offset,
+        max_msg_nums=32,
+        sys_flag=sys_flag,
+        commit_offset=commit,
+        suspend_timeout_millis=15000,
+        subscription=subscription,
+        sub_version=7,
+        expression_type=expression_type,
+    ).to_ext_fields()
+    (request,) = sent
+    assert request.code == RequestCode.PULL_MESSAGE and request.language == "PYTHON"
+    assert list(request.ext_fields.items()) == list(expected.items())
