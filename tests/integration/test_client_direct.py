@@ -166,3 +166,16 @@ def test_concurrent_sync_senders_store_every_message_once(tmp_path: Path) -> Non
     assert {r.send_status for r in results} == {"SEND_OK"}
     assert len({(r.message_queue, r.queue_offset) for r in results}) == 200
     assert len({r.msg_id for r in results}) == 200
+
+
+def test_invoke_many_pipelines_and_returns_answers_in_request_order(server: ScriptedServer) -> None:
+    conn = DirectConnection(server.addr)
+    requests = [RemotingCommand.create_request(10, None, body.encode()) for body in ("a", "stray", "b")]
+    with conn.lock:
+        answers = conn.invoke_many(requests, 5.0)
+    assert [a.remark for a in answers] == ["a", "stray", "b"]
+    assert [a.opaque for a in answers] == [r.opaque for r in requests]
+    with conn.lock, pytest.raises(RemotingTimeoutError):
+        conn.invoke_many([RemotingCommand.create_request(10, None, b"slow") for _ in range(2)], 0.1)
+    assert not conn.connected
+    conn.close()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from tidemq.client.consumer.pull import PullConsumer
 from tidemq.client.producer.producer import Producer
-from tidemq.protocol.message import Message, MessageExt
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.message import Message, MessageExt, MessageQueue
 from tidemq.testing import ClusterThread
 
 
@@ -99,13 +100,14 @@ def test_commit_sync_sends_only_changed_queues(tmp_path: Path) -> None:
         consumer.start()
         api = consumer._core.instance.api
         sent: list[tuple[str, int]] = []
-        real_update = api.update_consumer_offset
+        real_build = api.build_update_consumer_offset_request
 
-        async def spy(addr: str, group: str, mq: object, offset: int, *a: object, **kw: object) -> None:
+        def spy(group: str, mq: MessageQueue, offset: int, **kw: bool) -> RemotingCommand:
+            # every UPDATE_CONSUMER_OFFSET is built here (on the loop or on the committing thread)
             sent.append((str(mq), offset))
-            await real_update(addr, group, mq, offset, *a, **kw)  # type: ignore[arg-type]
+            return real_build(group, mq, offset, **kw)
 
-        api.update_consumer_offset = spy  # type: ignore[method-assign]
+        api.build_update_consumer_offset_request = spy  # type: ignore[method-assign]
         try:
             assert len(poll_until(consumer, 5, 10)) == 5
             consumer.commit_sync()

@@ -30,7 +30,6 @@ from tidemq.protocol.headers import (
     GetConsumerListByGroupRequestHeader,
     GetMaxOffsetRequestHeader,
     GetRouteInfoRequestHeader,
-    PullMessageRequestHeader,
     PullSysFlag,
     QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
@@ -90,6 +89,7 @@ class PullResult:
     msg_found_list: list[MessageExt] = field(default_factory=list)
 
 
+PULL_MESSAGE = int(RequestCode.PULL_MESSAGE)
 SEND_MESSAGE_V2 = int(RequestCode.SEND_MESSAGE_V2)
 SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
 
@@ -259,20 +259,24 @@ class ClientAPI:
         Raises:
             BrokerError: any code other than FOUND / NOT_FOUND / RETRY_IMMEDIATELY / OFFSET_MOVED.
         """
-        ext = PullMessageRequestHeader(
-            consumer_group=consumer_group,
-            topic=mq.topic,
-            queue_id=mq.queue_id,
-            queue_offset=queue_offset,
-            max_msg_nums=max_msg_nums,
-            sys_flag=sys_flag,
-            commit_offset=commit_offset,
-            suspend_timeout_millis=suspend_timeout_millis,
-            subscription=subscription,
-            sub_version=sub_version,
-            expression_type=expression_type,
-        ).to_ext_fields()
-        resp = await self._invoke(addr, self._request(RequestCode.PULL_MESSAGE, ext), timeout)
+        # PullMessageRequestHeader(...).to_ext_fields(), written out (same keys, order, values)
+        ext = {
+            "consumerGroup": consumer_group,
+            "topic": mq.topic,
+            "queueId": str(mq.queue_id),
+            "queueOffset": str(queue_offset),
+            "maxMsgNums": str(max_msg_nums),
+            "sysFlag": str(sys_flag),
+            "commitOffset": str(commit_offset),
+            "suspendTimeoutMillis": str(suspend_timeout_millis),
+        }
+        if subscription is not None:
+            ext["subscription"] = subscription
+        ext["subVersion"] = str(sub_version)
+        if expression_type is not None:
+            ext["expressionType"] = expression_type
+        request = RemotingCommand(PULL_MESSAGE, self.language, opaque=next_opaque(), ext_fields=ext)
+        resp = await self._invoke(addr, request, timeout)
         status = _PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
         if status is None:
             raise BrokerError.for_code(resp.code, resp.remark, addr)
@@ -307,14 +311,26 @@ class ClientAPI:
         oneway: bool = False,
     ) -> None:
         """UPDATE_CONSUMER_OFFSET (15), sync or oneway."""
-        ext = UpdateConsumerOffsetRequestHeader(
-            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
-        ).to_ext_fields()
-        req = self._request(RequestCode.UPDATE_CONSUMER_OFFSET, ext, oneway=oneway)
+        req = self.build_update_consumer_offset_request(group, mq, offset, oneway=oneway)
         if oneway:
             await self.remoting.invoke_oneway(addr, req)
         else:
             self._check(await self._invoke(addr, req, timeout), addr)
+
+    def build_update_consumer_offset_request(
+        self, group: str, mq: MessageQueue, offset: int, *, oneway: bool = False
+    ) -> RemotingCommand:
+        """The UPDATE_CONSUMER_OFFSET (15) request (sent by :meth:`update_consumer_offset`, or on a
+        caller's own connection by the blocking lite pull consumer's ``commit_sync``)."""
+        ext = UpdateConsumerOffsetRequestHeader(
+            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
+        ).to_ext_fields()
+        return self._request(RequestCode.UPDATE_CONSUMER_OFFSET, ext, oneway=oneway)
+
+    @staticmethod
+    def check_update_consumer_offset_response(response: RemotingCommand, addr: str) -> None:
+        """Raise ``BrokerError`` unless ``response`` (to UPDATE_CONSUMER_OFFSET) is SUCCESS."""
+        ClientAPI._check(response, addr)
 
     async def _offset_query(
         self, code: int, addr: str, mq: MessageQueue, timeout: float, **extra: Any

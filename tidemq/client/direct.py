@@ -102,6 +102,53 @@ class DirectConnection:
             except OSError:
                 pass
 
+    def invoke_many(self, requests: list[RemotingCommand], timeout: float) -> list[RemotingCommand]:
+        """Send ``requests`` in one write and block until every response arrived; the responses in
+        the order of ``requests``. Same contract and errors as :meth:`invoke` (``timeout`` covers
+        all of them; must be called with :attr:`lock` held)."""
+        if len(requests) == 1:
+            return [self.invoke(requests[0], timeout)]
+        deadline = time.monotonic() + timeout
+        frames = b"".join(encode_command(r, self.max_frame_size) for r in requests)
+        sock = self._sock if self._sock is not None else self._connect(timeout)
+        waiting = {r.opaque: i for i, r in enumerate(requests)}
+        answers: list[RemotingCommand | None] = [None] * len(requests)
+        ready = self._ready
+        try:
+            self._set_timeout(sock, deadline - time.monotonic())
+            sock.sendall(frames)
+            while waiting:
+                while ready and waiting:
+                    cmd = ready.pop(0)
+                    if cmd.is_response and (i := waiting.pop(cmd.opaque, None)) is not None:
+                        answers[i] = cmd
+                if not waiting:
+                    break
+                try:
+                    data = sock.recv(_RECV_SIZE)
+                except BlockingIOError:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError from None
+                    self._set_timeout(sock, remaining)
+                    continue
+                if not data:
+                    raise RemotingSendRequestError(f"connection to {self.addr} closed by the peer")
+                ready.extend(self._decoder.feed(data))
+        except (TimeoutError, BlockingIOError):
+            self.close()
+            raise RemotingTimeoutError(
+                f"wait response on the channel <{self.addr}> timeout, {timeout:g}s, "
+                f"{len(waiting)} of {len(requests)} requests of code {requests[0].code}"
+            ) from None
+        except OSError as exc:
+            self.close()
+            raise RemotingSendRequestError(f"connection to {self.addr} failed: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+        return [a for a in answers if a is not None]
+
     def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``request`` and block until its response (matched by ``opaque``) arrives.
 
@@ -156,7 +203,8 @@ class DirectConnection:
 
 
 class DirectPool:
-    """One :class:`DirectConnection` per broker address, shared by the threads of one producer."""
+    """One :class:`DirectConnection` per broker address, shared by the threads of one client
+    (a producer's senders, a lite pull consumer's committing thread)."""
 
     def __init__(self, *, connect_timeout: float = 3.0) -> None:
         self.connect_timeout = connect_timeout

@@ -38,6 +38,14 @@ log = logging.getLogger(__name__)
 ProgressCallback = Callable[[int], object]
 """``progress(n)``: ``n`` more flights are done (published or found already stored)."""
 
+_YIELD_EVERY = 256
+"""Flights built between two turns of the loop while a chunk is in flight."""
+
+
+def _report_progress(progress: ProgressCallback | None, n: int) -> None:
+    if progress is not None and n:
+        progress(n)
+
 
 @dataclass(slots=True)
 class PublishReport:
@@ -119,36 +127,60 @@ class FlightsPublisher:
     async def publish(self, flights: pa.Table, progress: ProgressCallback | None = None) -> PublishReport:
         """Publish every flight of ``flights`` not stored yet; returns a :class:`PublishReport`.
 
+        Chunks are pipelined: while one chunk's batches are in flight (at most one per queue, so
+        each queue's batches still go out one after another, in order), the next chunk is built,
+        yielding to the loop every :data:`_YIELD_EVERY` flights so the sends and their answers
+        proceed meanwhile.
+
         Raises:
             TideMQError: a batch still failed after ``retries`` retries (rerun to resume).
             RuntimeError: the ``fault_after`` test hook fired.
         """
         started = time.monotonic()
         mqs = await self.queues()
-        stored = await self.stored_counts(mqs)
-        next_offset = dict(stored)
-        seen = dict.fromkeys(mqs, 0)
+        stored_by_mq = await self.stored_counts(mqs)
+        next_offset = dict(stored_by_mq)
+        stored = [stored_by_mq[mq] for mq in mqs]
+        seen = [0] * len(mqs)
         report = PublishReport(total=flights.num_rows)
-        pending: dict[MessageQueue, list[Message]] = {mq: [] for mq in mqs}
+        pending: list[list[Message]] = [[] for _ in mqs]
+        queue_of: dict[str, int] = {}  # carrier -> queue index (the hash selector is a function of it)
         in_chunk = 0
-        for fm in flight_messages(flights):
-            msg = Message(self.topic, fm.body, tags=fm.tag, keys=fm.key)
-            mq = self._select(mqs, fm, msg)
-            seen[mq] += 1
-            in_chunk += 1
-            if seen[mq] <= stored[mq]:
-                report.already_stored += 1
-            else:
-                pending[mq].append(msg)
-            if in_chunk >= self.batch_size:
-                await self._flush(pending, next_offset, report)
-                if progress is not None:
-                    progress(in_chunk)
-                in_chunk = 0
-        await self._flush(pending, next_offset, report)
-        if progress is not None and in_chunk:
-            progress(in_chunk)
-        extra = {mq.queue_id: stored[mq] - seen[mq] for mq in mqs if stored[mq] > seen[mq]}
+        inflight: asyncio.Task[None] | None = None
+        inflight_count = 0
+        topic = self.topic
+        try:
+            for fm in flight_messages(flights):
+                msg = Message(topic, fm.body, tags=fm.tag, keys=fm.key)
+                qi = queue_of.get(fm.carrier)
+                if qi is None:
+                    qi = queue_of[fm.carrier] = mqs.index(self._select(mqs, fm, msg))
+                seen[qi] += 1
+                in_chunk += 1
+                if seen[qi] <= stored[qi]:
+                    report.already_stored += 1
+                else:
+                    pending[qi].append(msg)
+                if in_chunk % _YIELD_EVERY == 0:
+                    await asyncio.sleep(0)
+                if in_chunk >= self.batch_size:
+                    jobs = [(mqs[i], msgs) for i, msgs in enumerate(pending) if msgs]
+                    pending = [[] for _ in mqs]
+                    if inflight is not None:
+                        await inflight
+                        _report_progress(progress, inflight_count)
+                    inflight = asyncio.ensure_future(self._flush(jobs, next_offset, report))
+                    inflight_count, in_chunk = in_chunk, 0
+            if inflight is not None:
+                await inflight
+                _report_progress(progress, inflight_count)
+                inflight = None
+            await self._flush([(mqs[i], msgs) for i, msgs in enumerate(pending) if msgs], next_offset, report)
+            _report_progress(progress, in_chunk)
+        finally:
+            if inflight is not None and not inflight.done():
+                await asyncio.gather(inflight, return_exceptions=True)
+        extra = {mq.queue_id: stored[i] - seen[i] for i, mq in enumerate(mqs) if stored[i] > seen[i]}
         if extra:
             log.warning(
                 "topic %s holds more messages than this run publishes (extra per queue: %s); "
@@ -156,23 +188,21 @@ class FlightsPublisher:
                 self.topic,
                 extra,
             )
-        report.per_queue = {mq.queue_id: max(seen[mq], stored[mq]) for mq in mqs}
+        report.per_queue = {mq.queue_id: max(seen[i], stored[i]) for i, mq in enumerate(mqs)}
         report.seconds = time.monotonic() - started
         return report
 
     async def _flush(
         self,
-        pending: dict[MessageQueue, list[Message]],
+        jobs: list[tuple[MessageQueue, list[Message]]],
         next_offset: dict[MessageQueue, int],
         report: PublishReport,
     ) -> None:
-        jobs = [(mq, msgs) for mq, msgs in pending.items() if msgs]
+        """Send one chunk: one batch per queue, the queues' batches in parallel."""
         if not jobs:
             return
         await asyncio.gather(*(self._send_queue_batch(mq, msgs, next_offset) for mq, msgs in jobs))
-        for mq, msgs in jobs:
-            report.sent += len(msgs)
-            pending[mq] = []
+        report.sent += sum(len(msgs) for _, msgs in jobs)
         if self.fault_after is not None and report.sent >= self.fault_after:
             raise RuntimeError(f"fault injected after {report.sent} flights were sent")
 

@@ -1,14 +1,21 @@
-"""The producer's hand-written SEND_MESSAGE_V2 ext-fields equal the generic header encoding."""
+"""The producer's hand-written SEND_MESSAGE_V2 ext-fields and batch bodies equal the generic codecs' bytes."""
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tidemq.client.api import ClientAPI, send_v2_ext_fields
-from tidemq.protocol.codes import RequestCode
-from tidemq.protocol.command import encode_command
-from tidemq.protocol.headers import SendMessageRequestHeader
+from tidemq.client.producer.producer import AsyncProducer
+from tidemq.errors import ClientError, ProtocolError
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.command import RemotingCommand, encode_command
+from tidemq.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
+from tidemq.protocol.message import Message, MessageQueue
+from tidemq.protocol.message_codec import encode_batch_body
 from tidemq.remoting.client import RemotingClient
 
 _INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -88,3 +95,104 @@ def test_build_send_request_code_language_and_bytes() -> None:
         b'"h":"0","i":"UNIQ_KEY\\u0001AB","j":"0","k":"false","m":"true"},"flag":0,"language":"PYTHON",'
     )
     assert expected in encode_command(req)
+
+
+def _batch_strategy() -> st.SearchStrategy[list[Message]]:
+    text = st.text(
+        alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=8
+    )
+    msg = st.builds(
+        lambda body, flag, props, tags: Message("BatchT", body, tags=tags, flag=flag, properties=props),
+        st.binary(min_size=1, max_size=64),
+        _INT32,
+        st.dictionaries(text.filter(bool), text, max_size=3),
+        st.none() | text.filter(bool),
+    )
+    return st.lists(msg, min_size=1, max_size=8)
+
+
+@given(_batch_strategy())
+def test_prepare_batch_body_is_encode_batch_body(msgs: list[Message]) -> None:
+    """The producer's one-pass batch encoding gives the protocol codec's bytes, and UNIQ_KEYs."""
+    producer = AsyncProducer(producer_group="pg")
+    carrier, body, uniq = producer.prepare_batch(msgs)
+    assert body == encode_batch_body(msgs)  # msgs now carry their UNIQ_KEYs
+    assert carrier.topic == "BatchT" and carrier.body == body
+    assert uniq == ",".join(str(m.unique_key) for m in msgs)
+    assert all(m.unique_key for m in msgs)
+
+
+def test_prepare_batch_errors() -> None:
+    producer = AsyncProducer(producer_group="pg")
+    with pytest.raises(ClientError, match="at least one"):
+        producer.prepare_batch([])
+    with pytest.raises(ClientError, match="one topic"):
+        producer.prepare_batch([Message("A", b"x"), Message("B", b"x")])
+    with pytest.raises(ClientError, match="delayed"):
+        producer.prepare_batch([Message("A", b"x", delay_time_level=2)])
+    with pytest.raises(ClientError, match="retry-topic"):
+        producer.prepare_batch([Message("%RETRY%g", b"x")])
+    with pytest.raises(ClientError, match="empty"):
+        producer.prepare_batch([Message("A", b"")])
+    with pytest.raises(ClientError, match="max_message_size"):
+        AsyncProducer(producer_group="pg", max_message_size=10).prepare_batch([Message("A", b"x" * 8)] * 2)
+    with pytest.raises(ProtocolError):
+        producer.prepare_batch([Message("A", b"x", properties={"k": "v" * 40000})])
+    with pytest.raises(ClientError, match=r"illegal|topic"):
+        producer.prepare_batch([Message("bad topic", b"x")])
+
+
+@given(
+    offset=st.integers(0, 2**62),
+    sys_flag=st.integers(0, 31),
+    commit=st.integers(0, 2**62),
+    subscription=st.none() | st.text(max_size=10),
+    expression_type=st.none() | st.sampled_from(["TAG", "SQL92"]),
+)
+def test_pull_request_ext_fields_match_the_header_codec(
+    offset: int, sys_flag: int, commit: int, subscription: str | None, expression_type: str | None
+) -> None:
+    """ClientAPI.pull_message writes PullMessageRequestHeader's ext-fields by hand: same keys, order, values."""
+    api = ClientAPI(RemotingClient(), language="PYTHON")
+    sent: list[RemotingCommand] = []
+
+    async def fake_invoke(addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        sent.append(request)
+        return RemotingCommand.create_response(
+            ResponseCode.PULL_NOT_FOUND, ext_fields={"nextBeginOffset": "5"}
+        )
+
+    api._invoke = fake_invoke  # type: ignore[method-assign]
+    mq = MessageQueue("T", "broker-a", 3)
+    asyncio.run(
+        api.pull_message(
+            "addr",
+            consumer_group="cg",
+            mq=mq,
+            queue_offset=offset,
+            max_msg_nums=32,
+            sys_flag=sys_flag,
+            commit_offset=commit,
+            suspend_timeout_millis=15000,
+            subscription=subscription,
+            sub_version=7,
+            expression_type=expression_type,
+            timeout=1.0,
+        )
+    )
+    expected = PullMessageRequestHeader(
+        consumer_group="cg",
+        topic="T",
+        queue_id=3,
+        queue_offset=offset,
+        max_msg_nums=32,
+        sys_flag=sys_flag,
+        commit_offset=commit,
+        suspend_timeout_millis=15000,
+        subscription=subscription,
+        sub_version=7,
+        expression_type=expression_type,
+    ).to_ext_fields()
+    (request,) = sent
+    assert request.code == RequestCode.PULL_MESSAGE and request.language == "PYTHON"
+    assert list(request.ext_fields.items()) == list(expected.items())

@@ -5,6 +5,12 @@ Mirrors RocketMQ's ``ConsumeMessageConcurrentlyService``. A pulled batch is cut 
 ``consume_thread_max`` threads; coroutine listeners run on the loop; at most
 ``consume_thread_max`` requests run at once either way -- one code path for both.
 
+A request for a plain-function listener goes straight from the pull's answer to the pool (no task,
+no semaphore, no future chaining on the way in): the worker thread checks the queue, calls the
+listener and hands the status back with one ``call_soon_threadsafe``; an all-success result is
+acknowledged right there on the loop. The pool's size bounds the concurrency as the semaphore
+does for coroutine listeners.
+
 Result handling (``processConsumeResult``): on CONSUME_SUCCESS messages up to ``ack_index``
 succeeded; on RECONSUME_LATER (or an exception) none did. In CLUSTERING every failed message is
 sent back (CONSUMER_SEND_MSG_BACK, falling back to a direct send to ``%RETRY%<group>``); those
@@ -78,7 +84,7 @@ class ConsumeMessageConcurrentlyService:
         self._runner = ListenerRunner(listener, consume_thread_max, f"consume-{host.group_name}")
         self.is_async = self._runner.is_async
         self._slots = asyncio.Semaphore(consume_thread_max)
-        self._inflight: set[asyncio.Task[None]] = set()
+        self._inflight: set[asyncio.Future[None]] = set()
         self._stopped = False
         self.consumed_ok = 0
         self.consumed_failed = 0
@@ -93,8 +99,82 @@ class ConsumeMessageConcurrentlyService:
     ) -> None:
         """Schedule ``msgs`` in chunks of ``consume_message_batch_max_size``. Mirrors ``submitConsumeRequest``
         (``dispatch_to_consume`` is for the orderly service; concurrent consumption always dispatches)."""
-        for i in range(0, len(msgs), self.batch_size):
-            self._spawn(self._consume(msgs[i : i + self.batch_size], pq, mq))
+        size = self.batch_size
+        if self.is_async:
+            for i in range(0, len(msgs), size):
+                self._spawn(self._consume(msgs[i : i + size], pq, mq))
+            return
+        loop = asyncio.get_running_loop()
+        for i in range(0, len(msgs), size):
+            done: asyncio.Future[None] = loop.create_future()
+            self._inflight.add(done)
+            done.add_done_callback(self._inflight.discard)
+            self._runner.submit(self._consume_in_thread, loop, done, msgs[i : i + size], pq, mq)
+
+    def _consume_in_thread(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        done: asyncio.Future[None],
+        msgs: list[MessageExt],
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> None:
+        """On a pool thread: :meth:`_consume` for a plain-function listener; the status goes back
+        to the loop (:meth:`_consumed_in_thread`)."""
+        if pq.dropped:
+            log.info("queue %s dropped, %d message(s) not consumed here", mq, len(msgs))
+            status = None
+            context = None
+        else:
+            reset_retry_topic(msgs, self.host.group_name)
+            now = str(int(time.time() * 1000))
+            for m in msgs:
+                m.properties[MessageConst.PROPERTY_CONSUME_START_TIMESTAMP] = now
+            context = ConsumeConcurrentlyContext(mq)
+            try:
+                result = self._runner.listener(msgs, context)
+            except Exception:
+                log.exception("listener of group %s raised; messages will be retried", self.host.group_name)
+                result = ConsumeConcurrentlyStatus.RECONSUME_LATER
+            status = self._status_of(result)
+        try:
+            loop.call_soon_threadsafe(self._consumed_in_thread, done, status, context, msgs, pq, mq)
+        except RuntimeError:  # the loop is closed: the consumer is gone
+            pass
+
+    def _consumed_in_thread(
+        self,
+        done: asyncio.Future[None],
+        status: ConsumeConcurrentlyStatus | None,
+        context: ConsumeConcurrentlyContext | None,
+        msgs: list[MessageExt],
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> None:
+        """On the loop: acknowledge what a pool thread consumed (an all-success batch at once)."""
+        if done.done():  # cancelled by shutdown
+            return
+        if status is None or context is None:
+            done.set_result(None)
+            return
+        if pq.dropped:
+            log.info("queue %s dropped while consuming; result of %d message(s) not committed", mq, len(msgs))
+            done.set_result(None)
+            return
+        if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS and context.ack_index >= len(msgs) - 1:
+            self.consumed_ok += len(msgs)
+            offset = pq.remove_messages(msgs)
+            if offset >= 0:
+                self.host.offset_store.update_offset(mq, offset, True)
+            done.set_result(None)
+            return
+        task = asyncio.ensure_future(self.process_consume_result(status, context, msgs, pq, mq))
+
+        def finished(_task: asyncio.Task[None]) -> None:
+            if not done.done():
+                done.set_result(None)
+
+        task.add_done_callback(finished)
 
     def submit_consume_request_later(
         self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, delay: float = 5.0
@@ -137,6 +217,11 @@ class ConsumeMessageConcurrentlyService:
         except Exception:
             log.exception("listener of group %s raised; messages will be retried", self.host.group_name)
             return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return self._status_of(result)
+
+    @staticmethod
+    def _status_of(result: object) -> ConsumeConcurrentlyStatus:
+        """A listener's return value as a status (None counts as success)."""
         if result is None or result == ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
         if result == ConsumeConcurrentlyStatus.RECONSUME_LATER:
@@ -185,7 +270,7 @@ class ConsumeMessageConcurrentlyService:
         return finished
 
 
-async def wait_or_cancel(tasks: set[asyncio.Task[None]], timeout: float) -> bool:
+async def wait_or_cancel(tasks: set[asyncio.Task[None]] | set[asyncio.Future[None]], timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for (a snapshot of) ``tasks``, cancel those still running;
     True when all had finished. Shared by both consume services' ``shutdown``."""
     pending = set(tasks)
@@ -227,6 +312,15 @@ class ListenerRunner:
             return await self.listener(msgs, context)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, _call_sync, self.listener, msgs, context)
+
+    def submit(self, fn: Callable[..., object], *args: Any) -> None:
+        """Run ``fn(*args)`` on a pool thread (plain-function listeners only); ``fn`` reports its
+        own outcome. Silently dropped after :meth:`shutdown`."""
+        assert self._executor is not None
+        try:
+            self._executor.submit(fn, *args)
+        except RuntimeError:  # the pool is shut down
+            pass
 
     def shutdown(self) -> None:
         """Stop the pool (queued calls are cancelled, running ones finish in the background)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -26,9 +27,10 @@ from tidemq.client.consumer.pull_api import PullAPIWrapper
 from tidemq.client.consumer.pull_service import PullRequest
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.start_offset import compute_pull_from_where
+from tidemq.client.direct import DirectPool
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
-from tidemq.errors import ClientError, TideMQError
+from tidemq.errors import ClientError, RemotingError, TideMQError
 from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.protocol.filter import build_subscription_data
 from tidemq.protocol.headers import PullSysFlag
@@ -74,6 +76,10 @@ class AsyncPullConsumer:
         self._last_commit = time.monotonic()
         self._tasks_bg: set[asyncio.Task[None]] = set()
         self._running = False
+        self._lock = threading.Lock()
+        """Guards the ProcessQueues, the offset table and ``_committed`` between the loop (pulls,
+        rebalance) and the thread of a blocking :meth:`poll_blocking` / :meth:`commit_blocking`.
+        Held only for short sections that never await."""
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -194,13 +200,15 @@ class AsyncPullConsumer:
         if task is not None:
             task.cancel()
         await self.offset_store.persist(mq)
-        self.offset_store.remove_offset(mq)
-        self._committed.pop(mq, None)
+        with self._lock:
+            self.offset_store.remove_offset(mq)
+            self._committed.pop(mq, None)
         return True
 
     def remove_dirty_offset(self, mq: MessageQueue) -> None:
-        self.offset_store.remove_offset(mq)
-        self._committed.pop(mq, None)
+        with self._lock:
+            self.offset_store.remove_offset(mq)
+            self._committed.pop(mq, None)
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """Mirrors ``RebalancePushImpl.computePullFromWhereWithException`` (protocol.md §7.5)."""
@@ -213,9 +221,10 @@ class AsyncPullConsumer:
 
     def dispatch_pull_request(self, requests: list[PullRequest]) -> None:
         for pr in requests:
-            self.offset_store.update_offset(pr.message_queue, pr.next_offset, False)
-            # the starting offset needs no commit (it is the broker's, or nothing was consumed yet)
-            self._committed[pr.message_queue] = pr.next_offset
+            with self._lock:
+                self.offset_store.update_offset(pr.message_queue, pr.next_offset, False)
+                # the starting offset needs no commit (it is the broker's, or nothing was consumed yet)
+                self._committed[pr.message_queue] = pr.next_offset
             self._start_task(pr)
 
     def _start_task(self, pr: PullRequest) -> None:
@@ -259,7 +268,8 @@ class AsyncPullConsumer:
             self.pull_api.process_pull_result(mq, result, sub)
             pr.next_offset = result.next_begin_offset
             if result.pull_status is PullStatus.FOUND and result.msg_found_list:
-                pq.put_messages(result.msg_found_list)
+                with self._lock:
+                    pq.put_messages(result.msg_found_list)
                 self.cache.put((mq, pq, result.msg_found_list))
             elif result.pull_status is PullStatus.OFFSET_ILLEGAL:
                 log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)
@@ -291,39 +301,45 @@ class AsyncPullConsumer:
             return msgs
 
     def poll_blocking(self, timeout: float | None = None) -> list[MessageExt]:
-        """:meth:`poll` for another thread than the loop's: takes from the cache on the calling
-        thread (no hop to the loop); the offset bookkeeping and auto-commit are handed to the loop,
-        ahead of any call the caller makes next."""
+        """:meth:`poll` for another thread than the loop's: takes from the cache and does the
+        offset bookkeeping on the calling thread (under :attr:`_lock`; no hop to the loop). A due
+        auto-commit is handed to the loop."""
         timeout = self.config.poll_timeout if timeout is None else timeout
-        loop = self.instance.loop
         deadline = time.monotonic() + timeout
         while True:
             item = self.cache.take_blocking(deadline - time.monotonic())
             if item is None:
-                loop.call_soon_threadsafe(self._after_poll_blocking, None)
+                self._auto_commit_soon()
                 return []
             if item[1].dropped:
                 continue
-            loop.call_soon_threadsafe(self._after_poll_blocking, item)
+            self._consumed(*item)
+            self._auto_commit_soon()
             return item[2]
 
-    def _after_poll_blocking(self, item: tuple[MessageQueue, ProcessQueue, list[MessageExt]] | None) -> None:
-        if item is not None and not item[1].dropped:
-            self._consumed(*item)
+    def _auto_commit_soon(self) -> None:
+        """From a poller's thread: start a commit on the loop when auto-commit is due."""
         if (
             self._running
             and self.config.auto_commit
             and time.monotonic() - self._last_commit >= self.config.auto_commit_interval
         ):
             self._last_commit = time.monotonic()
+            self.instance.loop.call_soon_threadsafe(self._start_auto_commit)
+
+    def _start_auto_commit(self) -> None:
+        if self._running:
             task = asyncio.ensure_future(self.commit_sync())
             self._tasks_bg.add(task)
             task.add_done_callback(self._tasks_bg.discard)
 
     def _consumed(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        offset = pq.remove_messages(msgs)
-        if offset >= 0:
-            self.offset_store.update_offset(mq, offset, False)
+        with self._lock:
+            if pq.dropped:
+                return
+            offset = pq.remove_messages(msgs)
+            if offset >= 0:
+                self.offset_store.update_offset(mq, offset, False)
 
     async def _maybe_auto_commit(self) -> None:
         if (
@@ -340,22 +356,76 @@ class AsyncPullConsumer:
         with nothing new consumed sends nothing.
         """
         self._last_commit = time.monotonic()
+        changed = self._changed_offsets()
+        if changed:
+            await self._commit_many(changed)
+
+    def _changed_offsets(self) -> list[tuple[MessageQueue, int]]:
+        """``(queue, offset)`` of the owned queues whose offset changed since the last commit."""
         if self._store is None:
-            return
-        table = self._store.offset_table
-        changed = [
-            (mq, off)
-            for mq in self.assignment()
-            if (off := table.get(mq)) is not None and self._committed.get(mq) != off
-        ]
-        if not changed:
-            return
+            return []
+        with self._lock:
+            owned = self.rebalancer.process_queue_table
+            return sorted(
+                (mq, off)
+                for mq, off in list(self._store.offset_table.items())
+                if mq in owned and self._committed.get(mq) != off
+            )
+
+    async def _commit_many(self, changed: list[tuple[MessageQueue, int]]) -> None:
         await asyncio.gather(*(self._commit_one(mq, off) for mq, off in changed))
 
     async def _commit_one(self, mq: MessageQueue, offset: int) -> None:
         assert self._store is not None
         if await self._store.update_consume_offset_to_broker(mq, offset, oneway=False):
-            self._committed[mq] = offset
+            with self._lock:
+                self._committed[mq] = offset
+
+    def commit_blocking(self, pool: DirectPool) -> list[tuple[MessageQueue, int]]:
+        """:meth:`commit_sync` on the calling thread (not the loop's): the changed offsets go over
+        ``pool``'s blocking connection to each broker, one write per broker (the requests are
+        pipelined). Failures are logged and leave the queue to the next commit, as
+        :meth:`commit_sync`. Returns what must still go through the loop (a broker whose address
+        is not known yet, or whose connection another thread is using)."""
+        self._last_commit = time.monotonic()
+        changed = self._changed_offsets()
+        if not changed:
+            return []
+        inst = self.instance
+        api = inst.api
+        by_addr: dict[str, list[tuple[MessageQueue, int]]] = {}
+        rest: list[tuple[MessageQueue, int]] = []
+        for mq, off in changed:
+            addr = inst.find_broker_address_in_admin(mq.broker_name)
+            if addr is None:
+                rest.append((mq, off))
+            else:
+                by_addr.setdefault(addr, []).append((mq, off))
+        for addr, items in by_addr.items():
+            conn = pool.try_acquire(addr)
+            if conn is None:
+                rest.extend(items)
+                continue
+            try:
+                requests = [
+                    api.build_update_consumer_offset_request(self.group_name, mq, off) for mq, off in items
+                ]
+                responses = conn.invoke_many(requests, self.config.mq_client_api_timeout)
+            except (RemotingError, ClientError) as exc:
+                for mq, off in items:
+                    log.warning("persisting offset %d of %s for %s failed: %s", off, mq, self.group_name, exc)
+                continue
+            finally:
+                conn.lock.release()
+            for (mq, off), response in zip(items, responses, strict=True):
+                try:
+                    api.check_update_consumer_offset_response(response, addr)
+                except TideMQError as exc:
+                    log.warning("persisting offset %d of %s for %s failed: %s", off, mq, self.group_name, exc)
+                    continue
+                with self._lock:
+                    self._committed[mq] = off
+        return rest
 
     async def committed(self, mq: MessageQueue) -> int:
         """The offset stored on the broker for ``mq`` (-1 if none). Mirrors ``committed``."""
@@ -373,10 +443,11 @@ class AsyncPullConsumer:
         lo, hi = await self.min_offset(mq), await self.max_offset(mq)
         if not lo <= offset <= hi:
             raise ClientError(f"seek offset {offset} of {mq} is outside [{lo}, {hi}]")
-        pq.dropped = True
         fresh = ProcessQueue()
-        self.rebalancer.process_queue_table[mq] = fresh
-        self.offset_store.update_offset(mq, offset, False)
+        with self._lock:
+            pq.dropped = True
+            self.rebalancer.process_queue_table[mq] = fresh
+            self.offset_store.update_offset(mq, offset, False)
         self._start_task(PullRequest(self.group_name, mq, fresh, offset))
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
@@ -416,6 +487,11 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
 
     def __init__(self, config: PullConsumerConfig | None = None, **overrides: Any) -> None:
         super().__init__(AsyncPullConsumer(config, **overrides))
+        cfg = self._core.config
+        signed = bool(cfg.access_key and cfg.secret_key)
+        self._direct: DirectPool | None = None if signed else DirectPool()
+        """Blocking connections for :meth:`commit_sync` on the caller's thread (not with ACL
+        signing, which the loop's RPC hook does)."""
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._core.subscribe(topic, expression)
@@ -425,6 +501,8 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
 
     def shutdown(self) -> None:
         """See :meth:`AsyncPullConsumer.shutdown`; also stops the background loop when unused."""
+        if self._direct is not None:
+            self._direct.close()
         self._shutdown_core(self._core.shutdown, 30)
 
     def poll(self, timeout: float | None = None) -> list[MessageExt]:
@@ -432,7 +510,16 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
         return self._core.poll_blocking(timeout)
 
     def commit_sync(self) -> None:
-        self._run(self._core.commit_sync())
+        """See :meth:`AsyncPullConsumer.commit_sync`. Sent on this thread over a blocking connection
+        per broker (:meth:`AsyncPullConsumer.commit_blocking`): no hop to the client loop, which
+        keeps pulling and decoding meanwhile."""
+        core = self._core
+        if self._direct is None or core._instance is None:
+            self._run(core.commit_sync())
+            return
+        rest = core.commit_blocking(self._direct)
+        if rest:
+            self._run(core._commit_many(rest))
 
     def committed(self, mq: MessageQueue) -> int:
         return self._run(self._core.committed(mq))

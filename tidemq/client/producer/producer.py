@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -26,7 +27,14 @@ from tidemq.client.producer.fault import MQFaultStrategy
 from tidemq.client.producer.selector import SelectorLike, select_queue
 from tidemq.client.query import QueryResult
 from tidemq.client.route import TopicPublishInfo, route_to_publish_info
-from tidemq.errors import BrokerError, ClientError, NoRouteError, RemotingError, RemotingTimeoutError
+from tidemq.errors import (
+    BrokerError,
+    ClientError,
+    NoRouteError,
+    ProtocolError,
+    RemotingError,
+    RemotingTimeoutError,
+)
 from tidemq.protocol.headers import SendMessageRequestHeader
 from tidemq.protocol.message import (
     Message,
@@ -36,7 +44,12 @@ from tidemq.protocol.message import (
     SendResult,
     properties_to_string,
 )
-from tidemq.protocol.message_codec import MessageSysFlag, compress_body, create_unique_id, encode_batch_body
+from tidemq.protocol.message_codec import (
+    MAX_PROPERTIES_BYTES,
+    MessageSysFlag,
+    compress_body,
+    create_unique_id,
+)
 from tidemq.protocol.topic import is_retry_topic, validate_topic
 
 __all__ = ["AsyncProducer", "Producer", "split_batch"]
@@ -50,6 +63,11 @@ _RETRY_CODES = {
     205,
 }  # SYSTEM_ERROR, SERVICE_NOT_AVAILABLE, NO_PERMISSION, TOPIC_NOT_EXIST, ...
 _BATCH_ITEM_OVERHEAD = 20 + 2
+_BATCH_ITEM_HEAD = struct.Struct(">iiiii")
+"""A batch-body record's head (protocol.md §5.6): total size, magic (0), body CRC (0), flag, body length."""
+_U16 = struct.Struct(">H")
+_UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
 
 
 def split_batch(msgs: Sequence[Message], max_bytes: int = 4 * 1024 * 1024) -> list[list[Message]]:
@@ -458,30 +476,55 @@ class AsyncProducer:
     def prepare_batch(self, batch: list[Message]) -> tuple[Message, bytes, str]:
         """Check a batch and encode its body: ``(carrier message, body, comma-joined UNIQ_KEYs)``.
 
+        One pass per message: check it, give it a ``UNIQ_KEY`` when it has none, and append its
+        record (the bytes of ``encode_batch_body``, protocol.md §5.6); the topic is validated once.
+
         Raises:
             ClientError: empty list, mixed topics, delayed or retry-topic messages, body too large.
+            ProtocolError: a message's properties exceed 32767 bytes.
         """
         if not batch:
             raise ClientError("send_batch needs at least one message")
         topic = batch[0].topic
+        validate_topic(topic)
+        retry = is_retry_topic(topic)
+        max_size = self.config.max_message_size
+        parts: list[bytes] = []
+        append = parts.append
+        uniqs: list[str] = []
+        head = _BATCH_ITEM_HEAD.pack
         for m in batch:
-            self._check_message(m)
             if m.topic != topic:
+                validate_topic(m.topic)
                 raise ClientError(f"all messages of a batch must have one topic: {topic} != {m.topic}")
-            if m.delay_time_level > 0:
+            body = m.body
+            size = len(body)
+            if not size:
+                raise ClientError(f"message body of topic {topic} is empty")
+            if size > max_size:
+                raise ClientError(f"message body is {size} bytes, more than max_message_size {max_size}")
+            props = m.properties
+            if _DELAY in props and m.delay_time_level > 0:
                 raise ClientError("delayed messages cannot be sent in a batch")
-            if is_retry_topic(m.topic):
+            if retry:
                 raise ClientError("retry-topic messages cannot be sent in a batch")
-            if not m.unique_key:
-                m.properties[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_unique_id()
-        body = encode_batch_body(batch)
-        if len(body) > self.config.max_message_size:
+            uniq = props.get(_UNIQ_KEY)
+            if not uniq:
+                uniq = props[_UNIQ_KEY] = create_unique_id()
+            uniqs.append(uniq)
+            raw = properties_to_string(props).encode()
+            if len(raw) > MAX_PROPERTIES_BYTES:
+                raise ProtocolError(f"properties are {len(raw)} bytes, more than {MAX_PROPERTIES_BYTES}")
+            append(head(22 + size + len(raw), 0, 0, m.flag, size))
+            append(body)
+            append(_U16.pack(len(raw)))
+            append(raw)
+        body = b"".join(parts)
+        if len(body) > max_size:
             raise ClientError(
-                f"batch body is {len(body)} bytes, more than max_message_size {self.config.max_message_size}; "
-                "use split_batch()"
+                f"batch body is {len(body)} bytes, more than max_message_size {max_size}; use split_batch()"
             )
-        uniq = ",".join(str(m.unique_key) for m in batch)
-        return Message(topic, body), body, uniq
+        return Message(topic, body), body, ",".join(uniqs)
 
     async def send_batch(
         self,
