@@ -94,6 +94,7 @@ class ReadSettings:
     pull_batch_size: int = 4096
     pull_timeout: float = 10.0
     include_properties: bool = True
+    columns: tuple[str, ...] | None = None
 
 
 def _data_loss(rng: QueueRange, lost_from: int, lost_to: int, reason: str, settings: ReadSettings) -> None:
@@ -121,7 +122,10 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
     conns = connections()
     expression = settings.sub_expression or SUB_ALL
     builder = RecordBatchBuilder(
-        rng.mq.broker_name, tag_predicate(expression), include_properties=settings.include_properties
+        rng.mq.broker_name,
+        tag_predicate(expression),
+        include_properties=settings.include_properties,
+        columns=settings.columns,
     )
     addr = rng.broker_addr
 
