@@ -12,7 +12,7 @@ Setup (one run, this machine):
   ``--workers`` workers of ``--cores`` core(s) and 1 GiB each, the driver in this process
   (:func:`tidemq.pipelines.analytics.build_spark_session`: 512 MiB, 1 core per executor).
 
-Measured, ``--reps`` times, alternating which goes first: the pipeline's Spark phase
+Measured after one untimed warm-up run of each, ``--reps`` times, alternating which goes first: the pipeline's Spark phase
 (:meth:`FlightsAnalytics.run_stream` with Trigger.AvailableNow then :meth:`~FlightsAnalytics.finalize`,
 fresh checkpoint and output each time) reading
 
@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
             times: dict[str, list[float]] = {"tidemq": [], "json_lines": []}
             batches: dict[str, int] = {}
             carriers: dict[str, Any] = {}
+            for kind in ("tidemq", "json_lines"):  # warm-up: JIT, Python workers, connections
+                run(kind, -1)
             for rep in range(args.reps):
                 order = ["tidemq", "json_lines"] if rep % 2 == 0 else ["json_lines", "tidemq"]
                 for kind in order:

@@ -245,6 +245,7 @@ class FlightsAnalytics:
 
         reader = (
             self.spark.readStream.format("tidemq")
+            .schema("body binary")  # the job needs only the body: the source decodes nothing else
             .option("namesrv", self.namesrv)
             .option("topic", self.topic)
             .option("group", self.group)
