@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pyarrow as pa
+
 from tidemq.protocol.message_codec import (
     MessageSysFlag,
     compress_body,
@@ -86,3 +88,37 @@ def test_ipv6_hosts() -> None:
     row = batch.to_pylist()[0]
     assert row["body"] == b"v6" and row["queueOffset"] == 7 and row["tags"] == "t"
     assert row["msgId"] == create_offset_msg_id("[2001:db8::1]:10911", 9)
+
+
+def test_projection_decodes_only_the_asked_columns_in_their_order() -> None:
+    buf = b"".join(
+        [
+            _record(0, b"a", {"TAGS": "x", "UNIQ_KEY": "U0"}),
+            _record(1, b"b" * 5000, {"TAGS": "y"}, compressed=True),
+            _record(2, b"c", {"TAGS": "x"}),
+        ]
+    )
+    full = RecordBatchBuilder("broker-a")
+    full.add_body(buf, 10)
+    whole = full.flush()
+    assert whole is not None
+    builder = RecordBatchBuilder("broker-a", columns=["body", "queueId", "msgId"])
+    assert builder.add_body(buf, 10) == (3, 3)
+    batch = builder.flush()
+    assert batch is not None and batch.schema.names == ["body", "queueId", "msgId"]
+    assert batch.schema == pa.schema([ARROW_SCHEMA.field(c) for c in ["body", "queueId", "msgId"]])
+    assert batch.to_pylist() == whole.select(["body", "queueId", "msgId"]).to_pylist()
+    # a tag filter still applies when the tags column is not asked for
+    filtered = RecordBatchBuilder("broker-a", tag_predicate("x"), columns=["queueOffset"])
+    assert filtered.add_body(buf, 10) == (3, 3)
+    out = filtered.flush()
+    assert out is not None and out.to_pylist() == [{"queueOffset": 0}, {"queueOffset": 2}]
+
+
+def test_projection_refuses_unknown_columns() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match=r"no column\(s\) \['value'\]"):
+        RecordBatchBuilder("b", columns=["body", "value"])
+    with pytest.raises(ValueError, match="properties"):
+        RecordBatchBuilder("b", include_properties=False, columns=["properties"])

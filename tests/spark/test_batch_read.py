@@ -87,3 +87,43 @@ def test_bad_options_are_clear(spark: Any, cluster: Any) -> None:
         _load(spark, cluster.namesrv_addr, "X", startingOffsets="yesterday").collect()
     with pytest.raises(Exception, match="NoSuchTopic"):
         _load(spark, cluster.namesrv_addr, "NoSuchTopic").collect()
+
+
+def test_given_schema_selects_columns(spark: Any, cluster: Any) -> None:
+    """``.schema(...)`` with a subset of the columns reads only those, in that order, batch and stream."""
+    topic = "SparkProjection"
+    create_topic(cluster.namesrv_addr, topic, 2)
+    sent = produce(cluster.namesrv_addr, topic, 30)
+    reader = spark.read.format("tidemq").schema("body binary, queueOffset bigint, msgId string")
+    df = reader.option("namesrv", cluster.namesrv_addr).option("topic", topic).load()
+    assert df.columns == ["body", "queueOffset", "msgId"]
+    got = sorted((bytes(r.body), r.queueOffset, r.msgId) for r in df.collect())
+    assert got == sorted((s["body"], s["queueOffset"], s["msgId"]) for s in sent)
+    stream = (
+        spark.readStream.format("tidemq")
+        .schema("queueId int")
+        .option("namesrv", cluster.namesrv_addr)
+        .option("topic", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    assert stream.columns == ["queueId"]
+
+
+def test_given_schema_must_be_a_subset_with_the_source_types(spark: Any, cluster: Any) -> None:
+    topic = "SparkProjectionBad"
+    create_topic(cluster.namesrv_addr, topic, 1)
+    produce(cluster.namesrv_addr, topic, 3)
+
+    def read(schema: str, **options: str) -> Any:
+        reader = spark.read.format("tidemq").schema(schema).option("namesrv", cluster.namesrv_addr)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return reader.option("topic", topic).load().collect()
+
+    with pytest.raises(Exception, match=r"value: no such column.*The source's schema is: topic string"):
+        read("body binary, value binary")
+    with pytest.raises(Exception, match="queueId: string is not the source's type"):
+        read("queueId string")
+    with pytest.raises(Exception, match="properties: no such column"):
+        read("properties map<string,string>", includeHeaders="false")

@@ -190,37 +190,36 @@ class FlightsAnalytics:
     def _checkpoint_exists(self) -> bool:
         return (self.checkpoint / "offsets").is_dir() and any((self.checkpoint / "offsets").iterdir())
 
-    def run_stream(self, timeout: float | None = None) -> int:
+    def run_stream(self, timeout: float | None = None, *, source: Any | None = None) -> int:
         """Run the query with ``Trigger.AvailableNow`` until everything stored now is processed.
 
         Resumes from the checkpoint when there is one. Returns the number of micro-batches this
-        call ran. Raises ``StreamingQueryException`` when a batch fails.
-        """
-        from pyspark.sql import functions as F
+        call ran.
 
+        Args:
+            timeout: seconds to wait for the query (None: until it ends by itself).
+            source: a streaming DataFrame of flights (:data:`FLIGHT_DDL` columns) to read instead
+                of the topic, e.g. ``spark.readStream.schema(FLIGHT_DDL).json(dir)`` (the benches
+                compare the two); no group offsets are committed then.
+
+        Raises:
+            StreamingQueryException: a batch failed.
+        """
         import tidemq.spark
 
         if not self._checkpoint_exists() and self.partials.exists():
             log.info("no checkpoint at %s: clearing stale partials %s", self.checkpoint, self.partials)
             shutil.rmtree(self.partials)
         self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        committer = tidemq.spark.attach_offset_committer(
-            self.spark, namesrv=self.namesrv, group=self.group, topics=[self.topic]
-        )
-        try:
-            reader = (
-                self.spark.readStream.format("tidemq")
-                .option("namesrv", self.namesrv)
-                .option("topic", self.topic)
-                .option("group", self.group)
-                .option("startingOffsets", "earliest")
+        committer = None
+        if source is None:
+            committer = tidemq.spark.attach_offset_committer(
+                self.spark, namesrv=self.namesrv, group=self.group, topics=[self.topic]
             )
-            if self.max_offsets_per_trigger:
-                reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets_per_trigger))
-            flights = reader.load().select(F.from_json(F.col("body").cast("string"), FLIGHT_DDL).alias("f"))
+        try:
+            flights = self.topic_flights() if source is None else source
             query = (
-                flights.select("f.*")
-                .writeStream.queryName("flights-analytics")
+                flights.writeStream.queryName("flights-analytics")
                 .foreachBatch(self.process_batch)
                 .option("checkpointLocation", str(self.checkpoint))
                 .trigger(availableNow=True)
@@ -232,11 +231,33 @@ class FlightsAnalytics:
             exc = query.exception()
             if exc is not None:
                 raise exc
-            self._wait_committed(query, committer)
+            if committer is not None:
+                self._wait_committed(query, committer)
         finally:
-            self.spark.streams.removeListener(committer)
-            committer.close()
+            if committer is not None:
+                self.spark.streams.removeListener(committer)
+                committer.close()
         return self.batches_run
+
+    def topic_flights(self) -> Any:
+        """The flights of the topic as a streaming DataFrame with the :data:`FLIGHT_DDL` columns."""
+        from pyspark.sql import functions as F
+
+        reader = (
+            self.spark.readStream.format("tidemq")
+            .schema("body binary")  # the job needs only the body: the source decodes nothing else
+            .option("namesrv", self.namesrv)
+            .option("topic", self.topic)
+            .option("group", self.group)
+            .option("startingOffsets", "earliest")
+        )
+        if self.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets_per_trigger))
+        return (
+            reader.load()
+            .select(F.from_json(F.col("body").cast("string"), FLIGHT_DDL).alias("f"))
+            .select("f.*")
+        )
 
     def _wait_committed(self, query: Any, committer: Any) -> None:
         """Wait until the listener wrote the last batch's end offsets to the group (it runs async)."""

@@ -14,12 +14,18 @@ See docs/spark.md for the options, the schema and the sink's columns.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from tidemq.spark.arrow import ARROW_SCHEMA, SOURCE_SCHEMA_DDL, SOURCE_SCHEMA_DDL_NO_PROPERTIES
+from tidemq.spark.arrow import (
+    ARROW_SCHEMA,
+    ARROW_SCHEMA_NO_PROPERTIES,
+    SOURCE_SCHEMA_DDL,
+    SOURCE_SCHEMA_DDL_NO_PROPERTIES,
+)
 from tidemq.spark.conn import DataLossError
 from tidemq.spark.listener import OffsetCommitter, attach_offset_committer
 from tidemq.spark.options import OptionError, SinkOptions, SourceOptions, _bool
@@ -34,8 +40,47 @@ __all__ = [
     "OptionError",
     "TideMQDataSource",
     "attach_offset_committer",
+    "projection",
     "register",
 ]
+
+
+def projection(schema: StructType, include_headers: bool = True) -> tuple[str, ...] | None:
+    """The columns a reader must produce for ``schema``: None when it is the source's own schema,
+    else the names of a schema given with ``spark.read.schema(...)``, in its order.
+
+    A given schema selects columns: any subset of the source's columns, each with the source's
+    type (the data source API cannot prune columns by itself, so this is how a query that needs a
+    few columns skips decoding and converting the others).
+
+    Raises:
+        OptionError: a column the source does not have, a different type, or a name given twice
+            (the message lists the source's schema).
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    base = ARROW_SCHEMA if include_headers else ARROW_SCHEMA_NO_PROPERTIES
+    given = to_arrow_schema(schema, timezone="UTC")
+    names = tuple(given.names)
+    if names == tuple(base.names):
+        return None
+    ddl = SOURCE_SCHEMA_DDL if include_headers else SOURCE_SCHEMA_DDL_NO_PROPERTIES
+    problems = []
+    for field, spark_field in zip(given, schema.fields, strict=True):
+        if field.name not in base.names:
+            problems.append(f"{field.name}: no such column")
+        elif not field.type.equals(base.field(field.name).type):
+            problems.append(f"{field.name}: {spark_field.dataType.simpleString()} is not the source's type")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        problems.append(f"given twice: {twice}")
+    if problems:
+        raise OptionError(
+            "the schema given to the tidemq source must be a subset of its columns with their types ("
+            + "; ".join(problems)
+            + f"). The source's schema is: {ddl}"
+        )
+    return names
 
 
 class TideMQDataSource(DataSource):  # type: ignore[misc]
@@ -55,13 +100,19 @@ class TideMQDataSource(DataSource):  # type: ignore[misc]
             else SOURCE_SCHEMA_DDL_NO_PROPERTIES
         )
 
+    def _source_options(self, schema: StructType) -> SourceOptions:
+        opts = SourceOptions.parse(self.options)
+        return dataclasses.replace(opts, columns=projection(schema, opts.include_headers))
+
     def reader(self, schema: StructType) -> DataSourceReader:
-        """Batch reader; raises :class:`OptionError` for bad options."""
-        return TideMQBatchReader(SourceOptions.parse(self.options))
+        """Batch reader of the source's columns, or of those of a schema given with ``.schema(...)``
+        (:func:`projection`); raises :class:`OptionError` for bad options or a bad schema."""
+        return TideMQBatchReader(self._source_options(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """Streaming reader; raises :class:`OptionError` for bad options."""
-        return TideMQStreamReader(SourceOptions.parse(self.options))
+        """Streaming reader (columns as :meth:`reader`); raises :class:`OptionError` for bad options
+        or a bad schema."""
+        return TideMQStreamReader(self._source_options(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> TideMQArrowWriter:
         """Batch Arrow writer (save mode append only, as Spark's Kafka sink).

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import zlib
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -224,18 +224,37 @@ class RecordBatchBuilder:
             a tag is dropped), e.g. from :func:`tag_predicate`.
         include_properties: False drops the ``properties`` column (schema
             :data:`ARROW_SCHEMA_NO_PROPERTIES`, option ``includeHeaders=false``).
+        columns: only these columns of :data:`ARROW_SCHEMA`, in this order (a schema the user gave
+            with ``spark.read.schema(...)``); None = every column. Columns left out are not decoded
+            at all (no properties parsing when none of msgId, keys, tags, properties is asked for).
+
+    Raises:
+        ValueError: ``columns`` names a column the source does not have.
 
     All records of a builder come from one queue, hence one topic (the first record's). Use
     :meth:`add_body` with each PULL_MESSAGE body, then :meth:`flush` for the RecordBatch.
     """
 
     def __init__(
-        self, broker_name: str, tag_filter: frozenset[str] | None = None, *, include_properties: bool = True
+        self,
+        broker_name: str,
+        tag_filter: frozenset[str] | None = None,
+        *,
+        include_properties: bool = True,
+        columns: Sequence[str] | None = None,
     ) -> None:
         self.broker_name = broker_name
         self.tag_filter = tag_filter
         self.include_properties = include_properties
-        self.schema = ARROW_SCHEMA if include_properties else ARROW_SCHEMA_NO_PROPERTIES
+        base = ARROW_SCHEMA if include_properties else ARROW_SCHEMA_NO_PROPERTIES
+        if columns is None:
+            self.schema = base
+        else:
+            unknown = [c for c in columns if c not in base.names]
+            if unknown:
+                raise ValueError(f"the source has no column(s) {unknown}; its columns are {base.names}")
+            self.schema = pa.schema([base.field(c) for c in columns])
+        self._names = frozenset(self.schema.names)
         self._pending: list[pa.RecordBatch] = []
         self._rows = 0
 
@@ -257,14 +276,9 @@ class RecordBatchBuilder:
         if len(starts) == 0:
             return 0, -1
         try:
-            batch, next_offset = self._decode(np.frombuffer(buf, np.uint8), buf, starts, end_offset)
+            batch, kept, next_offset = self._decode(np.frombuffer(buf, np.uint8), buf, starts, end_offset)
         except (IndexError, ValueError, pa.ArrowInvalid) as exc:
             raise ProtocolError(f"malformed message records: {exc}") from None
-        kept = 0 if batch is None else batch.num_rows
-        if batch is not None and self.tag_filter is not None:
-            tags = batch.column("tags")
-            keep = pc.fill_null(pc.is_in(tags, pa.array(sorted(self.tag_filter), pa.string())), False)
-            batch = batch.filter(keep)
         if batch is not None and batch.num_rows:
             self._pending.append(batch)
             self._rows += batch.num_rows
@@ -272,8 +286,9 @@ class RecordBatchBuilder:
 
     def _decode(
         self, buf: ByteArray, raw: bytes | memoryview, starts: IntArray, end_offset: int
-    ) -> tuple[pa.RecordBatch | None, int]:
+    ) -> tuple[pa.RecordBatch | None, int, int]:
         size = len(buf)
+        names = self._names
         total = _int(buf, starts + L.POS_TOTAL_SIZE, ">i4")
         magic = _int(buf, starts + L.POS_MAGIC, ">i4")
         if not np.isin(magic, (L.MESSAGE_MAGIC_CODE, L.MESSAGE_MAGIC_CODE_V2)).all():
@@ -283,7 +298,7 @@ class RecordBatchBuilder:
         next_offset = int(queue_offset[-1]) + 1
         keep = np.flatnonzero(queue_offset < end_offset)
         if len(keep) == 0:
-            return None, next_offset
+            return None, 0, next_offset
         sys_flag = _int(buf, starts + L.POS_SYS_FLAG, ">i4")
         born_size = np.where(sys_flag & L.BORNHOST_V6_FLAG, L.HOST_V6_SIZE, L.HOST_V4_SIZE)
         after_born = starts + L.POS_BORN_HOST + born_size
@@ -312,24 +327,42 @@ class RecordBatchBuilder:
         pieces = pa.Array.from_buffers(
             pa.binary(), 4 * len(starts), [None, pa.py_buffer(bounds.astype(np.int32)), pa.py_buffer(raw)]
         )
-        first = int(keep[0])
-        topic_field = buf[body_end[first] : props_pos[first] - 2].tobytes()
-        topic = topic_field[2 if v2[first] else 1 :].decode()
         n = len(keep)
-        body = pieces.take(pa.array(4 * keep + 1))
-        compressed = (sys_flag[keep] & L.COMPRESSED_FLAG) != 0
-        if compressed.any():
-            values = body.to_pylist()
+        need_props = self.tag_filter is not None or not names.isdisjoint(
+            ("msgId", "keys", "tags", "properties")
+        )
+        props = Properties(pieces.take(pa.array(4 * keep + 3))) if need_props else None
+        tags = (
+            props.lookup("TAGS")
+            if props is not None and (self.tag_filter is not None or "tags" in names)
+            else None
+        )
+        starts_kept = starts[keep]
+
+        def topic() -> pa.Array:
+            first = int(keep[0])
+            field = buf[body_end[first] : props_pos[first] - 2].tobytes()
+            return pa.repeat(pa.scalar(field[2 if v2[first] else 1 :].decode(), pa.string()), n)
+
+        def body() -> pa.Array:
+            out = pieces.take(pa.array(4 * keep + 1))
+            compressed = (sys_flag[keep] & L.COMPRESSED_FLAG) != 0
+            if not compressed.any():
+                return out
+            values = out.to_pylist()
             for i in np.flatnonzero(compressed):
                 try:
                     values[i] = zlib.decompress(values[i])
                 except zlib.error as exc:
                     raise ProtocolError(f"queue offset {queue_offset[keep[i]]}: bad compressed body: {exc}")
-            body = pa.array(values, pa.binary())
-        props = Properties(pieces.take(pa.array(4 * keep + 3)))
-        msg_id = props.lookup("UNIQ_KEY")
-        if msg_id.null_count:
-            phy = _gather(buf, starts[keep] + L.POS_PHYSICAL_OFFSET, 8)
+            return pa.array(values, pa.binary())
+
+        def msg_id() -> pa.Array:
+            assert props is not None
+            ids = props.lookup("UNIQ_KEY")
+            if not ids.null_count:
+                return ids
+            phy = _gather(buf, starts_kept + L.POS_PHYSICAL_OFFSET, 8)
             if store_v6[keep].any():
                 offset_ids = pa.array(
                     [
@@ -342,25 +375,33 @@ class RecordBatchBuilder:
                 )
             else:
                 offset_ids = _hex_ids(np.hstack([_gather(buf, store_host[keep], 8), phy]))
-            msg_id = pc.coalesce(msg_id, offset_ids)
-        born = _int(buf, starts[keep] + L.POS_BORN_TIMESTAMP, ">i8")
-        stored = _int(buf, after_born[keep] + L.AFTER_BORN_STORE_TIMESTAMP, ">i8")
-        columns: list[Any] = [
-            pa.repeat(pa.scalar(topic, pa.string()), n),
-            pa.repeat(pa.scalar(self.broker_name, pa.string()), n),
-            pa.array(_int(buf, starts[keep] + L.POS_QUEUE_ID, ">i4").astype(np.int32)),
-            pa.array(queue_offset[keep]),
-            msg_id,
-            props.lookup("KEYS"),
-            props.lookup("TAGS"),
-            body,
-            pa.array(born * 1000).cast(_TS),
-            pa.array(stored * 1000).cast(_TS),
-            pa.array(_int(buf, after_store[keep] + L.AFTER_STORE_RECONSUME_TIMES, ">i4").astype(np.int32)),
-        ]
-        if self.include_properties:
-            columns.append(props.to_map())
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema), next_offset
+            return pc.coalesce(ids, offset_ids)
+
+        def timestamp(pos: IntArray) -> pa.Array:
+            return pa.array(_int(buf, pos, ">i8") * 1000).cast(_TS)
+
+        makers: dict[str, Any] = {
+            "topic": topic,
+            "brokerName": lambda: pa.repeat(pa.scalar(self.broker_name, pa.string()), n),
+            "queueId": lambda: pa.array(_int(buf, starts_kept + L.POS_QUEUE_ID, ">i4").astype(np.int32)),
+            "queueOffset": lambda: pa.array(queue_offset[keep]),
+            "msgId": msg_id,
+            "keys": lambda: props.lookup("KEYS") if props is not None else None,
+            "tags": lambda: tags,
+            "body": body,
+            "bornTimestamp": lambda: timestamp(starts_kept + L.POS_BORN_TIMESTAMP),
+            "storeTimestamp": lambda: timestamp(after_born[keep] + L.AFTER_BORN_STORE_TIMESTAMP),
+            "reconsumeTimes": lambda: pa.array(
+                _int(buf, after_store[keep] + L.AFTER_STORE_RECONSUME_TIMES, ">i4").astype(np.int32)
+            ),
+            "properties": lambda: props.to_map() if props is not None else None,
+        }
+        batch = pa.RecordBatch.from_arrays([makers[name]() for name in self.schema.names], schema=self.schema)
+        if self.tag_filter is not None:
+            assert tags is not None
+            wanted = pc.fill_null(pc.is_in(tags, pa.array(sorted(self.tag_filter), pa.string())), False)
+            batch = batch.filter(wanted)
+        return batch, n, next_offset
 
     def flush(self) -> pa.RecordBatch | None:
         """The records decoded since the last flush as one RecordBatch (None if none); resets."""

@@ -7,11 +7,12 @@ batches. A forked child gets its own (the cache is keyed by pid).
 
 :func:`read_queue_range` pulls ``[start, end)`` of one queue straight from its broker: large pulls,
 no long polling (``suspendTimeoutMillis`` 0, no suspend flag), no commit flag (reading never moves a
-group's offset), the next pull in flight while the previous body is decoded into Arrow.
+group's offset), a window of pulls in flight (``pulls_in_flight``) while a body is decoded into Arrow.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import logging
 import os
@@ -94,6 +95,8 @@ class ReadSettings:
     pull_batch_size: int = 4096
     pull_timeout: float = 10.0
     include_properties: bool = True
+    columns: tuple[str, ...] | None = None
+    pulls_in_flight: int = 2
 
 
 def _data_loss(rng: QueueRange, lost_from: int, lost_to: int, reason: str, settings: ReadSettings) -> None:
@@ -121,7 +124,10 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
     conns = connections()
     expression = settings.sub_expression or SUB_ALL
     builder = RecordBatchBuilder(
-        rng.mq.broker_name, tag_predicate(expression), include_properties=settings.include_properties
+        rng.mq.broker_name,
+        tag_predicate(expression),
+        include_properties=settings.include_properties,
+        columns=settings.columns,
     )
     addr = rng.broker_addr
 
@@ -154,44 +160,72 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
             addr = await resolve_addr()
             return await pull_from(addr, offset)
 
+    # A window of pulls in flight: the next ones start where the previous would end if it returns a
+    # full batch (the usual case), so the broker always has a request queued while this process
+    # decodes. A result is used only when it starts exactly where the previous one ended; after a
+    # short answer (tag filter, byte cap, data loss) the window is dropped and refilled from there.
+    window: collections.deque[tuple[int, concurrent.futures.Future[PullResult]]] = collections.deque()
+    depth = max(1, settings.pulls_in_flight)
+    step = settings.pull_batch_size
+
+    def fill(after: int) -> None:
+        while len(window) < depth and after < rng.end:
+            window.append((after, conns.loop.submit(pull(after))))
+            after += step
+
+    def drop_window() -> None:
+        while window:
+            window.popleft()[1].cancel()
+
     offset = rng.start
-    pending: concurrent.futures.Future[PullResult] | None = conns.loop.submit(pull(offset))
-    while pending is not None:
-        result = pending.result(settings.pull_timeout * 3)
-        pending = None
-        status = result.pull_status
-        body: bytes = b""
-        if status is PullStatus.FOUND:
-            body = result.body
-            nxt = max(result.next_begin_offset, offset + 1)
-        elif status is PullStatus.NO_MATCHED_MSG:
-            nxt = max(result.next_begin_offset, offset + 1) if result.next_begin_offset > offset else rng.end
-        elif status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
-            _data_loss(
-                rng,
-                offset,
-                min(result.min_offset, rng.end),
-                f"the queue's min offset is now {result.min_offset}",
-                settings,
-            )
-            nxt = min(result.min_offset, rng.end)
-        else:  # NO_NEW_MSG or OFFSET_ILLEGAL above the max: the queue is shorter than planned
-            _data_loss(
-                rng,
-                offset,
-                rng.end,
-                f"the queue's max offset is {result.max_offset}, below the range's end",
-                settings,
-            )
-            nxt = rng.end
-        if nxt < rng.end:
-            pending = conns.loop.submit(pull(nxt))  # next pull in flight while this body is decoded
-        if body:
-            builder.add_body(body, rng.end)  # one RecordBatch per pull body (up to pullBatchSize rows)
-            batch = builder.flush()
-            if batch is not None:
-                yield batch
-        offset = nxt
+    fill(offset)
+    try:
+        while offset < rng.end:
+            if not window or window[0][0] != offset:
+                drop_window()
+                fill(offset)
+            _, pending = window.popleft()
+            result = pending.result(settings.pull_timeout * 3)
+            status = result.pull_status
+            body: bytes = b""
+            if status is PullStatus.FOUND:
+                body = result.body
+                nxt = max(result.next_begin_offset, offset + 1)
+            elif status is PullStatus.NO_MATCHED_MSG:
+                nxt = (
+                    max(result.next_begin_offset, offset + 1)
+                    if result.next_begin_offset > offset
+                    else rng.end
+                )
+            elif status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
+                _data_loss(
+                    rng,
+                    offset,
+                    min(result.min_offset, rng.end),
+                    f"the queue's min offset is now {result.min_offset}",
+                    settings,
+                )
+                nxt = min(result.min_offset, rng.end)
+            else:  # NO_NEW_MSG or OFFSET_ILLEGAL above the max: the queue is shorter than planned
+                _data_loss(
+                    rng,
+                    offset,
+                    rng.end,
+                    f"the queue's max offset is {result.max_offset}, below the range's end",
+                    settings,
+                )
+                nxt = rng.end
+            if window and window[0][0] != nxt:
+                drop_window()
+            fill(window[-1][0] + step if window else nxt)  # keep the broker busy while this body is decoded
+            if body:
+                builder.add_body(body, rng.end)  # one RecordBatch per pull body (up to pullBatchSize rows)
+                batch = builder.flush()
+                if batch is not None:
+                    yield batch
+            offset = nxt
+    finally:
+        drop_window()
     batch = builder.flush()
     if batch is not None:
         yield batch

@@ -230,6 +230,8 @@ class SourceOptions:
             committer writes to.
         pull_batch_size: messages asked per pull (``pullBatchSize``, default 4096).
         pull_timeout: seconds per pull request (``pullTimeout``, default 10).
+        columns: not an option: the columns of a schema given with ``.schema(...)`` (a subset of
+            the source's, see :func:`tidemq.spark.projection`); None = every column.
     """
 
     namesrv: str
@@ -253,6 +255,7 @@ class SourceOptions:
     pull_batch_size: int = DEFAULT_PULL_BATCH
     pull_timeout: float = 10.0
     ending_given: bool = False
+    columns: tuple[str, ...] | None = None
 
     @property
     def reader_group(self) -> str:

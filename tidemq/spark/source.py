@@ -241,6 +241,7 @@ class _OffsetResolver:
             pull_batch_size=o.pull_batch_size,
             pull_timeout=o.pull_timeout,
             include_properties=o.include_headers,
+            columns=o.columns,
         )
 
     def plan(self, start: OffsetMap, end: OffsetMap) -> list[QueuePartition]:
