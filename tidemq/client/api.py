@@ -218,18 +218,29 @@ class ClientAPI:
 
     @staticmethod
     def process_send_response(
-        broker_name: str, topic: str, resp: RemotingCommand, addr: str, uniq_id: str
+        broker_name: str,
+        topic: str,
+        resp: RemotingCommand,
+        addr: str,
+        uniq_id: str,
+        mq: MessageQueue | None = None,
     ) -> SendResult:
-        """Turn a send response into a SendResult. Mirrors ``processSendResponse``."""
+        """Turn a send response into a SendResult. Mirrors ``processSendResponse``.
+
+        ``mq``, the queue the message was sent to, is reused as the result's queue when the
+        broker stored it there (the usual case; queues are immutable values)."""
         status = _STORED_OK.get(resp.code)  # type: ignore[call-overload]
         if status is None:
             raise BrokerError.for_code(resp.code, resp.remark, addr)
         ext = resp.ext_fields
+        queue_id = int(ext.get("queueId", "0"))
+        if mq is None or mq.queue_id != queue_id or mq.topic != topic or mq.broker_name != broker_name:
+            mq = MessageQueue(topic, broker_name, queue_id)
         return SendResult(
             send_status=status,
             msg_id=uniq_id,
             offset_msg_id=ext.get("msgId", ""),
-            message_queue=MessageQueue(topic, broker_name, int(ext.get("queueId", "0"))),
+            message_queue=mq,
             queue_offset=int(ext.get("queueOffset", "0")),
             region_id=ext.get("MSG_REGION", "DefaultRegion"),
             trace_on=ext.get("TRACE_ON", "true") != "false",

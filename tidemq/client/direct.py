@@ -29,7 +29,10 @@ import struct
 import threading
 import time
 
+import orjson
+
 from tidemq.errors import RemotingConnectError, RemotingSendRequestError, RemotingTimeoutError
+from tidemq.protocol.codes import SerializeType
 from tidemq.protocol.command import MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, encode_command
 from tidemq.remoting.client import parse_addr
 
@@ -38,6 +41,52 @@ __all__ = ["DirectConnection", "DirectPool"]
 _RECV_SIZE = 64 * 1024
 """Below glibc's mmap threshold: the buffer comes from the heap (a send answer is ~200 bytes)."""
 _TIMEVAL = struct.Struct("@ll")
+_FRAME_HEAD = struct.Struct(">iI")
+_INT32_MIN, _INT32_MAX = -0x80000000, 0x7FFFFFFF
+
+
+def parse_plain_response(data: bytes, opaque: int) -> RemotingCommand | None:
+    """The response to ``opaque`` when ``data`` is exactly one frame with a plain JSON header
+    (integer code / version / flag, string language and remark, string ext-field values), else
+    None: then the general ``FrameDecoder`` takes ``data``, and gives the same command for
+    everything this accepts. One ``orjson.loads`` and a few type checks instead of the
+    general decoder's per-field normalisation (a send's answer is always this plain shape).
+    """
+    if len(data) < 8:
+        return None
+    length, word = _FRAME_HEAD.unpack_from(data, 0)
+    if length + 4 != len(data) or word >> 24 or word > length - 4:  # not one whole frame, or not JSON
+        return None
+    try:
+        header = orjson.loads(data[8 : 8 + word])
+    except orjson.JSONDecodeError:
+        return None
+    if type(header) is not dict or type(header.get("opaque")) is not int or header["opaque"] != opaque:
+        return None
+    code = header.get("code")
+    flag = header.get("flag", 0)
+    version = header.get("version", 0)
+    language = header.get("language", "JAVA")
+    remark = header.get("remark")
+    ext = header.get("extFields") or {}
+    if (
+        type(code) is not int
+        or type(flag) is not int
+        or type(version) is not int
+        or type(language) is not str
+        or not (remark is None or type(remark) is str)
+        or type(ext) is not dict
+        or not flag & 1
+        or not (_INT32_MIN <= code <= _INT32_MAX and _INT32_MIN <= version <= _INT32_MAX)
+        or not _INT32_MIN <= flag <= _INT32_MAX
+    ):
+        return None
+    for value in ext.values():
+        if type(value) is not str:
+            return None
+    return RemotingCommand(
+        code, language, version, opaque, flag, remark, ext, data[8 + word :], SerializeType.JSON
+    )
 
 
 class DirectConnection:
@@ -188,6 +237,10 @@ class DirectConnection:
                     continue
                 if not data:
                     raise RemotingSendRequestError(f"connection to {self.addr} closed by the peer")
+                if not self._decoder.buffered and len(data) <= self.max_frame_size:  # the usual case
+                    plain = parse_plain_response(data, opaque)
+                    if plain is not None:
+                        return plain
                 ready.extend(self._decoder.feed(data))
         except (TimeoutError, BlockingIOError):
             self.close()

@@ -29,7 +29,7 @@ from tidemq.client.producer.producer import AsyncProducer
 from tidemq.client.producer.selector import SelectMessageQueueByHash
 from tidemq.errors import ClientError, TideMQError
 from tidemq.pipelines.flights_data import FlightMessage, flight_messages
-from tidemq.protocol.message import Message, MessageQueue
+from tidemq.protocol.message import Message, MessageConst, MessageQueue
 
 __all__ = ["FlightsPublisher", "PublishReport"]
 
@@ -40,6 +40,27 @@ ProgressCallback = Callable[[int], object]
 
 _YIELD_EVERY = 256
 """Flights built between two turns of the loop while a chunk is in flight."""
+
+
+_new_message = Message.__new__
+_TAGS = MessageConst.PROPERTY_TAGS
+_KEYS = MessageConst.PROPERTY_KEYS
+
+
+def flight_message(topic: str, fm: FlightMessage) -> Message:
+    """``Message(topic, fm.body, tags=fm.tag, keys=fm.key)`` (equal, same property order) without
+    the general constructor's copies and property setters: it runs once per flight."""
+    props: dict[str, str] = {}
+    if fm.tag:
+        props[_TAGS] = fm.tag
+    if fm.key:
+        props[_KEYS] = fm.key
+    msg = _new_message(Message)
+    msg.topic = topic
+    msg.body = fm.body
+    msg.flag = 0
+    msg.properties = props
+    return msg
 
 
 def _report_progress(progress: ProgressCallback | None, n: int) -> None:
@@ -151,7 +172,7 @@ class FlightsPublisher:
         topic = self.topic
         try:
             for fm in flight_messages(flights):
-                msg = Message(topic, fm.body, tags=fm.tag, keys=fm.key)
+                msg = flight_message(topic, fm)
                 qi = queue_of.get(fm.carrier)
                 if qi is None:
                     qi = queue_of[fm.carrier] = mqs.index(self._select(mqs, fm, msg))

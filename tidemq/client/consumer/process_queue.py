@@ -79,22 +79,27 @@ class ProcessQueue:
             True when an orderly consumer should start a consume task (cache non-empty and no
             task running); concurrent consumers dispatch every batch anyway.
         """
-        added = 0
+        tree = self._tree
+        added = size = 0
+        top = self.queue_offset_max
         last: MessageExt | None = None
         resort = False
-        for msg in msgs:
+        for msg in msgs:  # per message: locals only (this runs for every pulled message)
             off = msg.queue_offset
-            if off in self._tree:
+            if off in tree:
                 continue
-            if self._tree and off < self.queue_offset_max:
+            if off < top and tree:
                 resort = True
-            self._tree[off] = msg
+            tree[off] = msg
             added += 1
-            self.msg_size += len(msg.body)
-            self.queue_offset_max = max(self.queue_offset_max, off)
+            size += len(msg.body)
+            if off > top:
+                top = off
             last = msg
+        self.queue_offset_max = top
+        self.msg_size += size
         if resort:
-            self._tree = dict(sorted(self._tree.items()))
+            self._tree = dict(sorted(tree.items()))
         self.msg_count += added
         dispatch = False
         if self._tree and not self.consuming:

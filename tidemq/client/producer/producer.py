@@ -679,7 +679,7 @@ class Producer(BlockingFacade[AsyncProducer]):
             response = conn.invoke(api.build_send_request(header, body), timeout)
         finally:
             conn.lock.release()
-        return api.process_send_response(mq.broker_name, header.topic, response, addr, uniq)
+        return api.process_send_response(mq.broker_name, header.topic, response, addr, uniq, mq)
 
     def send_oneway(
         self,
