@@ -26,6 +26,7 @@ the checkpoint is missing they are cleared.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -231,6 +232,14 @@ class FlightsAnalytics:
             exc = query.exception()
             if exc is not None:
                 raise exc
+            for p in query.recentProgress:
+                if p["numInputRows"]:
+                    log.info(
+                        "flights-analytics: batch %s: %d rows, durationMs %s",
+                        p["batchId"],
+                        p["numInputRows"],
+                        json.dumps(p["durationMs"], sort_keys=True),
+                    )
             if committer is not None:
                 self._wait_committed(query, committer)
         finally:

@@ -72,7 +72,6 @@ ARROW_SCHEMA_NO_PROPERTIES: Final = ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_i
 SOURCE_SCHEMA_DDL_NO_PROPERTIES: Final = SOURCE_SCHEMA_DDL.rsplit(", properties", 1)[0]
 """The DDL with ``includeHeaders=false``."""
 
-_MS_TO_US = pa.scalar(1000, pa.int64())
 _HEX = np.frombuffer(b"0123456789ABCDEF", np.uint8)
 _TOTAL_SIZE = L.SIZE_MAGIC.unpack_from
 _WIDTH = {w: np.arange(w, dtype=np.int64) for w in (1, 2, 4, 8)}
