@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--per-trigger", type=int, default=50_000, help="flights per micro-batch (50,000)")
     parser.add_argument("--workers", type=int, default=2, help="standalone workers (2)")
     parser.add_argument("--cores", type=int, default=1, help="cores per worker (1)")
-    parser.add_argument("--reps", type=int, default=2, help="timed runs of each (2)")
+    parser.add_argument("--reps", type=int, default=3, help="timed runs of each (3)")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -18,7 +18,9 @@ warm-up query each, the batch queries interleaved, medians of ``--reps`` runs:
   ``Trigger.AvailableNow`` into the ``noop`` sink, from query start to termination, all columns /
   the two columns.
 
-Ratios are rows/s over ``json_lines``' rows/s (the issue's targets: batch >= 1.0, AvailableNow >= 0.8).
+``cpu_seconds_per_query`` splits each query's CPU time (mean of the reps) between the broker process,
+the Spark JVM and Spark's Python workers (descendants of this process; Linux /proc). Ratios are
+rows/s over ``json_lines``' rows/s (the issue's targets: batch >= 1.0, AvailableNow >= 0.8).
 Prints one JSON line of figures (rows/s) plus the setup.
 """
 
@@ -101,6 +103,44 @@ def write_json_lines(path: Path, count: int, size: int, queues: int) -> None:
                 )
 
 
+def _children() -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            out.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    return out
+
+
+def cpu_seconds(broker_pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by the broker process, by this process's Spark JVM and
+    by the Python processes the JVM started (Spark's Python workers); Linux ``/proc`` only."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu(pid: int) -> float:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    children = _children()
+    out = {"broker": cpu(broker_pid), "spark_jvm": 0.0, "python_workers": 0.0}
+    stack = [pid for pid in children.get(os.getpid(), []) if pid != broker_pid]
+    while stack:
+        pid = stack.pop()
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            continue
+        out["spark_jvm" if os.path.basename(exe) == "java" else "python_workers"] += cpu(pid)
+        stack.extend(children.get(pid, []))
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -160,11 +200,16 @@ def main(argv: list[str] | None = None) -> None:
         times: dict[str, list[float]] = {name: [] for name in queries}
         for query in queries.values():
             query()  # warm-up: Python workers, connections, JIT
+        cpu: dict[str, dict[str, float]] = {name: {} for name in queries}
         for _ in range(args.reps):
             for name, query in queries.items():
+                before = cpu_seconds(broker.proc.pid) if broker.proc else {}
                 t = time.perf_counter()
                 n = query()
                 times[name].append(time.perf_counter() - t)
+                after = cpu_seconds(broker.proc.pid) if broker.proc else {}
+                for k, v in after.items():
+                    cpu[name][k] = cpu[name].get(k, 0.0) + (v - before.get(k, 0.0)) / args.reps
                 assert n == args.count, f"{name} read {n} rows, expected {args.count}"
 
         def available_now(projected: bool, checkpoint: Path) -> tuple[float, int]:
@@ -220,6 +265,9 @@ def main(argv: list[str] | None = None) -> None:
                 },
                 "query": "groupBy(queueId).agg(count(*), sum(length(body))); stream: noop sink",
                 "projection": PROJECTION,
+                "cpu_seconds_per_query": {
+                    name: {k: round(v, 2) for k, v in parts.items()} for name, parts in cpu.items()
+                },
                 "load_avg_1m": round(os.getloadavg()[0], 2),
             }
         )

@@ -288,7 +288,9 @@ class FlightsAnalytics:
         """``foreachBatch``: write this batch's partial aggregates (idempotent by ``batch_id``)."""
         from pyspark.sql import functions as F
 
-        df = df.persist()
+        # One task per queue is more tasks than cores for a 50,000-flight batch; every aggregation
+        # below runs as many tasks as the cached DataFrame has partitions, so merge them first.
+        df = df.coalesce(max(1, int(self.spark.sparkContext.defaultParallelism))).persist()
         try:
             hist = df.groupBy("carrier", "dep_delay", F.col("dep_time").isNull().alias("cancelled")).agg(
                 F.count(F.lit(1)).alias("n")
