@@ -17,15 +17,8 @@ from tidemq.store.results import GetMessageResult, GetMessageStatus
 log = logging.getLogger(__name__)
 
 _SIZE_MAGIC = struct.Struct(">ii")
+_CQ_UNIT = struct.Struct(">qiq")
 _MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
-
-
-def _is_record(data: bytes, size: int) -> bool:
-    """True when ``data`` starts a stored record of ``size`` bytes (TOTALSIZE and MAGICCODE agree)."""
-    if len(data) < 8:
-        return False
-    total, magic = _SIZE_MAGIC.unpack_from(data, 0)
-    return total == size and magic in _MAGICS
 
 
 class MessageReader:
@@ -79,24 +72,6 @@ class MessageReader:
     def is_in_disk(self, offset_py: int, max_offset_py: int) -> bool:
         return (max_offset_py - offset_py) > self.memory_limit
 
-    def _is_the_batch_full(
-        self, size_py: int, max_msg_nums: int, total: int, count: int, in_disk: bool
-    ) -> bool:
-        if total == 0 or count == 0:
-            return False
-        if max_msg_nums <= count:
-            return True
-        cfg = self.config
-        if in_disk:
-            return (
-                total + size_py > cfg.max_transfer_bytes_on_message_in_disk
-                or count > cfg.max_transfer_count_on_message_in_disk - 1
-            )
-        return (
-            total + size_py > cfg.max_transfer_bytes_on_message_in_memory
-            or count > cfg.max_transfer_count_on_message_in_memory - 1
-        )
-
     def _scan_consume_queue(
         self,
         result: GetMessageResult,
@@ -107,13 +82,28 @@ class MessageReader:
         cq_name: str,
     ) -> None:
         result.status = GetMessageStatus.NO_MATCHED_MESSAGE
-        max_offset_py = self.commit_log.get_max_offset()
+        commit_log = self.commit_log
+        max_offset_py = commit_log.get_max_offset()
+        min_offset_py = commit_log.get_min_offset()
+        max_record_size = self._max_record_size
+        # _is_the_batch_full's limits, resolved once: an entry below in_disk_below is "in disk".
+        cfg = self.config
+        in_disk_below = max_offset_py - self.memory_limit
+        mem_bytes, mem_count = (
+            cfg.max_transfer_bytes_on_message_in_memory,
+            cfg.max_transfer_count_on_message_in_memory,
+        )
+        disk_bytes, disk_count = (
+            cfg.max_transfer_bytes_on_message_in_disk,
+            cfg.max_transfer_count_on_message_in_disk,
+        )
         next_phy_file_start = -1
         max_phy_pulling = 0
         scanned = 0
         total = 0
+        count = 0
         picked: list[tuple[int, int, int]] = []  # (phy, size, queue offset)
-        for i, (offset_py, size_py, tags_code) in enumerate(struct.iter_unpack(">qiq", buf)):
+        for i, (offset_py, size_py, tags_code) in enumerate(_CQ_UNIT.iter_unpack(buf)):
             scanned = i + 1
             if size_py == PRE_BLANK_SIZE:  # padding, nothing stored there
                 continue
@@ -123,36 +113,49 @@ class MessageReader:
             max_phy_pulling = offset_py
             if next_phy_file_start >= 0 and offset_py < next_phy_file_start:
                 continue
-            if self._is_the_batch_full(
-                size_py, max_msg_nums, total, len(picked), self.is_in_disk(offset_py, max_offset_py)
-            ):
-                scanned = i
-                break
+            if count:  # _is_the_batch_full
+                if count >= max_msg_nums:
+                    scanned = i
+                    break
+                if offset_py < in_disk_below:
+                    full = total + size_py > disk_bytes or count > disk_count - 1
+                else:
+                    full = total + size_py > mem_bytes or count > mem_count - 1
+                if full:
+                    scanned = i
+                    break
             if tag_codes is not None and tags_code not in tag_codes:
                 continue
-            if offset_py + size_py > max_offset_py or size_py > self._max_record_size:
+            if offset_py + size_py > max_offset_py or size_py > max_record_size:
                 # Beyond the commit log's end: no intact entry looks like this (entries are written
                 # after their record). A damaged entry hides one message, never the ones after it.
                 self._report_damaged(cq_name, offset + i, offset_py, size_py)
                 continue
-            if offset_py < self.commit_log.get_min_offset():
+            if offset_py < min_offset_py:
                 if not picked:
                     result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                next_phy_file_start = self.commit_log.roll_next_file(offset_py)
+                next_phy_file_start = commit_log.roll_next_file(offset_py)
                 continue
             picked.append((offset_py, size_py, offset + i))
             total += size_py
+            count += 1
             next_phy_file_start = -1
+        buffers = result.message_buffers
+        queue_offsets = result.message_queue_offsets
+        unpack_head = _SIZE_MAGIC.unpack_from
         for (phy, size, queue_offset), data in zip(picked, self._read_records(picked), strict=True):
             if data is None:
-                if not result.message_buffers:
+                if not buffers:
                     result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
                 continue
-            if not _is_record(data, size):  # the entry points into the middle of something else
+            # the entry must point at a record of its size (not into the middle of something else)
+            if len(data) < 8 or (head := unpack_head(data))[0] != size or head[1] not in _MAGICS:
                 self._report_damaged(cq_name, queue_offset, phy, size)
                 continue
-            result.add_message(data, queue_offset)
-        if result.message_buffers:
+            buffers.append(data)
+            queue_offsets.append(queue_offset)
+            result.buffer_total_size += size
+        if buffers:
             result.status = GetMessageStatus.FOUND
         result.next_begin_offset = offset + scanned
         result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > self.memory_limit
