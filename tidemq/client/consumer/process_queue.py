@@ -1,8 +1,9 @@
 """ProcessQueue: messages pulled from one queue but not yet consumed (pure bookkeeping).
 
-Mirrors RocketMQ's ``ProcessQueue``. One per owned ``MessageQueue``; touched only on the
-ClientInstance's event-loop thread (listener threads hand results back to the loop), so it
-needs no locks.
+Mirrors RocketMQ's ``ProcessQueue``. One per owned ``MessageQueue``; touched on the
+ClientInstance's event-loop thread (listener threads hand results back to the loop), so it has
+no locks of its own. The one exception, the blocking lite ``PullConsumer`` whose ``poll()`` does
+its bookkeeping on the caller's thread, guards every access with the consumer's lock.
 
 Rule 1 (the one that keeps "nothing lost"): the offset a consumer may commit for a queue is
 the smallest queue offset still cached here (pulled, not yet acknowledged), or

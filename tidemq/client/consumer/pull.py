@@ -319,13 +319,18 @@ class AsyncPullConsumer:
 
     def _auto_commit_soon(self) -> None:
         """From a poller's thread: start a commit on the loop when auto-commit is due."""
+        inst = self._instance
         if (
-            self._running
+            inst is not None
+            and self._running
             and self.config.auto_commit
             and time.monotonic() - self._last_commit >= self.config.auto_commit_interval
         ):
             self._last_commit = time.monotonic()
-            self.instance.loop.call_soon_threadsafe(self._start_auto_commit)
+            try:
+                inst.loop.call_soon_threadsafe(self._start_auto_commit)
+            except RuntimeError:  # the loop is closed: shutting down
+                pass
 
     def _start_auto_commit(self) -> None:
         if self._running:
