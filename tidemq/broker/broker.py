@@ -218,11 +218,16 @@ class Broker:
         # 4. services and processors
         sync_timeout = getattr(self.store_config, "sync_flush_timeout", 5000) / 1000.0
         if self.is_sync_flush:
-            self.group_commit_service = GroupCommitService(self.store.flush, sync_flush_timeout=sync_timeout)
+            # sends wait for the commit log's fsync only; consume queues and the checkpoint are
+            # flushed on their own timer (RocketMQ's FlushConsumeQueueService), never in a send's way
+            self.group_commit_service = GroupCommitService(
+                self.store.flush_commit_log, sync_flush_timeout=sync_timeout
+            )
+            interval = getattr(self.store_config, "flush_interval_consume_queue", 1000) / 1000.0
         else:
             interval = getattr(self.store_config, "flush_interval_commit_log", 500) / 1000.0
-            self.flush_service = FlushRealTimeService(self.store.flush, interval=interval)
-            self.flush_service.start()
+        self.flush_service = FlushRealTimeService(self.store.flush, interval=interval)
+        self.flush_service.start()
         from tidemq.broker.ha_role import BrokerHA
 
         self.ha = BrokerHA(self)  # master: HA port; slave: replication + metadata sync

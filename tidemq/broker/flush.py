@@ -4,7 +4,7 @@ Mirrors RocketMQ's ``CommitLog.GroupCommitService`` and ``FlushRealTimeService``
 
 SYNC_FLUSH: a send is answered only once the store is fsynced past the end of its message.
 Waiting sends register ``(end_offset, future)``; one flush at a time runs in an executor thread
-(``store.flush()`` -> flushed position) and resolves every waiter it covers, so one fsync serves
+(``store.flush_commit_log()`` -> flushed position; the consume queues and checkpoint are flushed by the periodic service in both modes) and resolves every waiter it covers, so one fsync serves
 every send that arrived while the previous one ran. A waiter not covered within
 ``sync_flush_timeout`` seconds gets ``False`` (the broker answers FLUSH_DISK_TIMEOUT: the message is
 stored but not known to be on disk).

@@ -127,6 +127,7 @@ class MessageStore:
         )
         self._put_lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._commit_log_flush_lock = threading.Lock()
         self._delay_table = config.delay_level_table()
         self._max_delay_level = max(self._delay_table, default=0)
         self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
@@ -605,17 +606,27 @@ class MessageStore:
     def flush(self) -> int:
         """fsync the commit log; returns the flushed commit-log offset. Thread-safe.
 
-        Concurrent callers are serialised (a later caller returns at once if an earlier flush
-        already covered its data: group commit). At most every ``flush_interval_consume_queue`` ms
-        it also fsyncs the consume queues and writes the checkpoint.
+        At most every ``flush_interval_consume_queue`` ms it also fsyncs the consume queues and
+        writes the checkpoint (``FlushConsumeQueueService``). SYNC_FLUSH's group commit calls
+        :meth:`flush_commit_log` instead, so a send never waits behind that.
         """
         with self._flush_lock:
-            if self.commit_log.get_max_offset() > self._flushed_offset:
-                self._flushed_offset = self.commit_log.flush()
-            flushed = self._flushed_offset
+            flushed = self.flush_commit_log()
             if (time.monotonic() - self._last_cq_flush) * 1000 >= self.config.flush_interval_consume_queue:
                 self._flush_consume_queue_locked(force_index=False)  # the index: every 10 s
             return flushed
+
+    def flush_commit_log(self) -> int:
+        """fsync the commit log only (``GroupCommitService.doCommit``); returns the flushed offset.
+
+        Thread-safe; concurrent callers are serialised (a later caller returns at once if an earlier
+        flush already covered its data: group commit). The offset returned is never past what is on
+        disk: each segment's position is read before its ``fdatasync``.
+        """
+        with self._commit_log_flush_lock:
+            if self.commit_log.get_max_offset() > self._flushed_offset:
+                self._flushed_offset = max(self._flushed_offset, self.commit_log.flush())
+            return self._flushed_offset
 
     def flush_consume_queue(self) -> None:
         """fsync every consume queue and write the checkpoint (``FlushConsumeQueueService``)."""
@@ -628,7 +639,7 @@ class MessageStore:
             timestamp = self._last_store_timestamp
         for cq in list(self.consume_queue_table.values()):
             cq.flush()
-        self._flushed_offset = max(self._flushed_offset, self.commit_log.flush())
+        self.flush_commit_log()
         cp = self.checkpoint
         cp.logics_offset = logics_offset
         cp.physic_offset = self._flushed_offset
