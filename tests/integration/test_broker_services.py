@@ -157,6 +157,30 @@ async def test_group_commit_one_fsync_serves_many_waiters() -> None:
     await gcs.shutdown()
 
 
+async def test_group_commit_flushes_on_the_loop_while_fast_then_in_a_thread() -> None:
+    """A fast fsync runs on the event loop (one per loop turn, covering every waiter of that turn);
+    once its average passes inline_fsync_max the next flushes run in a thread."""
+    threads: list[int] = []
+    written = 0
+    delay = 0.0
+
+    def flush() -> int:
+        threads.append(threading.get_ident())
+        time.sleep(delay)  # stands in for a slow disk, inside the flush itself
+        return written
+
+    gcs = GroupCommitService(flush, sync_flush_timeout=5.0, inline_fsync_max=0.005)
+    written = 300
+    assert await asyncio.gather(*(gcs.wait_for_flush(end) for end in (100, 200, 300))) == [True] * 3
+    assert threads == [threading.get_ident()]  # one flush, on the loop thread
+    delay, written = 0.05, 400
+    assert await gcs.wait_for_flush(400) is True  # still inline: the average was fast
+    delay, written = 0.0, 500
+    assert await gcs.wait_for_flush(500) is True
+    assert threads[-1] != threading.get_ident()  # the slow fsync moved flushing to a thread
+    await gcs.shutdown()
+
+
 async def test_group_commit_timeout_reports_false() -> None:
     """A flush that never reaches the offset makes the waiter return False after the timeout."""
     gcs = GroupCommitService(lambda: 10, sync_flush_timeout=0.2)

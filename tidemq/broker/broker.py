@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from tidemq.broker.config import BrokerConfig, guess_broker_ip
 from tidemq.broker.config_check import check_config
 from tidemq.broker.config_recovery import config_files_missing, recreate_missing_topics, warn_lost_offsets
-from tidemq.broker.flush import FlushRealTimeService, GroupCommitService
+from tidemq.broker.flush import INLINE_FSYNC_MAX, FlushRealTimeService, GroupCommitService
 from tidemq.broker.longpolling import PullRequestHoldService
 from tidemq.broker.offset_manager import ConsumerOffsetManager
 from tidemq.broker.stats import BrokerStatsManager
@@ -221,7 +221,9 @@ class Broker:
             # sends wait for the commit log's fsync only; consume queues and the checkpoint are
             # flushed on their own timer (RocketMQ's FlushConsumeQueueService), never in a send's way
             self.group_commit_service = GroupCommitService(
-                self.store.flush_commit_log, sync_flush_timeout=sync_timeout
+                self.store.flush_commit_log,
+                sync_flush_timeout=sync_timeout,
+                inline_fsync_max=INLINE_FSYNC_MAX,
             )
             interval = getattr(self.store_config, "flush_interval_consume_queue", 1000) / 1000.0
         else:
