@@ -376,64 +376,30 @@ class MessageStore:
             return refused
         if not inners:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        originals = inners
         batches: list[MessageExtBatch] = []
-        last: MessageExtBatch | None = None
-        if len(inners) == 1:  # put_message: one record, no grouping
-            inner = inners[0]
+        last_key: tuple[str, int, int, int, str, int, int] | None = None
+        for inner in inners:  # runs of messages that share a queue and header fields
             self._apply_delay(inner)
-            batches.append(
-                MessageExtBatch(
-                    inner.topic,
-                    inner.queue_id,
-                    inner.sys_flag,
-                    inner.born_timestamp,
-                    inner.born_host or "0.0.0.0:0",
-                    inner.reconsume_times,
-                    inner.prepared_transaction_offset,
-                    [inner.flag],
-                    [inner.body],
-                    [inner.stored_properties_string()],
-                )
-            )
-            inners = []
-        for inner in inners:
-            self._apply_delay(inner)
-            born_host = inner.born_host or "0.0.0.0:0"
-            if last is None or (
-                last.topic,
-                last.queue_id,
-                last.sys_flag,
-                last.born_timestamp,
-                last.born_host,
-                last.reconsume_times,
-                last.prepared_transaction_offset,
-            ) != (
+            key = (
                 inner.topic,
                 inner.queue_id,
                 inner.sys_flag,
                 inner.born_timestamp,
-                born_host,
+                inner.born_host or "0.0.0.0:0",
                 inner.reconsume_times,
                 inner.prepared_transaction_offset,
-            ):
-                last = MessageExtBatch(
-                    inner.topic,
-                    inner.queue_id,
-                    inner.sys_flag,
-                    inner.born_timestamp,
-                    born_host,
-                    inner.reconsume_times,
-                    inner.prepared_transaction_offset,
-                )
-                batches.append(last)
+            )
+            if key != last_key:
+                batches.append(MessageExtBatch(*key))
+                last_key = key
+            last = batches[-1]
             last.flags.append(inner.flag)
             last.bodies.append(inner.body)
             last.properties.append(inner.stored_properties_string())
         result = self._put_batches(batches)
         append = result.append_result
         if append is not None:
-            for inner, q, msg_id in zip(originals, append.queue_offsets, append.msg_ids, strict=True):
+            for inner, q, msg_id in zip(inners, append.queue_offsets, append.msg_ids, strict=True):
                 inner.queue_offset = q
                 inner.store_timestamp = append.store_timestamp
                 inner.store_host = self.store_host
