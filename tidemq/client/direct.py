@@ -171,32 +171,48 @@ class DirectConnection:
                     cmd = ready.pop(0)
                     if cmd.is_response and (i := waiting.pop(cmd.opaque, None)) is not None:
                         answers[i] = cmd
-                if not waiting:
-                    break
-                try:
-                    data = sock.recv(_RECV_SIZE)
-                except BlockingIOError:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise TimeoutError from None
-                    self._set_timeout(sock, remaining)
-                    continue
-                if not data:
-                    raise RemotingSendRequestError(f"connection to {self.addr} closed by the peer")
-                ready.extend(self._decoder.feed(data))
-        except (TimeoutError, BlockingIOError):
-            self.close()
-            raise RemotingTimeoutError(
-                f"wait response on the channel <{self.addr}> timeout, {timeout:g}s, "
-                f"{len(waiting)} of {len(requests)} requests of code {requests[0].code}"
-            ) from None
-        except OSError as exc:
-            self.close()
-            raise RemotingSendRequestError(f"connection to {self.addr} failed: {exc}") from exc
-        except BaseException:
-            self.close()
-            raise
+                if waiting:
+                    ready.extend(self._decoder.feed(self._recv(sock, deadline)))
+        except BaseException as exc:
+            raise self._failed(
+                exc, f"{timeout:g}s, {len(waiting)} of {len(requests)} requests of code {requests[0].code}"
+            )
         return [a for a in answers if a is not None]
+
+    def _recv(self, sock: socket.socket, deadline: float) -> bytes:
+        """The next bytes from ``sock`` by ``deadline`` (``time.monotonic()``).
+
+        Raises:
+            TimeoutError: nothing arrived by the deadline.
+            RemotingSendRequestError: the peer closed the connection.
+        """
+        while True:
+            try:
+                data = sock.recv(_RECV_SIZE)
+            except BlockingIOError:  # SO_RCVTIMEO expired
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError from None
+                self._set_timeout(sock, remaining)
+                continue
+            if not data:
+                raise RemotingSendRequestError(f"connection to {self.addr} closed by the peer")
+            return data
+
+    def _failed(self, exc: BaseException, waited: str) -> BaseException:
+        """Close the connection after ``exc`` and return what to raise: RemotingTimeoutError for a
+        timeout (``waited`` says what for), RemotingSendRequestError for another OS error (chained),
+        ``exc`` itself otherwise."""
+        self.close()
+        if isinstance(exc, (TimeoutError, BlockingIOError)):
+            timeout = RemotingTimeoutError(f"wait response on the channel <{self.addr}> timeout, {waited}")
+            timeout.__suppress_context__ = True  # as ``raise ... from None``
+            return timeout
+        if isinstance(exc, OSError):
+            error = RemotingSendRequestError(f"connection to {self.addr} failed: {exc}")
+            error.__cause__ = exc
+            return error
+        return exc
 
     def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``request`` and block until its response (matched by ``opaque``) arrives.
@@ -227,32 +243,14 @@ class DirectConnection:
                     cmd = ready.pop(0)
                     if cmd.is_response and cmd.opaque == opaque:
                         return cmd
-                try:
-                    data = sock.recv(_RECV_SIZE)
-                except BlockingIOError:  # SO_RCVTIMEO expired
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise TimeoutError from None
-                    self._set_timeout(sock, remaining)
-                    continue
-                if not data:
-                    raise RemotingSendRequestError(f"connection to {self.addr} closed by the peer")
+                data = self._recv(sock, deadline)
                 if not self._decoder.buffered and len(data) <= self.max_frame_size:  # the usual case
                     plain = parse_plain_response(data, opaque)
                     if plain is not None:
                         return plain
                 ready.extend(self._decoder.feed(data))
-        except (TimeoutError, BlockingIOError):
-            self.close()
-            raise RemotingTimeoutError(
-                f"wait response on the channel <{self.addr}> timeout, {timeout:g}s, request code {request.code}"
-            ) from None
-        except OSError as exc:
-            self.close()
-            raise RemotingSendRequestError(f"connection to {self.addr} failed: {exc}") from exc
-        except BaseException:
-            self.close()
-            raise
+        except BaseException as exc:
+            raise self._failed(exc, f"{timeout:g}s, request code {request.code}")
 
 
 class DirectPool:
