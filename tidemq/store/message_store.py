@@ -23,7 +23,6 @@ from tidemq.errors import ProtocolError, StoreError
 from tidemq.protocol.message import MessageConst, MessageExt, string_to_properties
 from tidemq.protocol.message_codec import (
     MAX_PROPERTIES_BYTES,
-    MAX_TOPIC_BYTES,
     MessageSysFlag,
     RecordEncoder,
     RecordInfo,
@@ -429,8 +428,6 @@ class MessageStore:
         key = (topic, born_host)
         encoder = self._encoders.get(key)
         if encoder is None:
-            if len(topic.encode()) > MAX_TOPIC_BYTES:  # the remark RocketMQ's users know
-                raise ProtocolError(f"topic longer than {MAX_TOPIC_BYTES} bytes")
             encoder = RecordEncoder(topic, born_host, self.store_host)
             if len(self._encoders) >= 4096:
                 self._encoders.clear()

@@ -282,7 +282,7 @@ class SendMessageProcessor:
         if not bodies:
             return error(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message", ext)
         batch_props, wait = self._props(header.properties)
-        if int(batch_props.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0) > 0:
+        if int(batch_props.get(_DELAY, "0") or 0) > 0:
             return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
         batch_str = properties_to_string(batch_props)
         texts: list[str] = []
