@@ -92,7 +92,9 @@ class CommitLogDispatcher:
                 return store_timestamp + self._delay_table.get(level, 1000)
         return tags_string_to_tags_code(property_value(properties, MessageConst.PROPERTY_TAGS))
 
-    def dispatch_put(self, units: QueueUnits, commit_log_offset: int, runs: Sequence[IndexRun], store_timestamp: int) -> None:
+    def dispatch_put(
+        self, units: QueueUnits, commit_log_offset: int, runs: Sequence[IndexRun], store_timestamp: int
+    ) -> None:
         """Dispatch one put of contiguous records starting at ``commit_log_offset``: ``units`` to the
         consume queues (one write per queue), then the records to the index, as runs
         ``(topic, sys_flag, sizes, properties texts)`` (:meth:`IndexService.build_index_batch`)."""
