@@ -9,6 +9,7 @@ import logging
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from tidemq.errors import (
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import FrameDecoder, RemotingCommand, encode_command
 from tidemq.remoting import Channel, RemotingClient, RemotingServer
+from tidemq.remoting.channel import call_after_write
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "cpp_client"
 ECHO = 9001
@@ -33,6 +35,7 @@ CALLBACK = 9006
 ORDERED = 9007
 LATE = 9008
 ONEWAY = 9009
+AFTER = 9010
 
 
 class Processors:
@@ -44,6 +47,7 @@ class Processors:
         self.arrived: asyncio.Queue[str] = asyncio.Queue()
         self.late: list[tuple[Channel, RemotingCommand]] = []
         self.late_ready = asyncio.Event()
+        self.events: list[str] = []
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         code = request.code
@@ -81,6 +85,19 @@ class Processors:
         if code == ONEWAY:
             await self.oneway_seen.put(request)
             return RemotingCommand.create_response(ResponseCode.SUCCESS, remark="must not be sent")
+        if code == AFTER:
+            transport: Any = channel._transport
+            write = transport.write
+            events = self.events
+
+            def logged_write(data: bytes) -> None:
+                events.append("write")
+                write(data)
+
+            transport.write = logged_write
+            assert call_after_write(lambda: events.append("after"))
+            events.append("processed")
+            return RemotingCommand.create_response(ResponseCode.SUCCESS)
         raise AssertionError(f"unexpected code {code}")
 
 
@@ -92,7 +109,7 @@ def processors() -> Processors:
 @pytest.fixture
 async def server(processors: Processors) -> AsyncIterator[RemotingServer]:
     srv = RemotingServer("127.0.0.1", 0, max_frame_size=64 * 1024)
-    for code in (ECHO, NEVER, BOOM, BAD, CLOSE, CALLBACK, ORDERED, LATE, ONEWAY):
+    for code in (ECHO, NEVER, BOOM, BAD, CLOSE, CALLBACK, ORDERED, LATE, ONEWAY, AFTER):
         srv.register_processor(code, processors)
     await srv.start()
     yield srv
@@ -449,3 +466,15 @@ async def test_backpressure_pauses_a_peer_that_does_not_read() -> None:
         writer.close()
     finally:
         await srv.shutdown()
+
+
+async def test_work_after_write_runs_once_the_answer_is_out(
+    server: RemotingServer, client: RemotingClient, processors: Processors
+) -> None:
+    """call_after_write: work a request leaves behind (the store's dispatch after a put) runs after
+    that read's answers are written, in the same loop turn; outside a read it is refused."""
+    assert not call_after_write(lambda: None)
+    response = await client.invoke(addr_of(server), RemotingCommand.create_request(AFTER), timeout=5.0)
+    assert response.code == ResponseCode.SUCCESS
+    await wait_for(lambda: "after" in processors.events, 5.0, "the work after the write")
+    assert processors.events == ["processed", "write", "after"]

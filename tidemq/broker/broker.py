@@ -38,6 +38,7 @@ from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
 from tidemq.remoting import RemotingClient, RemotingServer
+from tidemq.remoting.channel import call_after_write
 from tidemq.store.config import MessageStoreConfig
 from tidemq.store.lock import StoreLock
 from tidemq.store.message_store import MessageStore
@@ -204,6 +205,14 @@ class Broker:
             await self.remoting_server.shutdown()
             raise
 
+    def _schedule_dispatch(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the broker's loop soon (from any thread): right after the current
+        request read's responses are written, else at the next loop turn."""
+        if threading.get_ident() != self._loop_thread_id:
+            self.loop.call_soon_threadsafe(callback)
+        elif not call_after_write(callback):  # a put outside a request read (schedule service...)
+            self.loop.call_soon(callback)
+
     async def _start_after_bind(self) -> None:
         ip = self.config.broker_ip1 or guess_broker_ip(self.config.listen_host)
         self.addr = f"{ip}:{self.port}"
@@ -215,6 +224,9 @@ class Broker:
         if self._offsets_file_missing:
             warn_lost_offsets(self, self.consumer_offset_manager.path)
         self.store.message_arriving_listener = self._on_message_arriving
+        # consume-queue + index dispatch runs just after each put, so a send's answer does not wait
+        # for it (ReputMessageService); every read of the store drains what is pending first
+        self.store.dispatcher.schedule = self._schedule_dispatch
         # 4. services and processors
         sync_timeout = getattr(self.store_config, "sync_flush_timeout", 5000) / 1000.0
         if self.is_sync_flush:

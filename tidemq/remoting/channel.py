@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import types
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, cast
@@ -34,6 +35,25 @@ from tidemq.remoting.log_limit import bad_frame_log
 from tidemq.remoting.processor import RequestDispatcher
 
 log = logging.getLogger(__name__)
+
+_reading = threading.local()
+"""``after``: the callbacks to run once the responses of the read being handled on this thread are
+written (None outside a read)."""
+
+
+def call_after_write(callback: Callable[[], None]) -> bool:
+    """Run ``callback`` just after the responses of the read this thread is handling go out.
+
+    Work that must follow a request but need not delay its answer (the store's consume-queue
+    dispatch after a put) runs in the same loop turn, after the write: sooner than ``call_soon`` and
+    without a loop turn of its own. Returns False, doing nothing, when no read is being handled.
+    """
+    after: list[Callable[[], None]] | None = getattr(_reading, "after", None)
+    if after is None:
+        return False
+    after.append(callback)
+    return True
+
 
 ChannelCallback = Callable[["Channel"], None]
 
@@ -290,6 +310,9 @@ class Channel:
         # Responses written while these commands are handled go out in one write at the end.
         flushing = self._flush_scheduled
         self._flush_scheduled = True
+        outer = getattr(_reading, "after", None)
+        after: list[Callable[[], None]] = []
+        _reading.after = after
         try:
             for cmd in commands:
                 if cmd.is_response:
@@ -303,8 +326,14 @@ class Channel:
                 else:
                     self._start_request(cmd)
         finally:
+            _reading.after = outer
             if not flushing:
                 self._flush()
+            for callback in after:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("%s: work after a write failed", self.remote_addr)
 
     def _start_request(self, cmd: RemotingCommand) -> None:
         """Run the request's processor at once; only one that has to wait gets a task (what Python

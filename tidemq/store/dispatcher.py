@@ -4,11 +4,17 @@ Mirrors RocketMQ's ``CommitLogDispatcherBuildConsumeQueue`` + ``CommitLogDispatc
 ``ReputMessageService`` drives them: every path that makes a stored record visible goes through
 :class:`CommitLogDispatcher`: the put (a batch of contiguous records, one call), crash recovery and
 consume-queue rebuilds (one record at a time, from :class:`RecordInfo`), and the HA slave's append.
+
+A put is dispatched either at once (the default) or, once :attr:`CommitLogDispatcher.schedule` is set
+(the broker sets its loop's ``call_soon``), just after the put has returned, so a producer's answer
+does not wait for consume-queue and index work, as ReputMessageService runs behind the commit log.
+The store drains what is pending before anything reads a consume queue or the index.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import repeat
 
 from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message import MessageConst, property_value
@@ -19,9 +25,10 @@ from tidemq.store.index import IndexService
 __all__ = [
     "CONSUMABLE",
     "SCHEDULE_TOPIC",
+    "Arrival",
     "CommitLogDispatcher",
     "IndexRun",
-    "QueueUnits",
+    "PutRun",
     "TopicQueueKey",
     "is_consumable",
     "tags_string_to_tags_code",
@@ -29,8 +36,13 @@ __all__ = [
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 TopicQueueKey = tuple[str, int]
-QueueUnits = dict[TopicQueueKey, tuple[int, list[CqUnit]]]
-"""``{(topic, queue_id): (first_queue_offset, [CqUnit, ...])}``: contiguous entries per queue."""
+PutRun = tuple[str, int, int, Sequence[int], Sequence[int], Sequence[str]]
+"""``(topic, queue_id, first queue offset, commit-log offsets, sizes, properties texts)``: consecutive
+consumable records of one put, for one queue."""
+Arrival = tuple[str, int, int, int, int]
+"""``(topic, queue_id, max offset in queue, last tag code, store timestamp)``: what the message
+arriving listener is told once a queue got new entries."""
+_Put = tuple[Sequence[PutRun], int, Sequence["IndexRun"], int]
 IndexRun = tuple[str, int, Sequence[int], Sequence[str]]
 """``(topic, sys_flag, record sizes, properties texts)``: consecutive records of one put."""
 
@@ -81,6 +93,11 @@ class CommitLogDispatcher:
         self._find = find_consume_queue
         self.index_service = index_service
         self._delay_table = delay_table
+        self.schedule: Callable[[Callable[[], None]], object] | None = None
+        """None: a put is dispatched inside it. Else called with the store's ``dispatch_pending`` when
+        a put finds nothing pending (the broker gives its loop's ``call_soon``)."""
+        self._pending: list[_Put] = []
+        self._arrivals: list[Arrival] = []
 
     def tags_code(self, topic: str, properties: str, store_timestamp: int) -> int:
         """The consume-queue tag code of a record (``CommitLog.checkMessageAndReturnSize``'s tagsCode)
@@ -92,16 +109,58 @@ class CommitLogDispatcher:
                 return store_timestamp + self._delay_table.get(level, 1000)
         return tags_string_to_tags_code(property_value(properties, MessageConst.PROPERTY_TAGS))
 
+    @property
+    def pending(self) -> bool:
+        """Whether puts wait for their dispatch (only with :attr:`schedule` set)."""
+        return bool(self._pending)
+
     def dispatch_put(
-        self, units: QueueUnits, commit_log_offset: int, runs: Sequence[IndexRun], store_timestamp: int
+        self, queues: Sequence[PutRun], commit_log_offset: int, runs: Sequence[IndexRun], store_timestamp: int
+    ) -> bool:
+        """Dispatch one put of contiguous records starting at ``commit_log_offset``, now or (with
+        :attr:`schedule` set) at the next :meth:`dispatch_pending`. ``queues`` are the consume-queue
+        entries to write (one write per queue), ``runs`` the records for the index
+        (:meth:`IndexService.build_index_batch`). The caller holds the store's put lock.
+
+        Returns:
+            True when this put is the first one pending: the caller must ``schedule`` the drain.
+        """
+        if self.schedule is None:
+            self._dispatch(queues, commit_log_offset, runs, store_timestamp)
+            return False
+        self._pending.append((queues, commit_log_offset, runs, store_timestamp))
+        return len(self._pending) == 1
+
+    def dispatch_pending(self) -> None:
+        """Dispatch every pending put, in put order. The caller holds the store's put lock."""
+        pending, self._pending = self._pending, []
+        for put in pending:
+            self._dispatch(*put)
+
+    def take_arrivals(self) -> list[Arrival]:
+        """The arrivals since the last call (the caller holds the store's put lock)."""
+        arrivals, self._arrivals = self._arrivals, []
+        return arrivals
+
+    def _dispatch(
+        self, queues: Sequence[PutRun], commit_log_offset: int, runs: Sequence[IndexRun], now: int
     ) -> None:
-        """Dispatch one put of contiguous records starting at ``commit_log_offset``: ``units`` to the
-        consume queues (one write per queue), then the records to the index, as runs
-        ``(topic, sys_flag, sizes, properties texts)`` (:meth:`IndexService.build_index_batch`)."""
-        for (topic, queue_id), (first, cq_units) in units.items():
-            self._find(topic, queue_id).put_message_position_info(cq_units, first)
+        tags_code = self.tags_code
+        grouped: dict[TopicQueueKey, tuple[int, list[CqUnit]]] = {}
+        for topic, queue_id, first, offsets, sizes, properties in queues:
+            tags = map(tags_code, repeat(topic), properties, repeat(now))
+            units = list(map(CqUnit, offsets, sizes, tags))
+            entry = grouped.get((topic, queue_id))
+            if entry is None:
+                grouped[topic, queue_id] = (first, units)
+            else:
+                entry[1].extend(units)
+        arrivals = self._arrivals
+        for (topic, queue_id), (first, units) in grouped.items():
+            self._find(topic, queue_id).put_message_position_info(units, first)
+            arrivals.append((topic, queue_id, first + len(units), units[-1].tags_code, now))
         if self.index_service is not None:
-            self.index_service.build_index_batch(commit_log_offset, runs, store_timestamp)
+            self.index_service.build_index_batch(commit_log_offset, runs, now)
 
     def dispatch_record(self, info: RecordInfo, *, consume_queue: bool = True, index: bool = True) -> None:
         """Dispatch one record read back from the commit log (recovery, rebuild, HA slave).

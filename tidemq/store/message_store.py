@@ -15,7 +15,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from itertools import accumulate, repeat
+from itertools import accumulate
 from operator import add
 from pathlib import Path
 
@@ -32,12 +32,13 @@ from tidemq.protocol.message_codec import (
 from tidemq.store.checkpoint import StoreCheckpoint
 from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import MessageStoreConfig
-from tidemq.store.consume_queue import ConsumeQueue, CqUnit
+from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.dispatcher import (
     CONSUMABLE,
+    Arrival,
     CommitLogDispatcher,
     IndexRun,
-    QueueUnits,
+    PutRun,
     TopicQueueKey,
     is_consumable,
 )
@@ -264,9 +265,7 @@ class MessageStore:
         old = self.consume_queue_table.pop(key, None)
         if old is not None:
             old.destroy()
-        cq = self.find_consume_queue(key[0], key[1], create=True)
-        assert cq is not None
-        return cq
+        return self._consume_queue_for(key[0], key[1])
 
     def _dispatch_rebuilt(self, info: RecordInfo) -> None:
         self.dispatcher.dispatch_record(info, index=False)
@@ -308,19 +307,25 @@ class MessageStore:
 
     # ------------------------------------------------------------------------------------- put
     def find_consume_queue(self, topic: str, queue_id: int, create: bool = False) -> ConsumeQueue | None:
-        """The consume queue of (topic, queue_id); created (empty) when ``create``."""
+        """The consume queue of (topic, queue_id), with every acknowledged put in it; created (empty)
+        when ``create``."""
+        if self.dispatcher.pending:
+            self._settle()
+        cq = self.consume_queue_table.get((topic, queue_id))
+        if cq is None and create:
+            cq = self._consume_queue_for(topic, queue_id)
+        return cq
+
+    def _consume_queue_for(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The consume queue of (topic, queue_id), created when missing (the dispatcher's lookup: no
+        settling, it runs under the put lock)."""
         key = (topic, queue_id)
         cq = self.consume_queue_table.get(key)
-        if cq is None and create:
+        if cq is None:
             cq = ConsumeQueue(
                 topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue
             )
             self.consume_queue_table[key] = cq
-        return cq
-
-    def _consume_queue_for(self, topic: str, queue_id: int) -> ConsumeQueue:
-        cq = self.find_consume_queue(topic, queue_id, create=True)
-        assert cq is not None
         return cq
 
     def _tags_code(self, topic: str, properties: str, store_timestamp: int) -> int:
@@ -479,7 +484,7 @@ class MessageStore:
                 PutMessageStatus.MESSAGE_ILLEGAL,
                 remark=f"batch of {total} bytes exceeds max_message_size {max_size}",
             )
-        tags_code = self.dispatcher.tags_code
+        dispatcher = self.dispatcher
         try:
             with self._put_lock:
                 if not self._running:
@@ -491,7 +496,7 @@ class MessageStore:
                 phy = mf.file_from_offset + pos
                 parts: list[bytes] = []
                 next_offsets: dict[TopicQueueKey, int] = {}
-                units: QueueUnits = {}
+                queues: list[PutRun] = []
                 queue_offsets: list[int] = []
                 offsets: list[int] = []
                 runs: list[IndexRun] = []
@@ -510,13 +515,7 @@ class MessageStore:
                             q0 = self.topic_queue_table.get(key, 0)
                         next_offsets[key] = q0 + n
                         queue_offsets += range(q0, q0 + n)
-                        tags = map(tags_code, repeat(batch.topic, n), batch.properties, repeat(now, n))
-                        cq_units = list(map(CqUnit, starts, sizes, tags))
-                        entry = units.get(key)
-                        if entry is None:
-                            units[key] = (q0, cq_units)
-                        else:
-                            entry[1].extend(cq_units)
+                        queues.append((batch.topic, batch.queue_id, q0, starts, sizes, batch.properties))
                     else:
                         queue_offsets += [0] * n
                     encoder.encode(
@@ -539,10 +538,13 @@ class MessageStore:
                 mf.write(pos, b"".join(parts))
                 self.topic_queue_table.update(next_offsets)
                 self._last_store_timestamp = now
-                self.dispatcher.dispatch_put(units, phy, runs, now)
+                first_pending = dispatcher.dispatch_put(queues, phy, runs, now)
+                arrivals = dispatcher.take_arrivals() if dispatcher.schedule is None else None
         except (OSError, StoreError) as exc:
             log.exception("put failed in %s", self.root)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
+        if first_pending and dispatcher.schedule is not None:
+            dispatcher.schedule(self.dispatch_pending)
         prefix = self._msg_id_prefix
         msg_ids = list(map(prefix.__add__, map(_HEX16.format, offsets)))
         result = AppendMessageResult(
@@ -556,14 +558,38 @@ class MessageStore:
             msg_ids=msg_ids,
             queue_offsets=queue_offsets,
         )
-        listener = self.message_arriving_listener
-        if listener is not None:
-            for key, (first, cq_units) in units.items():
-                try:
-                    listener(key[0], key[1], first + len(cq_units), cq_units[-1].tags_code, now)
-                except Exception:
-                    log.exception("message arriving listener failed")
+        if arrivals:
+            self._notify_arrivals(arrivals)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
+
+    def dispatch_pending(self) -> None:
+        """Dispatch the puts that wait for it, then tell the message arriving listener.
+
+        With ``dispatcher.schedule`` set, a put returns before its consume-queue and index entries are
+        written; the broker's loop runs this just after (RocketMQ's ReputMessageService behind the
+        commit log). Anything that reads a consume queue or the index drains first (:meth:`_settle`),
+        so a reader never misses an acknowledged message.
+        """
+        with self._put_lock:
+            self.dispatcher.dispatch_pending()
+            arrivals = self.dispatcher.take_arrivals()
+        self._notify_arrivals(arrivals)
+
+    def _settle(self) -> None:
+        """Dispatch pending puts before a read (their arrivals are told by :meth:`dispatch_pending`)."""
+        if self.dispatcher.pending:
+            with self._put_lock:
+                self.dispatcher.dispatch_pending()
+
+    def _notify_arrivals(self, arrivals: list[Arrival]) -> None:
+        listener = self.message_arriving_listener
+        if listener is None:
+            return
+        for arrival in arrivals:
+            try:
+                listener(*arrival)
+            except Exception:
+                log.exception("message arriving listener failed")
 
     # ------------------------------------------------------------------------------------ flush
     def flush(self) -> int:
@@ -598,6 +624,7 @@ class MessageStore:
 
     def _flush_consume_queue_locked(self, *, force_index: bool = True) -> None:
         with self._put_lock:
+            self.dispatcher.dispatch_pending()  # the checkpoint must not claim entries not yet written
             logics_offset = self.commit_log.get_max_offset()
             timestamp = self._last_store_timestamp
         for cq in list(self.consume_queue_table.values()):
@@ -735,11 +762,13 @@ class MessageStore:
         """Stored records of ``topic`` indexed under ``key`` (UNIQ_KEY or a KEYS token) and stored
         within ``[begin, end]`` ms, at most ``max_num`` (QUERY_MESSAGE). Mirrors
         ``DefaultMessageStore.queryMessage``; empty when ``message_index_enable`` is off."""
+        self._settle()
         return query_message(self.index_service, self.commit_log.get_record, topic, key, max_num, begin, end)
 
     # ----------------------------------------------------------------------- topics / retention
     def topics_and_queues(self) -> dict[str, list[int]]:
         """``{topic: sorted queue ids}`` of every consume queue in the store."""
+        self._settle()
         out: dict[str, list[int]] = {}
         for topic, qid in sorted(self.consume_queue_table):
             out.setdefault(topic, []).append(qid)
@@ -749,6 +778,7 @@ class MessageStore:
         """Delete the consume queues of ``topics`` (``DefaultMessageStore.deleteTopics``); returns count."""
         count = 0
         with self._put_lock:
+            self.dispatcher.dispatch_pending()
             for key in [k for k in self.consume_queue_table if k[0] in topics]:
                 self.consume_queue_table.pop(key).destroy()
                 self.topic_queue_table.pop(key, None)
@@ -797,6 +827,7 @@ class MessageStore:
 
     def clean_expired_consume_queue(self) -> None:
         """Drop consume-queue files pointing only below the commit log's min offset; move min offsets."""
+        self._settle()
         min_phy = self.commit_log.get_min_offset()
         for cq in list(self.consume_queue_table.values()):
             cq.delete_expired_file(min_phy)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,34 @@ def test_force_deletes_all_but_current(open_store: StoreFactory, tmp_path: Path)
     assert len(os.listdir(tmp_path / "store" / "commitlog")) == 1
     assert store.put_message(inner(body=b"still works")).is_ok
     assert bodies(store)[-1] == b"still works"
+
+
+def test_deferred_dispatch_is_read_your_writes_and_crash_safe(open_store: StoreFactory) -> None:
+    """With dispatch deferred (as the broker runs it), a put's consume-queue entry and index key are
+    written after the put returns; yet every read sees them, the arriving listener hears of them only
+    when the drain runs, and a checkpoint never claims entries that were not written."""
+    store = open_store()
+    scheduled: list[Callable[[], None]] = []
+    store.dispatcher.schedule = scheduled.append
+    heard: list[tuple[str, int, int]] = []
+    store.message_arriving_listener = lambda topic, qid, max_off, tags, ts: heard.append(
+        (topic, qid, max_off)
+    )
+
+    expect = put_many(store, 3)
+    assert len(scheduled) == 1  # one drain for the puts pending together
+    assert store.dispatcher.pending and not heard
+    assert bodies(store) == expect  # the read drained them
+    assert not store.dispatcher.pending and not heard  # arrivals are told by the drain, on the loop
+    scheduled.pop()()
+    assert heard == [("T", 0, 1), ("T", 0, 2), ("T", 0, 3)]
+
+    key = "order-42"
+    assert store.put_message(inner(body=b"keyed", properties={"KEYS": key})).is_ok
+    assert len(store.query_message("T", key, 10, 0, 1 << 62).message_buffers) == 1
+
+    expect += put_many(store, 2, start=3)
+    store.flush_consume_queue()  # writes the checkpoint: it must cover the pending entries first
+    crash(store)
+    again = open_store()
+    assert bodies(again) == [*expect[:3], b"keyed", *expect[3:]]
