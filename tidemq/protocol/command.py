@@ -196,6 +196,8 @@ def _language_name(value: Any) -> str:
 
 def _int_field(header: dict[str, Any], name: str, default: int | None = None) -> int:
     value = header.get(name, default)
+    if type(value) is int and -0x80000000 <= value <= 0x7FFFFFFF:
+        return value
     if isinstance(value, bool) or value is None:
         raise RemotingCommandError(f"header field {name!r} missing or not an integer: {value!r}")
     try:
@@ -216,13 +218,17 @@ def decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     if not isinstance(header, dict):
         raise RemotingCommandError(f"header must be a JSON object, got {type(header).__name__}")
     ext_raw = header.get("extFields") or {}
-    if not isinstance(ext_raw, dict):
+    if type(ext_raw) is not dict:
         raise RemotingCommandError("header field 'extFields' must be an object")
-    ext: dict[str, str] = {}
-    for key, value in ext_raw.items():
-        text = ext_value_to_str(value)
-        if text is not None:
-            ext[str(key)] = text
+    ext: dict[str, str]
+    if all(type(value) is str for value in ext_raw.values()):
+        ext = ext_raw  # what every client sends: JSON keys are str already
+    else:
+        ext = {}
+        for key, value in ext_raw.items():
+            text = ext_value_to_str(value)
+            if text is not None:
+                ext[key] = text
     remark = header.get("remark")
     return RemotingCommand(
         code=_int_field(header, "code"),
