@@ -61,6 +61,7 @@ class HeldPullRequest:
 
 WakeupCallback = Callable[[Any, RemotingCommand], Awaitable[None]]
 MaxOffsetGetter = Callable[[str, int], int]
+ProcessNow = Callable[[Any, RemotingCommand], RemotingCommand | None]
 
 
 class PullRequestHoldService:
@@ -70,16 +71,26 @@ class PullRequestHoldService:
         get_max_offset: ``(topic, queue_id) -> max logical offset`` (the store's).
         wakeup: coroutine re-executing a request and sending its answer; RocketMQ's
             ``PullMessageProcessor.executeRequestWhenWakeup``.
+        process_now: re-executes a request at once and returns its answer (None: no answer). When
+            given, a woken request whose connection takes writes is answered inside the wake-up
+            itself (no task, no loop turn between the put and the consumer's answer); ``wakeup``
+            remains for connections whose writes are paused.
         check_interval: period of the safety-net re-check (seconds; 5 s like RocketMQ).
 
     Must be used from one event loop (the broker's); :meth:`start` binds it.
     """
 
     def __init__(
-        self, get_max_offset: MaxOffsetGetter, wakeup: WakeupCallback, *, check_interval: float = 5.0
+        self,
+        get_max_offset: MaxOffsetGetter,
+        wakeup: WakeupCallback,
+        *,
+        check_interval: float = 5.0,
+        process_now: ProcessNow | None = None,
     ) -> None:
         self._get_max_offset = get_max_offset
         self._wakeup = wakeup
+        self._process_now = process_now
         self.check_interval = check_interval
         self._table: dict[TopicQueueKey, list[HeldPullRequest]] = {}
         self._stop = asyncio.Event()
@@ -177,6 +188,15 @@ class PullRequestHoldService:
         if held.timer is not None:
             held.timer.cancel()
             held.timer = None
+        channel = held.channel
+        if self._process_now is not None and not channel.write_paused:
+            try:
+                response = self._process_now(channel, held.request)
+                if response is not None and channel.is_active:
+                    channel.respond_now(held.request, response)
+            except Exception:
+                log.exception("re-executing held pull on %s:%d failed", held.topic, held.queue_id)
+            return
         task = asyncio.get_running_loop().create_task(self._execute(held))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)

@@ -154,6 +154,7 @@ class Channel:
         self._tasks: set[asyncio.Task[None]] = set()
         self._wbuf: list[bytes] = []
         self._flush_scheduled = False
+        self._in_read = False
         self._write_paused = False
         self._drained = asyncio.Event()
         self._drained.set()
@@ -250,6 +251,21 @@ class Channel:
         if self._write_paused:
             await self._wait_drain(None, request, None)
 
+    def respond_now(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Answer ``request`` later, written at once (not at the end of the loop turn) unless this
+        channel's own read is being handled, whose answers go out together. For an answer made
+        outside the request's read, such as a long-polling pull woken by another client's put.
+
+        Raises:
+            RemotingSendRequestError: the channel is closed.
+        """
+        if request.is_oneway:
+            return
+        response.response_to(request)
+        self.write_command(response)
+        if not self._in_read:
+            self._flush()
+
     def write_command(self, cmd: RemotingCommand) -> None:
         """Encode ``cmd`` and queue it; queued frames go out together at the end of this loop turn.
 
@@ -313,6 +329,7 @@ class Channel:
         outer = getattr(_reading, "after", None)
         after: list[Callable[[], None]] = []
         _reading.after = after
+        self._in_read = True
         try:
             for cmd in commands:
                 if cmd.is_response:
@@ -327,6 +344,7 @@ class Channel:
                     self._start_request(cmd)
         finally:
             _reading.after = outer
+            self._in_read = False
             if not flushing:
                 self._flush()
             for callback in after:
