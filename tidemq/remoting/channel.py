@@ -238,17 +238,14 @@ class Channel:
     async def send_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Answer ``request`` later (after a processor returned ``None``, e.g. long polling).
 
-        Sets the response's opaque and flag. Does nothing for oneway requests. Waits while the
-        transport is paused.
+        Sets the response's opaque and flag and writes it as :meth:`respond_now`. Does nothing for
+        oneway requests. Waits while the transport is paused.
 
         Raises:
             RemotingSendRequestError: the channel is closed.
         """
-        if request.is_oneway:
-            return
-        response.response_to(request)
-        self.write_command(response)
-        if self._write_paused:
+        self.respond_now(request, response)
+        if self._write_paused and not request.is_oneway:
             await self._wait_drain(None, request, None)
 
     def respond_now(self, request: RemotingCommand, response: RemotingCommand) -> None:
