@@ -145,7 +145,7 @@ class HAService:
     def notify_new_data(self) -> None:
         """New bytes in the commit log: wake the connections' writers (from any thread)."""
         loop = self._loop
-        if loop is None:
+        if loop is None or not self.connections:  # no slave: nothing to wake (a put's hot path)
             return
         try:
             running = asyncio.get_running_loop()
