@@ -13,6 +13,8 @@ from tidemq.errors import ProtocolError
 from tidemq.protocol import headers as h
 from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import HeaderError, SendMessageRequestHeader
+from tidemq.protocol.headers.send import V2_FIELD_NAMES
 
 ALL_HEADERS = sorted(
     {
@@ -249,3 +251,57 @@ def test_header_by_request_code_covers_the_client_requests() -> None:
     """Each request code a C++ client sends with a header has a header class."""
     for code in (10, 11, 14, 15, 30, 35, 36, 38, 105):
         assert code in h.HEADER_BY_REQUEST_CODE
+
+
+_V2_VALUES = st.one_of(
+    st.sampled_from(["", "0", "7", "-1", " 5", "true", "false", "TRUE", "2147483648", "1700000000123"]),
+    st.from_regex(r"[0-9]{1,20}", fullmatch=True),
+    st.text(max_size=6),
+)
+
+
+_V2_DIGITS = st.from_regex(r"[0-9]{1,9}", fullmatch=True)
+_V2_MOSTLY_PLAIN = st.one_of(_V2_DIGITS, _V2_DIGITS, _V2_DIGITS, _V2_VALUES)
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(
+        st.fixed_dictionaries(
+            {k: _V2_MOSTLY_PLAIN for k in "abcdefgh"}, optional={k: _V2_VALUES for k in "ijklmnz"}
+        ),
+        st.dictionaries(st.sampled_from("abcdefghijklmnz"), _V2_VALUES),
+    )
+)
+def test_v2_send_header_plain_reading_matches_the_generic_parser(ext: dict[str, str]) -> None:
+    """The field-by-field reading of a SEND_MESSAGE_V2 header gives what the generic parser gives,
+    or steps aside (None) for it, which then parses the header or names the bad field."""
+    plain = SendMessageRequestHeader._from_v2_plain(ext)
+    try:
+        generic = SendMessageRequestHeader._from_ext(ext, V2_FIELD_NAMES)
+    except HeaderError:
+        assert plain is None
+        return
+    assert plain is None or plain == generic
+    assert SendMessageRequestHeader.from_v2_ext_fields(ext) == generic
+
+
+def test_v2_send_header_as_clients_send_it_is_read_plainly() -> None:
+    """A header as the C++ and tidemq clients send it takes the field-by-field reading."""
+    ext = {
+        "a": "pg",
+        "b": "T",
+        "c": "TBW102",
+        "d": "4",
+        "e": "3",
+        "f": "0",
+        "g": "1700000000123",
+        "h": "0",
+        "i": "UNIQ_KEY\x01abc\x02WAIT\x01true",
+        "j": "0",
+        "k": "false",
+        "m": "false",
+    }
+    header = SendMessageRequestHeader._from_v2_plain(ext)
+    assert header == SendMessageRequestHeader._from_ext(ext, V2_FIELD_NAMES)
+    assert header is not None and header.born_timestamp == 1700000000123 and header.queue_id == 3

@@ -59,6 +59,10 @@ _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
 _DELAY_PAIR = f"{_DELAY}\x01"
 
 
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
+
+
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -218,7 +222,9 @@ class SendMessageProcessor:
         topic_config: TopicConfig,
         queue_id: int,
     ) -> RemotingCommand:
-        """Store one message (``asyncSendMessage``)."""
+        """Store one message (``asyncSendMessage``). The common case (no retry topic, no delay
+        level) goes to the store as a one-message :class:`MessageExtBatch`, with no
+        ``MessageExtBrokerInner``; a retry-topic or delayed message takes the general put path."""
         ext = self._response_ext()
         props, wait = self._props(header.properties)
         if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
@@ -230,29 +236,48 @@ class SendMessageProcessor:
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
-        inner = MessageExtBrokerInner(
-            header.topic,
-            request.body,
-            flag=header.flag,
-            properties=props,
-            queue_id=queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=header.born_timestamp,
-            born_host=remote_addr,
-            reconsume_times=header.reconsume_times or 0,
-            tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
-        )
-        problem = self.handle_retry_and_dlq(header, request.version, inner)
-        if problem is not None:
-            problem.ext_fields.update(ext)
-            return problem
-        text = inner.properties_string = properties_to_string(inner.properties)
-        problem = self._size_error(len(request.body), len(text) if text.isascii() else len(text.encode()))
-        if problem is not None:
-            problem.ext_fields.update(ext)
-            return problem
+        store = self.broker.store
         try:
-            result = self.broker.store.put_message(inner)
+            if _DELAY not in props and not is_retry_topic(header.topic):
+                text = properties_to_string(props)
+                problem = self._size_error(len(request.body), _utf8_len(text))
+                if problem is not None:
+                    problem.ext_fields.update(ext)
+                    return problem
+                result = store.put_message_batch(
+                    MessageExtBatch(
+                        header.topic,
+                        queue_id,
+                        sys_flag,
+                        header.born_timestamp,
+                        remote_addr,
+                        header.reconsume_times or 0,
+                        flags=[header.flag],
+                        bodies=[request.body],
+                        properties=[text],
+                    )
+                )
+            else:
+                inner = MessageExtBrokerInner(
+                    header.topic,
+                    request.body,
+                    flag=header.flag,
+                    properties=props,
+                    queue_id=queue_id,
+                    sys_flag=sys_flag,
+                    born_timestamp=header.born_timestamp,
+                    born_host=remote_addr,
+                    reconsume_times=header.reconsume_times or 0,
+                    tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
+                )
+                problem = self.handle_retry_and_dlq(header, request.version, inner)
+                if problem is None:
+                    text = inner.properties_string = properties_to_string(inner.properties)
+                    problem = self._size_error(len(request.body), _utf8_len(text))
+                if problem is not None:
+                    problem.ext_fields.update(ext)
+                    return problem
+                result = store.put_message(inner)
         except ProtocolError as exc:
             return error(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}", ext)
         if result.append_result is not None:  # statistics: one O(1) call per request

@@ -83,8 +83,60 @@ class SendMessageRequestHeader(CommandHeader):
 
     @classmethod
     def from_v2_ext_fields(cls, ext: Mapping[str, Any]) -> Self:
-        """Parse the one-letter (V2) form."""
-        return cls._from_ext(ext, V2_FIELD_NAMES)
+        """Parse the one-letter (V2) form: what every send carries, read field by field when it is
+        plainly formed (strings, unsigned digits, ``true``/``false``), else by the generic parser,
+        which gives the same header or the error that names the bad field."""
+        header = cls._from_v2_plain(ext)
+        return header if header is not None else cls._from_ext(ext, V2_FIELD_NAMES)
+
+    @classmethod
+    def _from_v2_plain(cls, ext: Mapping[str, Any]) -> Self | None:
+        try:
+            a, b_, c, d, e, f, g, h = (ext[k] for k in "abcdefgh")
+        except KeyError:
+            return None
+        ints = (d, e, f, h)
+        if not all(type(v) is str and v.isascii() and v.isdigit() and len(v) < 10 for v in ints):
+            return None
+        if not (type(g) is str and g.isascii() and g.isdigit() and len(g) < 19):
+            return None
+        if not (type(a) is str and type(b_) is str and type(c) is str):
+            return None
+        i, j, k, l_, m, n = (ext.get(k) for k in "ijklmn")
+        if not (i is None or type(i) is str) or not (n is None or type(n) is str):
+            return None
+        optional: list[int | None] = []
+        for v in (j, l_):
+            if v is None or v == "":
+                optional.append(None)
+            elif type(v) is str and v.isascii() and v.isdigit() and len(v) < 10:
+                optional.append(int(v))
+            else:
+                return None
+        flags: list[bool] = []
+        for v in (k, m):
+            if v is None or v == "" or v == "false":
+                flags.append(False)
+            elif v == "true":
+                flags.append(True)
+            else:
+                return None
+        return cls(
+            producer_group=a,
+            topic=b_,
+            default_topic=c,
+            default_topic_queue_nums=int(d),
+            queue_id=int(e),
+            sys_flag=int(f),
+            born_timestamp=int(g),
+            flag=int(h),
+            properties=i,
+            reconsume_times=optional[0],
+            unit_mode=flags[0],
+            max_reconsume_times=optional[1],
+            batch=flags[1],
+            broker_name=n,
+        )
 
     def to_v2_ext_fields(self) -> dict[str, str]:
         """The one-letter (V2) form, as Java / C++ >= 1.2.5 send it."""
