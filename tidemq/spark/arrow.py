@@ -149,6 +149,61 @@ def _int(buf: ByteArray, pos: IntArray, dtype: str) -> IntArray:
     return _gather(buf, pos, width).view(dtype).ravel().astype(np.int64)
 
 
+def uniform_stride(buf: bytes | memoryview) -> int | None:
+    """The record size when ``buf`` holds records of one size back to back (the usual pull body of
+    same-sized messages), checked by the TOTALSIZE and MAGICCODE of every record; else None."""
+    n = len(buf)
+    if n < 8:
+        return None
+    size = _TOTAL_SIZE(buf, 0)[0]
+    if size <= 8 or n % size:
+        return None
+    count = n // size
+    totals = np.ndarray((count,), ">i4", buffer=buf, offset=L.POS_TOTAL_SIZE, strides=(size,))
+    magics = np.ndarray((count,), ">i4", buffer=buf, offset=L.POS_MAGIC, strides=(size,))
+    if not (totals == size).all():
+        return None
+    if not ((magics == L.MESSAGE_MAGIC_CODE) | (magics == L.MESSAGE_MAGIC_CODE_V2)).all():
+        return None
+    return int(size)
+
+
+Rel = int | IntArray
+"""A field's position relative to the start of each record: one number when it is the same in
+every record, else one per record."""
+
+
+def _same(rel: IntArray) -> Rel:
+    """``rel`` as one number when all its values are equal (then fields are read by strided views)."""
+    if len(rel) and (rel == rel[0]).all():
+        return int(rel[0])
+    return rel
+
+
+class _Records:
+    """Big-endian integer fields of records laid back to back in a pull body.
+
+    With records of one size (``stride``) a field at the same position in every record is a strided
+    numpy view over the body (no index arrays, no gather); otherwise it is gathered by fancy indexing.
+    """
+
+    def __init__(self, buf: ByteArray, raw: bytes | memoryview, starts: IntArray, stride: int | None) -> None:
+        self.buf = buf
+        self.raw = raw
+        self.starts = starts
+        self.stride = stride
+
+    def ints(self, rel: Rel, dtype: str) -> IntArray:
+        """The field of ``dtype`` (``>i4``, ``>i8``, ``>u2``, ``u1``) at ``start + rel`` of every record,
+        as int64."""
+        width = np.dtype(dtype).itemsize
+        stride = self.stride
+        if isinstance(rel, int) and stride is not None and rel >= 0 and rel + width <= stride:
+            view = np.ndarray((len(self.starts),), dtype, buffer=self.raw, offset=rel, strides=(stride,))
+            return view.astype(np.int64)
+        return _int(self.buf, self.starts + rel, dtype)
+
+
 def _hex_ids(raw: ByteArray) -> pa.Array:
     """Upper-case hex strings of the rows of ``raw`` (``(n, w)`` bytes), as an Arrow string array."""
     n, w = raw.shape
@@ -271,11 +326,13 @@ class RecordBatchBuilder:
             ProtocolError: a truncated or malformed record, a bad compressed body, properties that
                 are not UTF-8.
         """
-        starts = record_starts(buf)
+        stride = uniform_stride(buf)
+        starts = np.arange(0, len(buf), stride, dtype=np.int64) if stride else record_starts(buf)
         if len(starts) == 0:
             return 0, -1
         try:
-            batch, kept, next_offset = self._decode(np.frombuffer(buf, np.uint8), buf, starts, end_offset)
+            records = _Records(np.frombuffer(buf, np.uint8), buf, starts, stride)
+            batch, kept, next_offset = self._decode(records, end_offset)
         except (IndexError, ValueError, pa.ArrowInvalid) as exc:
             raise ProtocolError(f"malformed message records: {exc}") from None
         if batch is not None and batch.num_rows:
@@ -283,41 +340,49 @@ class RecordBatchBuilder:
             self._rows += batch.num_rows
         return kept, next_offset
 
-    def _decode(
-        self, buf: ByteArray, raw: bytes | memoryview, starts: IntArray, end_offset: int
-    ) -> tuple[pa.RecordBatch | None, int, int]:
+    def _decode(self, rec: _Records, end_offset: int) -> tuple[pa.RecordBatch | None, int, int]:
+        buf, raw, starts = rec.buf, rec.raw, rec.starts
         size = len(buf)
         names = self._names
-        total = _int(buf, starts + L.POS_TOTAL_SIZE, ">i4")
-        magic = _int(buf, starts + L.POS_MAGIC, ">i4")
-        if not np.isin(magic, (L.MESSAGE_MAGIC_CODE, L.MESSAGE_MAGIC_CODE_V2)).all():
-            bad = int(starts[~np.isin(magic, (L.MESSAGE_MAGIC_CODE, L.MESSAGE_MAGIC_CODE_V2))][0])
-            raise ProtocolError(f"record at byte {bad}: unknown MAGICCODE")
-        queue_offset = _int(buf, starts + L.POS_QUEUE_OFFSET, ">i8")
+        total = rec.ints(L.POS_TOTAL_SIZE, ">i4")
+        magic = rec.ints(L.POS_MAGIC, ">i4")
+        v2 = magic == L.MESSAGE_MAGIC_CODE_V2
+        known = v2 | (magic == L.MESSAGE_MAGIC_CODE)
+        if not known.all():
+            raise ProtocolError(f"record at byte {int(starts[~known][0])}: unknown MAGICCODE")
+        queue_offset = rec.ints(L.POS_QUEUE_OFFSET, ">i8")
         next_offset = int(queue_offset[-1]) + 1
         keep = np.flatnonzero(queue_offset < end_offset)
         if len(keep) == 0:
             return None, 0, next_offset
-        sys_flag = _int(buf, starts + L.POS_SYS_FLAG, ">i4")
-        born_size = np.where(sys_flag & L.BORNHOST_V6_FLAG, L.HOST_V6_SIZE, L.HOST_V4_SIZE)
-        after_born = starts + L.POS_BORN_HOST + born_size
-        store_host = after_born + L.AFTER_BORN_STORE_HOST
+        sys_flag = rec.ints(L.POS_SYS_FLAG, ">i4")
         store_v6 = (sys_flag & L.STOREHOSTADDRESS_V6_FLAG) != 0
-        after_store = store_host + np.where(store_v6, L.HOST_V6_SIZE, L.HOST_V4_SIZE)
-        body_len = _int(buf, after_store + L.AFTER_STORE_BODY_LENGTH, ">i4")
-        body_pos = after_store + L.AFTER_STORE_BODY
-        body_end = body_pos + body_len
-        ends = starts + total
-        if (body_len < 0).any() or (body_end + 3 > ends).any():
+        born_rel = _same(
+            L.POS_BORN_HOST + np.where(sys_flag & L.BORNHOST_V6_FLAG, L.HOST_V6_SIZE, L.HOST_V4_SIZE)
+        )
+        store_host_rel = born_rel + L.AFTER_BORN_STORE_HOST
+        after_store_rel = _same(store_host_rel + np.where(store_v6, L.HOST_V6_SIZE, L.HOST_V4_SIZE))
+        body_len = rec.ints(after_store_rel + L.AFTER_STORE_BODY_LENGTH, ">i4")
+        body_rel = after_store_rel + L.AFTER_STORE_BODY
+        body_end_rel = _same(body_rel + body_len)
+        if (body_len < 0).any() or (body_end_rel + 3 > total).any():
             raise ProtocolError("a record's BODY length runs past its TOTALSIZE")
-        v2 = magic == L.MESSAGE_MAGIC_CODE_V2
-        topic_len = np.where(v2, _int(buf, body_end, ">u2"), buf[body_end].astype(np.int64))
-        props_pos = body_end + np.where(v2, 2, 1) + topic_len + 2
-        if (props_pos > ends).any():
+        if v2.all():
+            topic_len = rec.ints(body_end_rel, ">u2")
+        elif not v2.any():
+            topic_len = rec.ints(body_end_rel, "u1")
+        else:
+            topic_len = np.where(v2, rec.ints(body_end_rel, ">u2"), rec.ints(body_end_rel, "u1"))
+        props_rel = _same(body_end_rel + np.where(v2, 2, 1) + topic_len + 2)
+        if (props_rel > total).any():
             raise ProtocolError("a record's TOPIC runs past its TOTALSIZE")
-        props_len = _int(buf, props_pos - 2, ">u2")
-        if (props_pos + props_len != ends).any():
+        props_len = rec.ints(props_rel - 2, ">u2")
+        if (props_rel + props_len != total).any():
             raise ProtocolError("a record's fields do not add up to its TOTALSIZE")
+        store_host = starts + store_host_rel
+        body_pos = starts + body_rel
+        body_end = starts + body_end_rel
+        props_pos = starts + props_rel
         # Every record as four pieces [header | body | topic + properties length | properties] of
         # one zero-copy binary array over the pull body; `take` then copies out bodies and properties.
         bounds = np.empty(4 * len(starts) + 1, np.int64)
@@ -376,22 +441,22 @@ class RecordBatchBuilder:
                 offset_ids = _hex_ids(np.hstack([_gather(buf, store_host[keep], 8), phy]))
             return pc.coalesce(ids, offset_ids)
 
-        def timestamp(pos: IntArray) -> pa.Array:
-            return pa.array(_int(buf, pos, ">i8") * 1000).cast(_TS)
+        def timestamp(rel: Rel) -> pa.Array:
+            return pa.array(rec.ints(rel, ">i8")[keep] * 1000).cast(_TS)
 
         makers: dict[str, Any] = {
             "topic": topic,
             "brokerName": lambda: pa.repeat(pa.scalar(self.broker_name, pa.string()), n),
-            "queueId": lambda: pa.array(_int(buf, starts_kept + L.POS_QUEUE_ID, ">i4").astype(np.int32)),
+            "queueId": lambda: pa.array(rec.ints(L.POS_QUEUE_ID, ">i4")[keep].astype(np.int32)),
             "queueOffset": lambda: pa.array(queue_offset[keep]),
             "msgId": msg_id,
             "keys": lambda: props.lookup("KEYS") if props is not None else None,
             "tags": lambda: tags,
             "body": body,
-            "bornTimestamp": lambda: timestamp(starts_kept + L.POS_BORN_TIMESTAMP),
-            "storeTimestamp": lambda: timestamp(after_born[keep] + L.AFTER_BORN_STORE_TIMESTAMP),
+            "bornTimestamp": lambda: timestamp(L.POS_BORN_TIMESTAMP),
+            "storeTimestamp": lambda: timestamp(born_rel + L.AFTER_BORN_STORE_TIMESTAMP),
             "reconsumeTimes": lambda: pa.array(
-                _int(buf, after_store[keep] + L.AFTER_STORE_RECONSUME_TIMES, ">i4").astype(np.int32)
+                rec.ints(after_store_rel + L.AFTER_STORE_RECONSUME_TIMES, ">i4")[keep].astype(np.int32)
             ),
             "properties": lambda: props.to_map() if props is not None else None,
         }
