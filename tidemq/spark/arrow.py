@@ -36,10 +36,13 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tidemq.errors import ProtocolError
 from tidemq.protocol import record_layout as L
+
+# pyarrow.compute is imported where it is used: its import builds a wrapper for every compute
+# function (about 0.15 s), which every Python process Spark starts for the driver side of a query
+# would pay (the streaming source runner is a new process per query) without decoding anything.
 
 SOURCE_SCHEMA_DDL: Final = (
     "topic string, brokerName string, queueId int, queueOffset bigint, msgId string, keys string, "
@@ -231,6 +234,8 @@ class Properties:
     """
 
     def __init__(self, raw: pa.Array) -> None:
+        import pyarrow.compute as pc
+
         text = raw.cast(pa.string())  # validates UTF-8 (a separator never splits a character)
         if text.null_count:
             text = pc.fill_null(text, "")
@@ -271,6 +276,8 @@ class Properties:
 
     def lookup(self, key: str) -> pa.Array:
         """The first value of ``key`` per record (null where absent), a string array."""
+        import pyarrow.compute as pc
+
         hits = np.flatnonzero(pc.equal(self.keys, key).to_numpy(zero_copy_only=False))
         index = np.zeros(self.rows, np.int64)
         found = np.zeros(self.rows, bool)
@@ -359,6 +366,8 @@ class RecordBatchBuilder:
         return kept, next_offset
 
     def _decode(self, rec: _Records, end_offset: int) -> tuple[pa.RecordBatch | None, int, int]:
+        import pyarrow.compute as pc
+
         buf, raw, starts = rec.buf, rec.raw, rec.starts
         size = len(buf)
         names = self._names
