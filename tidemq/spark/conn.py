@@ -101,7 +101,7 @@ class ReadSettings:
     group: str
     sub_expression: str = SUB_ALL
     fail_on_data_loss: bool = True
-    pull_batch_size: int = 4096
+    pull_batch_size: int = 8192
     pull_timeout: float = 10.0
     include_properties: bool = True
     columns: tuple[str, ...] | None = None
