@@ -16,7 +16,11 @@ warm-up query each, the batch queries interleaved, medians of ``--reps`` runs:
   the full explicit schema, same groupBy;
 * ``available_now`` / ``available_now_projected``: one ``readStream`` each with
   ``Trigger.AvailableNow`` into the ``noop`` sink, from query start to termination, all columns /
-  the two columns.
+  the two columns;
+* ``available_now_empty_wall_s``: the same stream with nothing to read (``startingOffsets=latest``):
+  the fixed cost of starting and stopping a stream of a Python data source, most of it Spark starting
+  a new Python process for the source's driver side (PySpark's modules are compiled from
+  ``pyspark.zip`` in it, there is no bytecode cache for them) and the query's checkpoint writes.
 
 ``cpu_seconds_per_query`` splits each query's CPU time (mean of the reps) between the broker process,
 the Spark JVM and Spark's Python workers (descendants of this process; Linux /proc). Ratios are
@@ -212,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
                     cpu[name][k] = cpu[name].get(k, 0.0) + (v - before.get(k, 0.0)) / args.reps
                 assert n == args.count, f"{name} read {n} rows, expected {args.count}"
 
-        def available_now(projected: bool, checkpoint: Path) -> tuple[float, int]:
+        def available_now(projected: bool, checkpoint: Path, start: str = "earliest") -> tuple[float, int]:
             reader = spark.readStream.format("tidemq")
             if projected:
                 reader = reader.schema(PROJECTION)
@@ -220,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
             query = (
                 reader.option("namesrv", namesrv)
                 .option("topic", topic)
-                .option("startingOffsets", "earliest")
+                .option("startingOffsets", start)
                 .load()
                 .writeStream.format("noop")
                 .option("checkpointLocation", str(checkpoint))
@@ -231,11 +235,13 @@ def main(argv: list[str] | None = None) -> None:
             wall = time.perf_counter() - t0
             progress = query.recentProgress
             rows = sum(p["numInputRows"] for p in progress)
-            assert rows == args.count, f"stream read {rows} rows, expected {args.count}"
+            expected = args.count if start == "earliest" else 0
+            assert rows == expected, f"stream read {rows} rows, expected {expected}"
             return wall, sum(1 for p in progress if p["numInputRows"])
 
         stream_s, stream_batches = available_now(False, Path(tmp) / "chk-full")
         stream_p_s, _ = available_now(True, Path(tmp) / "chk-projected")
+        empty_s, _ = available_now(True, Path(tmp) / "chk-empty", start="latest")
         spark.stop()
 
     med = {name: statistics.median(ts) for name, ts in times.items()}
@@ -257,6 +263,7 @@ def main(argv: list[str] | None = None) -> None:
                 **{f"{name}_seconds": [round(t, 3) for t in ts] for name, ts in times.items()},
                 "available_now_wall_s": round(stream_s, 3),
                 "available_now_projected_wall_s": round(stream_p_s, 3),
+                "available_now_empty_wall_s": round(empty_s, 3),
                 "available_now_batches": stream_batches,
                 **{
                     f"{name}_vs_json_lines": round(r / json_rate, 2)

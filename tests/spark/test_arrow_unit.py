@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime as dt
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidemq.protocol.message_codec import (
     MessageSysFlag,
     compress_body,
     create_offset_msg_id,
+    decode_messages,
     encode_stored_message,
 )
 from tidemq.spark.arrow import ARROW_SCHEMA, RecordBatchBuilder, tag_predicate
@@ -122,3 +125,63 @@ def test_projection_refuses_unknown_columns() -> None:
         RecordBatchBuilder("b", columns=["body", "value"])
     with pytest.raises(ValueError, match="properties"):
         RecordBatchBuilder("b", include_properties=False, columns=["properties"])
+
+
+_HOSTS = ["10.0.0.1:5555", "[2001:db8::1]:10911"]
+
+
+@st.composite
+def _records(draw: st.DrawFn) -> list[bytes]:
+    """Pull bodies as a broker sends them: records of one size (the strided path) or of mixed sizes,
+    IPv4 and IPv6 hosts, compressed bodies, with and without UNIQ_KEY / TAGS / KEYS."""
+    count = draw(st.integers(1, 12))
+    same_size = draw(st.booleans())
+    fixed_body = draw(st.binary(min_size=0, max_size=40))
+    out = []
+    for i in range(count):
+        body = fixed_body if same_size else draw(st.binary(min_size=0, max_size=40))
+        props = (
+            {}
+            if same_size
+            else draw(
+                st.dictionaries(
+                    st.sampled_from(["UNIQ_KEY", "TAGS", "KEYS", "a"]),
+                    st.text("xyz09", min_size=1, max_size=5),
+                )
+            )
+        )
+        compressed = not same_size and draw(st.booleans())
+        born, store = (
+            (_HOSTS[0], _HOSTS[0])
+            if same_size
+            else (draw(st.sampled_from(_HOSTS)), draw(st.sampled_from(_HOSTS)))
+        )
+        flag = MessageSysFlag.COMPRESSED_FLAG if compressed else 0
+        out.append(
+            encode_stored_message(
+                topic="Topic", body=compress_body(body) if compressed else body, properties=props,
+                queue_id=2, queue_offset=100 + i, commit_log_offset=5000 + 97 * i, sys_flag=flag,
+                born_timestamp=1_700_000_000_000 + i, born_host=born, store_timestamp=1_700_000_001_000 + i,
+                store_host=store, reconsume_times=i % 3,
+            )
+        )  # fmt: skip
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(_records(), st.integers(100, 115))
+def test_decoded_rows_equal_the_message_codec(records: list[bytes], end: int) -> None:
+    builder = RecordBatchBuilder("broker-a")
+    builder.add_body(b"".join(records), end)
+    batch = builder.flush()
+    expected = [m for r in records for m in decode_messages(r) if m.queue_offset < end]
+    rows = batch.to_pylist() if batch is not None else []
+    assert [
+        (r["queueOffset"], r["body"], r["msgId"], r["tags"], r["keys"], dict(r["properties"]),
+         int(r["storeTimestamp"].timestamp() * 1000), r["reconsumeTimes"], r["queueId"], r["topic"])
+        for r in rows
+    ] == [
+        (m.queue_offset, m.body, m.msg_id, m.properties.get("TAGS"), m.properties.get("KEYS"), m.properties,
+         m.store_timestamp, m.reconsume_times, m.queue_id, m.topic)
+        for m in expected
+    ]  # fmt: skip

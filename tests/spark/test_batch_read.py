@@ -30,7 +30,7 @@ def test_batch_read_earliest_to_latest_is_exact(spark: Any, cluster: Any) -> Non
     create_topic(cluster.namesrv_addr, topic, 4)
     sent = produce(cluster.namesrv_addr, topic, 200)
     df = _load(spark, cluster.namesrv_addr, topic)
-    assert df.rdd.getNumPartitions() == 4
+    assert df.rdd.getNumPartitions() == 1  # 4 small queue ranges (50 each) share one partition
     rows = df.collect()
     assert len(rows) == len(sent)
     got = {(r.queueId, r.queueOffset): r for r in rows}

@@ -1,4 +1,4 @@
-"""Pure parts of the Spark connector: offset JSON, rate limiting, partition splitting."""
+"""Pure parts of the Spark connector: offset JSON, rate limiting, partition splitting and grouping."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from tidemq.spark.offsets import (
     QueueRange,
     dumps_offsets,
     from_offset_json,
+    group_ranges,
     rate_limit,
     split_ranges,
     to_offset_json,
@@ -96,3 +97,20 @@ def test_split_ranges_cover_exactly(sizes: list[int], min_partitions: int) -> No
     nonempty = sum(1 for n in sizes if n)
     if nonempty and min_partitions > nonempty:
         assert len(parts) >= min(min_partitions, sum(sizes)) // 2
+
+
+def test_small_ranges_share_partitions_large_ones_stay_alone() -> None:
+    small = [QueueRange(MQ[i], 0, 6_250) for i in range(8)]  # a 50,000-message trigger over 8 queues
+    assert [len(g) for g in group_ranges(small)] == [4, 4]
+    big = [QueueRange(MQ[i], 0, 250_000) for i in range(4)]
+    assert group_ranges(big) == [[r] for r in big]
+    mixed = [QueueRange(MQ[0], 0, 10), QueueRange(MQ[1], 0, 30_000), QueueRange(MQ[2], 0, 20)]
+    assert group_ranges(mixed) == [[mixed[1]], [mixed[0], mixed[2]]]
+
+
+@given(st.lists(st.integers(1, 60_000), max_size=12), st.integers(1, 50_000))
+def test_grouped_ranges_keep_every_range_exactly_once(sizes: list[int], min_rows: int) -> None:
+    ranges = [QueueRange(MQ[i], 0, n) for i, n in enumerate(sizes)]
+    groups = group_ranges(ranges, min_rows)
+    assert sorted((r for g in groups for r in g), key=lambda r: r.mq) == ranges
+    assert all(sum(r.size for r in g) >= min_rows for g in groups[:-1] if len(g) > 1)

@@ -36,10 +36,13 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tidemq.errors import ProtocolError
 from tidemq.protocol import record_layout as L
+
+# pyarrow.compute is imported where it is used: its import builds a wrapper for every compute
+# function (about 0.15 s), which every Python process Spark starts for the driver side of a query
+# would pay (the streaming source runner is a new process per query) without decoding anything.
 
 SOURCE_SCHEMA_DDL: Final = (
     "topic string, brokerName string, queueId int, queueOffset bigint, msgId string, keys string, "
@@ -149,6 +152,61 @@ def _int(buf: ByteArray, pos: IntArray, dtype: str) -> IntArray:
     return _gather(buf, pos, width).view(dtype).ravel().astype(np.int64)
 
 
+def uniform_stride(buf: bytes | memoryview) -> int | None:
+    """The record size when ``buf`` holds records of one size back to back (the usual pull body of
+    same-sized messages), checked by the TOTALSIZE and MAGICCODE of every record; else None."""
+    n = len(buf)
+    if n < 8:
+        return None
+    size = _TOTAL_SIZE(buf, 0)[0]
+    if size <= 8 or n % size:
+        return None
+    count = n // size
+    totals = np.ndarray((count,), ">i4", buffer=buf, offset=L.POS_TOTAL_SIZE, strides=(size,))
+    magics = np.ndarray((count,), ">i4", buffer=buf, offset=L.POS_MAGIC, strides=(size,))
+    if not (totals == size).all():
+        return None
+    if not ((magics == L.MESSAGE_MAGIC_CODE) | (magics == L.MESSAGE_MAGIC_CODE_V2)).all():
+        return None
+    return int(size)
+
+
+Rel = int | IntArray
+"""A field's position relative to the start of each record: one number when it is the same in
+every record, else one per record."""
+
+
+def _same(rel: IntArray) -> Rel:
+    """``rel`` as one number when all its values are equal (then fields are read by strided views)."""
+    if len(rel) and (rel == rel[0]).all():
+        return int(rel[0])
+    return rel
+
+
+class _Records:
+    """Big-endian integer fields of records laid back to back in a pull body.
+
+    With records of one size (``stride``) a field at the same position in every record is a strided
+    numpy view over the body (no index arrays, no gather); otherwise it is gathered by fancy indexing.
+    """
+
+    def __init__(self, buf: ByteArray, raw: bytes | memoryview, starts: IntArray, stride: int | None) -> None:
+        self.buf = buf
+        self.raw = raw
+        self.starts = starts
+        self.stride = stride
+
+    def ints(self, rel: Rel, dtype: str) -> IntArray:
+        """The field of ``dtype`` (``>i4``, ``>i8``, ``>u2``, ``u1``) at ``start + rel`` of every record,
+        as int64."""
+        width = np.dtype(dtype).itemsize
+        stride = self.stride
+        if isinstance(rel, int) and stride is not None and rel >= 0 and rel + width <= stride:
+            view = np.ndarray((len(self.starts),), dtype, buffer=self.raw, offset=rel, strides=(stride,))
+            return view.astype(np.int64)
+        return _int(self.buf, self.starts + rel, dtype)
+
+
 def _hex_ids(raw: ByteArray) -> pa.Array:
     """Upper-case hex strings of the rows of ``raw`` (``(n, w)`` bytes), as an Arrow string array."""
     n, w = raw.shape
@@ -162,35 +220,55 @@ def _hex_ids(raw: ByteArray) -> pa.Array:
 class Properties:
     """Property strings (``k\x01v\x02k\x01v``) of a batch of records, split column-wise.
 
-    Splits on ``\x02`` and then once on ``\x01`` with Arrow compute; segments without a ``\x01``
-    (empty properties, a C++ client's trailing ``\x02``) are dropped. :meth:`lookup` finds one key
-    per record with numpy, several times faster than ``map_lookup`` on the map array.
+    One numpy pass finds every ``\x02`` and ``\x01`` of all the strings at once; a segment between
+    separators splits at its first ``\x01`` into key and value, and keys and values are cut out of
+    the strings' bytes by one Arrow ``take`` each. Segments without a ``\x01`` (empty properties, a
+    C++ client's trailing ``\x02``) are dropped. :meth:`lookup` finds one key per record with numpy,
+    several times faster than ``map_lookup`` on the map array.
 
     Args:
-        raw: binary or string array, one property string per record.
+        raw: binary or string array, one property string per record (nulls count as empty).
 
     Raises:
         pyarrow.ArrowInvalid: a property string that is not UTF-8.
     """
 
     def __init__(self, raw: pa.Array) -> None:
-        text = raw.cast(pa.string())
-        self.rows = len(text)
-        lists = pc.split_pattern(text, "\x02")
-        flat = pc.list_flatten(lists)
-        counts = np.diff(lists.offsets.to_numpy())
-        if len(flat):
-            pair = pc.match_substring(flat, "\x01")
-            if not pc.all(pair).as_py():
-                keep = pair.to_numpy(zero_copy_only=False)
-                parents = np.repeat(np.arange(self.rows), counts)[keep]
-                counts = np.bincount(parents, minlength=self.rows)
-                flat = flat.filter(pa.array(keep))
-        pairs = pc.split_pattern(flat, "\x01", max_splits=1)
-        self.keys = pc.list_element(pairs, 0)
-        self.values = pc.list_element(pairs, 1)
+        import pyarrow.compute as pc
+
+        text = raw.cast(pa.string())  # validates UTF-8 (a separator never splits a character)
+        if text.null_count:
+            text = pc.fill_null(text, "")
+        self.rows = rows = len(text)
+        _, offsets_buf, data_buf = text.buffers()
+        bounds = np.frombuffer(offsets_buf, np.int32, count=rows + 1, offset=4 * text.offset).astype(np.int64)
+        ends = bounds[1:]
+        data: ByteArray = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+        lo, hi = int(bounds[0]), int(bounds[-1])
+        region = data[lo:hi]
+        seps = np.flatnonzero(region == 2) + lo
+        ones = np.flatnonzero(region == 1) + lo
+        # segments: from a string's start or after a \x02, to a \x02 or the string's end
+        seg_start = np.sort(np.concatenate([bounds[:-1], seps + 1]))
+        seg_end = np.sort(np.concatenate([ends, seps]))
+        first_one = np.searchsorted(ones, seg_start)
+        at = ones[np.minimum(first_one, len(ones) - 1)] if len(ones) else np.zeros(len(seg_start), np.int64)
+        pair = (first_one < len(ones)) & (at < seg_end)
+        seg_start, seg_end, at = seg_start[pair], seg_end[pair], at[pair]
+        parents = np.searchsorted(bounds, seg_start, side="right") - 1
+        m = len(seg_start)
+        # pieces [key | \x01 | value | up to the next key] of one zero-copy array over the bytes
+        cuts = np.empty(4 * m + 1, np.int64)
+        cuts[0:-1:4], cuts[1::4], cuts[2::4], cuts[3::4] = seg_start, at, at + 1, seg_end
+        cuts[-1] = max(hi, int(seg_end[-1])) if m else hi
+        pieces = pa.Array.from_buffers(
+            pa.string(), 4 * m, [None, pa.py_buffer(cuts.astype(np.int32)), data_buf]
+        )
+        self.keys = pieces.take(pa.array(np.arange(0, 4 * m, 4)))
+        self.values = pieces.take(pa.array(np.arange(2, 4 * m, 4)))
+        counts = np.bincount(parents, minlength=rows)
         self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-        self.parents = np.repeat(np.arange(self.rows), counts)
+        self.parents = parents
 
     def to_map(self) -> pa.MapArray:
         """The properties as a ``map<string,string>`` array."""
@@ -198,6 +276,8 @@ class Properties:
 
     def lookup(self, key: str) -> pa.Array:
         """The first value of ``key`` per record (null where absent), a string array."""
+        import pyarrow.compute as pc
+
         hits = np.flatnonzero(pc.equal(self.keys, key).to_numpy(zero_copy_only=False))
         index = np.zeros(self.rows, np.int64)
         found = np.zeros(self.rows, bool)
@@ -271,11 +351,13 @@ class RecordBatchBuilder:
             ProtocolError: a truncated or malformed record, a bad compressed body, properties that
                 are not UTF-8.
         """
-        starts = record_starts(buf)
+        stride = uniform_stride(buf)
+        starts = np.arange(0, len(buf), stride, dtype=np.int64) if stride else record_starts(buf)
         if len(starts) == 0:
             return 0, -1
         try:
-            batch, kept, next_offset = self._decode(np.frombuffer(buf, np.uint8), buf, starts, end_offset)
+            records = _Records(np.frombuffer(buf, np.uint8), buf, starts, stride)
+            batch, kept, next_offset = self._decode(records, end_offset)
         except (IndexError, ValueError, pa.ArrowInvalid) as exc:
             raise ProtocolError(f"malformed message records: {exc}") from None
         if batch is not None and batch.num_rows:
@@ -283,41 +365,51 @@ class RecordBatchBuilder:
             self._rows += batch.num_rows
         return kept, next_offset
 
-    def _decode(
-        self, buf: ByteArray, raw: bytes | memoryview, starts: IntArray, end_offset: int
-    ) -> tuple[pa.RecordBatch | None, int, int]:
+    def _decode(self, rec: _Records, end_offset: int) -> tuple[pa.RecordBatch | None, int, int]:
+        import pyarrow.compute as pc
+
+        buf, raw, starts = rec.buf, rec.raw, rec.starts
         size = len(buf)
         names = self._names
-        total = _int(buf, starts + L.POS_TOTAL_SIZE, ">i4")
-        magic = _int(buf, starts + L.POS_MAGIC, ">i4")
-        if not np.isin(magic, (L.MESSAGE_MAGIC_CODE, L.MESSAGE_MAGIC_CODE_V2)).all():
-            bad = int(starts[~np.isin(magic, (L.MESSAGE_MAGIC_CODE, L.MESSAGE_MAGIC_CODE_V2))][0])
-            raise ProtocolError(f"record at byte {bad}: unknown MAGICCODE")
-        queue_offset = _int(buf, starts + L.POS_QUEUE_OFFSET, ">i8")
+        total = rec.ints(L.POS_TOTAL_SIZE, ">i4")
+        magic = rec.ints(L.POS_MAGIC, ">i4")
+        v2 = magic == L.MESSAGE_MAGIC_CODE_V2
+        known = v2 | (magic == L.MESSAGE_MAGIC_CODE)
+        if not known.all():
+            raise ProtocolError(f"record at byte {int(starts[~known][0])}: unknown MAGICCODE")
+        queue_offset = rec.ints(L.POS_QUEUE_OFFSET, ">i8")
         next_offset = int(queue_offset[-1]) + 1
         keep = np.flatnonzero(queue_offset < end_offset)
         if len(keep) == 0:
             return None, 0, next_offset
-        sys_flag = _int(buf, starts + L.POS_SYS_FLAG, ">i4")
-        born_size = np.where(sys_flag & L.BORNHOST_V6_FLAG, L.HOST_V6_SIZE, L.HOST_V4_SIZE)
-        after_born = starts + L.POS_BORN_HOST + born_size
-        store_host = after_born + L.AFTER_BORN_STORE_HOST
+        sys_flag = rec.ints(L.POS_SYS_FLAG, ">i4")
         store_v6 = (sys_flag & L.STOREHOSTADDRESS_V6_FLAG) != 0
-        after_store = store_host + np.where(store_v6, L.HOST_V6_SIZE, L.HOST_V4_SIZE)
-        body_len = _int(buf, after_store + L.AFTER_STORE_BODY_LENGTH, ">i4")
-        body_pos = after_store + L.AFTER_STORE_BODY
-        body_end = body_pos + body_len
-        ends = starts + total
-        if (body_len < 0).any() or (body_end + 3 > ends).any():
+        born_rel = _same(
+            L.POS_BORN_HOST + np.where(sys_flag & L.BORNHOST_V6_FLAG, L.HOST_V6_SIZE, L.HOST_V4_SIZE)
+        )
+        store_host_rel = born_rel + L.AFTER_BORN_STORE_HOST
+        after_store_rel = _same(store_host_rel + np.where(store_v6, L.HOST_V6_SIZE, L.HOST_V4_SIZE))
+        body_len = rec.ints(after_store_rel + L.AFTER_STORE_BODY_LENGTH, ">i4")
+        body_rel = after_store_rel + L.AFTER_STORE_BODY
+        body_end_rel = _same(body_rel + body_len)
+        if (body_len < 0).any() or (body_end_rel + 3 > total).any():
             raise ProtocolError("a record's BODY length runs past its TOTALSIZE")
-        v2 = magic == L.MESSAGE_MAGIC_CODE_V2
-        topic_len = np.where(v2, _int(buf, body_end, ">u2"), buf[body_end].astype(np.int64))
-        props_pos = body_end + np.where(v2, 2, 1) + topic_len + 2
-        if (props_pos > ends).any():
+        if v2.all():
+            topic_len = rec.ints(body_end_rel, ">u2")
+        elif not v2.any():
+            topic_len = rec.ints(body_end_rel, "u1")
+        else:
+            topic_len = np.where(v2, rec.ints(body_end_rel, ">u2"), rec.ints(body_end_rel, "u1"))
+        props_rel = _same(body_end_rel + np.where(v2, 2, 1) + topic_len + 2)
+        if (props_rel > total).any():
             raise ProtocolError("a record's TOPIC runs past its TOTALSIZE")
-        props_len = _int(buf, props_pos - 2, ">u2")
-        if (props_pos + props_len != ends).any():
+        props_len = rec.ints(props_rel - 2, ">u2")
+        if (props_rel + props_len != total).any():
             raise ProtocolError("a record's fields do not add up to its TOTALSIZE")
+        store_host = starts + store_host_rel
+        body_pos = starts + body_rel
+        body_end = starts + body_end_rel
+        props_pos = starts + props_rel
         # Every record as four pieces [header | body | topic + properties length | properties] of
         # one zero-copy binary array over the pull body; `take` then copies out bodies and properties.
         bounds = np.empty(4 * len(starts) + 1, np.int64)
@@ -376,22 +468,22 @@ class RecordBatchBuilder:
                 offset_ids = _hex_ids(np.hstack([_gather(buf, store_host[keep], 8), phy]))
             return pc.coalesce(ids, offset_ids)
 
-        def timestamp(pos: IntArray) -> pa.Array:
-            return pa.array(_int(buf, pos, ">i8") * 1000).cast(_TS)
+        def timestamp(rel: Rel) -> pa.Array:
+            return pa.array(rec.ints(rel, ">i8")[keep] * 1000).cast(_TS)
 
         makers: dict[str, Any] = {
             "topic": topic,
             "brokerName": lambda: pa.repeat(pa.scalar(self.broker_name, pa.string()), n),
-            "queueId": lambda: pa.array(_int(buf, starts_kept + L.POS_QUEUE_ID, ">i4").astype(np.int32)),
+            "queueId": lambda: pa.array(rec.ints(L.POS_QUEUE_ID, ">i4")[keep].astype(np.int32)),
             "queueOffset": lambda: pa.array(queue_offset[keep]),
             "msgId": msg_id,
             "keys": lambda: props.lookup("KEYS") if props is not None else None,
             "tags": lambda: tags,
             "body": body,
-            "bornTimestamp": lambda: timestamp(starts_kept + L.POS_BORN_TIMESTAMP),
-            "storeTimestamp": lambda: timestamp(after_born[keep] + L.AFTER_BORN_STORE_TIMESTAMP),
+            "bornTimestamp": lambda: timestamp(L.POS_BORN_TIMESTAMP),
+            "storeTimestamp": lambda: timestamp(born_rel + L.AFTER_BORN_STORE_TIMESTAMP),
             "reconsumeTimes": lambda: pa.array(
-                _int(buf, after_store[keep] + L.AFTER_STORE_RECONSUME_TIMES, ">i4").astype(np.int32)
+                rec.ints(after_store_rel + L.AFTER_STORE_RECONSUME_TIMES, ">i4")[keep].astype(np.int32)
             ),
             "properties": lambda: props.to_map() if props is not None else None,
         }

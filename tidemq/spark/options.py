@@ -17,7 +17,7 @@ import orjson
 
 DEFAULT_READER_GROUP: Final = "tidemq-spark-reader"
 """Consumer group named in pull requests when the ``group`` option is unset (it never commits)."""
-DEFAULT_PULL_BATCH: Final = 4096
+DEFAULT_PULL_BATCH: Final = 8192
 DEFAULT_PRODUCER_GROUP: Final = "tidemq-spark-writer"
 
 
@@ -228,7 +228,7 @@ class SourceOptions:
         sub_expression: tag filter, ``*`` or ``a || b``.
         group: consumer group; with ``startingOffsets=group`` the start, and what the offset
             committer writes to.
-        pull_batch_size: messages asked per pull (``pullBatchSize``, default 4096).
+        pull_batch_size: messages asked per pull (``pullBatchSize``, default 8192).
         pull_timeout: seconds per pull request (``pullTimeout``, default 10).
         columns: not an option: the columns of a schema given with ``.schema(...)`` (a subset of
             the source's, see :func:`tidemq.spark.projection`); None = every column.

@@ -9,6 +9,7 @@ pull directly from brokers (:func:`tidemq.spark.conn.read_queue_range`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import time
@@ -41,6 +42,7 @@ from tidemq.spark.offsets import (
     OffsetMap,
     QueueRange,
     from_offset_json,
+    group_ranges,
     queue_key,
     rate_limit,
     split_ranges,
@@ -53,9 +55,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class QueuePartition(InputPartition):  # type: ignore[misc]
-    """One Spark input partition: a queue range plus where to read it (picklable)."""
+    """One Spark input partition: queue ranges, read one after the other, plus how to read them
+    (picklable)."""
 
-    range: QueueRange
+    ranges: tuple[QueueRange, ...]
     settings: ReadSettings
 
 
@@ -245,14 +248,18 @@ class _OffsetResolver:
         )
 
     def plan(self, start: OffsetMap, end: OffsetMap) -> list[QueuePartition]:
-        """Partitions for ``[start, end)`` per queue (split by ``minPartitions``); empty ranges dropped."""
+        """Partitions for ``[start, end)`` per queue; empty ranges dropped. With ``minPartitions``,
+        ranges are split to give at least that many partitions, one range each; without it, small
+        ranges share partitions (:func:`~tidemq.spark.offsets.group_ranges`)."""
         mqs = sorted(mq for mq in end if end[mq] > start.get(mq, end[mq]))
         addrs = self.broker_addrs(mqs) if mqs else {}
         ranges = [
             QueueRange(mq, start.get(mq, end[mq]), end[mq], addrs.get(mq.broker_name, "")) for mq in mqs
         ]
         settings = self.settings()
-        return [QueuePartition(r, settings) for r in split_ranges(ranges, self.opts.min_partitions)]
+        if self.opts.min_partitions:
+            return [QueuePartition((r,), settings) for r in split_ranges(ranges, self.opts.min_partitions)]
+        return [QueuePartition(tuple(g), settings) for g in group_ranges(split_ranges(ranges, None))]
 
     def close(self) -> None:
         if self._admin is not None:
@@ -267,7 +274,8 @@ def _is_system_topic(topic: str) -> bool:
 
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if isinstance(partition, QueuePartition):
-        return read_queue_range(partition.range, partition.settings)
+        settings = partition.settings
+        return itertools.chain.from_iterable(read_queue_range(r, settings) for r in partition.ranges)
     if getattr(partition, "value", None) is None:
         # Spark's stand-in when partitions() planned nothing (empty topic, start == end): no rows.
         return iter(())

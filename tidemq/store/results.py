@@ -165,12 +165,18 @@ class GetMessageStatus(enum.Enum):
 
 @dataclass(slots=True)
 class GetMessageResult:
-    """``GetMessageResult``: the records found (raw §5.1 bytes, one per message) and next offsets.
+    """``GetMessageResult``: the records found (raw §5.1 bytes) and next offsets.
+
+    The records are held as ``chunks``: each chunk is one or more whole records laid back to back
+    (the reader reads a run of records that are contiguous in the commit log with one read and
+    keeps it whole), so a pull body is a join of a few large pieces. ``record_sizes`` has one entry
+    per record, in order; :attr:`message_buffers` splits the chunks into one bytes per record.
 
     Attributes:
         next_begin_offset: queue offset the consumer should pull from next.
         min_offset / max_offset: the queue's min and max (next to be written) logical offsets.
-        message_buffers: stored records, ready to be concatenated into a pull body.
+        chunks: the stored records, in order, in pieces of whole records.
+        record_sizes: the size in bytes of each record.
         message_queue_offsets: queue offset of each returned record.
         buffer_total_size: sum of the record sizes in bytes.
         suggest_pulling_from_slave: the consumer lags by more than the in-memory ratio.
@@ -180,16 +186,37 @@ class GetMessageResult:
     next_begin_offset: int = 0
     min_offset: int = 0
     max_offset: int = 0
-    message_buffers: list[bytes] = field(default_factory=list)
+    chunks: list[bytes] = field(default_factory=list)
+    record_sizes: list[int] = field(default_factory=list)
     message_queue_offsets: list[int] = field(default_factory=list)
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
 
     @property
     def message_count(self) -> int:
-        return len(self.message_buffers)
+        return len(self.record_sizes)
+
+    @property
+    def message_buffers(self) -> list[bytes]:
+        """One bytes per record (a chunk of several records is split: that copies them)."""
+        if len(self.chunks) == len(self.record_sizes):
+            return list(self.chunks)
+        out: list[bytes] = []
+        sizes = iter(self.record_sizes)
+        for chunk in self.chunks:
+            pos, n = 0, len(chunk)
+            while pos < n:
+                size = next(sizes)
+                out.append(chunk[pos : pos + size])
+                pos += size
+        return out
+
+    def body(self) -> bytes:
+        """Every record back to back: the body of a PULL_MESSAGE response (no copy for one chunk)."""
+        return self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
 
     def add_message(self, record: bytes, queue_offset: int) -> None:
-        self.message_buffers.append(record)
+        self.chunks.append(record)
+        self.record_sizes.append(len(record))
         self.message_queue_offsets.append(queue_offset)
         self.buffer_total_size += len(record)

@@ -252,7 +252,7 @@ class PullMessageProcessor:
             self.broker.broker_stats.inc_get(
                 header.consumer_group, header.topic, result.message_count, result.buffer_total_size
             )
-            body = b"".join(result.message_buffers)
+            body = result.body()
             return RemotingCommand.create_response(code, result.status.value, fields, body)
         if (
             code == ResponseCode.PULL_NOT_FOUND
