@@ -123,3 +123,35 @@ def test_commit_sync_sends_only_changed_queues(tmp_path: Path) -> None:
         finally:
             consumer.shutdown()
             producer.shutdown()
+
+
+def test_pull_consumer_tag_filter_and_pulled_fields(tmp_path: Path) -> None:
+    """A tag subscription polls only its tag; polled messages carry the broker name and the
+    queue's MIN_OFFSET / MAX_OFFSET as pulled, and commit stores the offset after the last one."""
+    with ClusterThread(tmp_path) as cluster:
+        addr = cluster.namesrv_addr
+        producer = Producer(namesrv_addr=addr, producer_group="ppg4")
+        producer.start()
+        q = producer.send(Message("PullTag", b"a0", tags="TagA")).message_queue
+        for i in range(1, 8):
+            producer.send(
+                Message("PullTag", f"{'a' if i % 2 == 0 else 'b'}{i}", tags="TagA" if i % 2 == 0 else "TagB"),
+                queue=q,
+            )
+        consumer = PullConsumer(
+            namesrv_addr=addr, consumer_group="pcg4", consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+        )
+        consumer.subscribe("PullTag", "TagA")
+        consumer.start()
+        try:
+            got = poll_until(consumer, 4, 10)
+            mine = [m for m in got if m.queue_id == q.queue_id]
+            assert [m.body for m in mine] == [b"a0", b"a2", b"a4", b"a6"]
+            assert {m.tags for m in got} == {"TagA"}
+            assert {m.broker_name for m in mine} == {q.broker_name}
+            assert {(m.properties["MIN_OFFSET"], m.properties["MAX_OFFSET"]) for m in mine} == {("0", "8")}
+            consumer.commit_sync()
+            assert consumer.committed(q) == 7
+        finally:
+            consumer.shutdown()
+            producer.shutdown()
