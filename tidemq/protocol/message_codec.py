@@ -653,6 +653,20 @@ class _UniqueIdGenerator:
         diff = (now_ms - self._start) & 0xFFFFFFFF
         return (fixed + struct.pack(">IH", diff, counter)).hex().upper()
 
+    def create_many(self, n: int) -> list[str]:
+        """``n`` ids as ``n`` calls of :meth:`create` in the same millisecond would give them
+        (consecutive counters), with the time and the fixed part's hex worked out once."""
+        now_ms = int(time.time() * 1000)
+        with self._lock:
+            fixed = self._fixed_part()
+            if now_ms >= self._next_start:
+                self._set_start_time(now_ms)
+            first = self._counter + 1
+            self._counter = (self._counter + n) & 0xFFFF
+            diff = (now_ms - self._start) & 0xFFFFFFFF
+        prefix = f"{fixed.hex().upper()}{diff:08X}"
+        return [f"{prefix}{c & 0xFFFF:04X}" for c in range(first, first + n)]
+
 
 def _local_ipv4() -> str:
     try:
@@ -672,6 +686,11 @@ def create_unique_id() -> str:
     Mirrors ``MessageClientIDSetter.createUniqID``; thread-safe; only the last 6 bytes vary.
     """
     return _ID_GENERATOR.create()
+
+
+def create_unique_ids(n: int) -> list[str]:
+    """``n`` new client message ids at once (what ``n`` calls of :func:`create_unique_id` give)."""
+    return _ID_GENERATOR.create_many(n)
 
 
 # ------------------------------------------------------------------------------------- batch bodies

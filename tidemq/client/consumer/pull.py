@@ -403,11 +403,9 @@ class AsyncPullConsumer:
             return []
         with self._lock:
             owned = self.rebalancer.process_queue_table
-            return sorted(
-                (mq, off)
-                for mq, off in list(self._store.offset_table.items())
-                if mq in owned and self._committed.get(mq) != off
-            )
+            committed = self._committed
+            changed = [(mq, off) for mq, off in self._store.offset_table.items() if committed.get(mq) != off]
+            return sorted(item for item in changed if item[0] in owned) if changed else []
 
     async def _commit_many(self, changed: list[tuple[MessageQueue, int]]) -> None:
         await asyncio.gather(*(self._commit_one(mq, off) for mq, off in changed))
