@@ -155,3 +155,38 @@ def test_pull_consumer_tag_filter_and_pulled_fields(tmp_path: Path) -> None:
         finally:
             consumer.shutdown()
             producer.shutdown()
+
+
+def test_poll_after_commit_keeps_order_and_seek_drops_the_batch_decoded_meanwhile(tmp_path: Path) -> None:
+    """commit_sync decodes the next batch while the broker answers: polls still return every
+    offset once and in order, the committed offset is exactly after what was polled, and a seek
+    right after a commit discards the batch decoded for the old position."""
+    with ClusterThread(tmp_path) as cluster:
+        addr = cluster.namesrv_addr
+        producer = Producer(namesrv_addr=addr, producer_group="ppg5")
+        producer.start()
+        q = producer.send(Message("PullPre", b"m0")).message_queue
+        producer.send_batch([Message("PullPre", f"m{i}") for i in range(1, 60)], queue=q)
+        consumer = PullConsumer(
+            namesrv_addr=addr,
+            consumer_group="pcg5",
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            auto_commit=False,
+            pull_batch_size=8,
+        )
+        consumer.assign([q])
+        consumer.start()
+        try:
+            got: list[int] = []
+            deadline = time.monotonic() + 10
+            while len(got) < 40 and time.monotonic() < deadline:
+                got += [m.queue_offset for m in consumer.poll(0.2)]
+                consumer.commit_sync()
+                assert consumer.committed(q) == (got[-1] + 1 if got else -1)
+            assert got == list(range(len(got))) and len(got) >= 40
+            consumer.seek(q, 3)
+            again = poll_until(consumer, 5, 10)
+            assert [m.queue_offset for m in again][:5] == [3, 4, 5, 6, 7]
+        finally:
+            consumer.shutdown()
+            producer.shutdown()

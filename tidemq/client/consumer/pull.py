@@ -98,6 +98,12 @@ class AsyncPullConsumer:
         self._last_commit = time.monotonic()
         self._tasks_bg: set[asyncio.Task[None]] = set()
         self._running = False
+        self._take_lock = threading.Lock()
+        """Serialises the blocking pollers' take + decode + bookkeeping (RocketMQ's ``poll`` is
+        synchronized): a queue's batches are counted as consumed in the order they were pulled."""
+        self._predecoded: tuple[PulledBatch, list[MessageExt] | None] | None = None
+        """The cache's next batch, taken and decoded by :meth:`commit_blocking` while it waited for
+        the broker (under :attr:`_take_lock`); the next blocking poll returns it."""
         self._lock = threading.Lock()
         """Guards the ProcessQueues, the offset table and ``_committed`` between the loop (pulls,
         rebalance) and the thread of a blocking :meth:`poll_blocking` / :meth:`commit_blocking`.
@@ -331,11 +337,18 @@ class AsyncPullConsumer:
         timeout = self.config.poll_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while True:
-            item = self.cache.take_blocking(deadline - time.monotonic())
-            if item is None:
-                self._auto_commit_soon()
-                return []
-            msgs = self._consumed(item)
+            with self._take_lock:
+                pre, self._predecoded = self._predecoded, None
+                item: PulledBatch | None
+                decoded: list[MessageExt] | None
+                if pre is not None:
+                    item, decoded = pre
+                else:
+                    item, decoded = self.cache.take_blocking(deadline - time.monotonic()), None
+                if item is None:
+                    self._auto_commit_soon()
+                    return []
+                msgs = self._consumed(item, decoded)
             if msgs:
                 self._auto_commit_soon()
                 return msgs
@@ -361,14 +374,34 @@ class AsyncPullConsumer:
             self._tasks_bg.add(task)
             task.add_done_callback(self._tasks_bg.discard)
 
-    def _consumed(self, item: PulledBatch) -> list[MessageExt]:
-        """Decode a taken batch (tag filter, broker name, MIN/MAX_OFFSET) and count its messages as
-        consumed: the queue's offset moves past them. [] when its queue was dropped meanwhile or
-        the tag filter kept nothing."""
+    def _predecode(self) -> None:
+        """While a blocking commit waits for the broker: take the cache's next batch and decode it
+        for the next :meth:`poll_blocking` (not counted as consumed until that poll returns it).
+        Skipped when a poller is busy or a batch is already waiting; never raises (a batch that
+        does not decode is left for the poll to decode again and report)."""
+        if self._predecoded is not None or not self._take_lock.acquire(blocking=False):
+            return
+        try:
+            if self._predecoded is None and (item := self.cache.take_nowait()) is not None:
+                mq, pq, result, sub, _ = item
+                msgs = None
+                if not pq.dropped:
+                    try:
+                        msgs = process_pull_result(mq, result, sub).msg_found_list
+                    except Exception:  # ProtocolError...: poll() decodes it again and raises
+                        msgs = None
+                self._predecoded = (item, msgs)
+        finally:
+            self._take_lock.release()
+
+    def _consumed(self, item: PulledBatch, decoded: list[MessageExt] | None = None) -> list[MessageExt]:
+        """Decode a taken batch (tag filter, broker name, MIN/MAX_OFFSET; unless ``decoded``
+        already) and count its messages as consumed: the queue's offset moves past them. [] when
+        its queue was dropped meanwhile or the tag filter kept nothing."""
         mq, pq, result, sub, count = item
         if pq.dropped:
             return []
-        msgs = process_pull_result(mq, result, sub).msg_found_list
+        msgs = decoded if decoded is not None else process_pull_result(mq, result, sub).msg_found_list
         with self._lock:
             pq.msg_count -= count
             if pq.dropped or not msgs:
@@ -420,8 +453,10 @@ class AsyncPullConsumer:
         """:meth:`commit_sync` on the calling thread (not the loop's): the changed offsets go over
         ``pool``'s blocking connection to each broker, one write per broker (the requests are
         pipelined). Failures are logged and leave the queue to the next commit, as
-        :meth:`commit_sync`. Returns what must still go through the loop (a broker whose address
-        is not known yet, or whose connection another thread is using)."""
+        :meth:`commit_sync`. While the broker answers, the next cached batch is decoded for the
+        next poll (:meth:`_predecode`); the call still returns only after the broker's answers.
+        Returns what must still go through the loop (a broker whose address is not known yet, or
+        whose connection another thread is using)."""
         self._last_commit = time.monotonic()
         changed = self._changed_offsets()
         if not changed:
@@ -445,7 +480,7 @@ class AsyncPullConsumer:
                 requests = [
                     api.build_update_consumer_offset_request(self.group_name, mq, off) for mq, off in items
                 ]
-                responses = conn.invoke_many(requests, self.config.mq_client_api_timeout)
+                responses = conn.invoke_many(requests, self.config.mq_client_api_timeout, self._predecode)
             except (RemotingError, ClientError) as exc:
                 for mq, off in items:
                     log.warning("persisting offset %d of %s for %s failed: %s", off, mq, self.group_name, exc)
