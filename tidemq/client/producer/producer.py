@@ -49,6 +49,7 @@ from tidemq.protocol.message_codec import (
     MessageSysFlag,
     compress_body,
     create_unique_id,
+    create_unique_ids,
 )
 from tidemq.protocol.topic import is_retry_topic, validate_topic
 
@@ -514,6 +515,9 @@ class AsyncProducer:
         append = parts.append
         uniqs: list[str] = []
         head = _BATCH_ITEM_HEAD.pack
+        u16 = _U16.pack
+        missing = sum(1 for m in batch if not m.properties.get(_UNIQ_KEY))
+        new_ids = iter(create_unique_ids(missing))  # the ids one create_unique_id() each would give
         for m in batch:
             if m.topic != topic:
                 validate_topic(m.topic)
@@ -531,15 +535,15 @@ class AsyncProducer:
                 raise ClientError("retry-topic messages cannot be sent in a batch")
             uniq = props.get(_UNIQ_KEY)
             if not uniq:
-                uniq = props[_UNIQ_KEY] = create_unique_id()
+                uniq = props[_UNIQ_KEY] = next(new_ids)
             uniqs.append(uniq)
-            raw = properties_to_string(props).encode()
+            # properties_to_string(props), inlined
+            raw = "\x02".join([f"{k}\x01{v}" for k, v in props.items()]).encode()
             if len(raw) > MAX_PROPERTIES_BYTES:
                 raise ProtocolError(f"properties are {len(raw)} bytes, more than {MAX_PROPERTIES_BYTES}")
             append(head(22 + size + len(raw), 0, 0, m.flag, size))
             append(body)
-            append(_U16.pack(len(raw)))
-            append(raw)
+            append(u16(len(raw)) + raw)
         body = b"".join(parts)
         if len(body) > max_size:
             raise ClientError(
