@@ -18,8 +18,9 @@ Shapes (1 KiB bodies unless ``--body``):
   field: the message's ``born_timestamp`` is whole milliseconds (the wire format), and measuring
   from it would add up to 1 ms (0.5 ms on average) to every figure.
 
-Each throughput shape also prints ``*_client_cpu_us_per_msg``: CPU (user + system) of this client
-process per message -- steadier than wall-clock rates on a shared machine.
+Each throughput shape also prints ``*_client_cpu_us_per_msg`` and ``*_broker_cpu_us_per_msg``: CPU
+(user + system) per message of this client process and of the ``tidemq serve`` process -- steadier
+than wall-clock rates on a shared machine.
 
 With ``redis-server`` on PATH and redis-py installed, the same shapes run against Redis Streams
 (``XADD`` / pipelined ``XADD`` x32 / ``XREADGROUP COUNT 32`` + ``XACK`` / paced ``XADD``; AOF
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import resource
 import shutil
 import socket
@@ -218,18 +220,38 @@ def _cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _process_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``); 0.0 when unknown or unreadable."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class _Cpu:
-    """Client-process CPU seconds (user + system) spent inside a ``with`` block."""
+    """CPU seconds (user + system) spent inside a ``with`` block by this client process and, given its
+    pid, by the broker process."""
+
+    def __init__(self, broker_pid: int | None = None) -> None:
+        self.broker_pid = broker_pid
 
     def __enter__(self) -> _Cpu:
         self.start = _cpu_s()
+        self.broker_start = _process_cpu_s(self.broker_pid)
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.seconds = _cpu_s() - self.start
+        self.broker_seconds = _process_cpu_s(self.broker_pid) - self.broker_start
 
     def per_msg_us(self, n: int) -> float:
         return round(self.seconds / max(n, 1) * 1e6, 1)
+
+    def broker_per_msg_us(self, n: int) -> float:
+        return round(self.broker_seconds / max(n, 1) * 1e6, 1)
 
 
 # -- Redis Streams, the same shapes -----------------------------------------------------------------
@@ -378,23 +400,27 @@ def run(args: argparse.Namespace, flush: str = "async", single: int | None = Non
         n = args.messages
         single = n // 4 if single is None else single
         if "send_single" in shapes:
-            with _Cpu() as cpu:
+            with _Cpu(proc.pid) as cpu:
                 out["send_single_msgs_per_s"] = round(bench_send_single(ns, "BenchS", single, body), 1)
             out["send_single_client_cpu_us_per_msg"] = cpu.per_msg_us(single)
+            out["send_single_broker_cpu_us_per_msg"] = cpu.broker_per_msg_us(single)
         if {"send_batch32", "push_batch32", "lite_pull"} & set(shapes):
-            with _Cpu() as cpu:
+            with _Cpu(proc.pid) as cpu:
                 rate = bench_send_batch(ns, "BenchB", n, body)
             if "send_batch32" in shapes:
                 out["send_batch32_msgs_per_s"] = round(rate, 1)
                 out["send_batch32_client_cpu_us_per_msg"] = cpu.per_msg_us(n)
+                out["send_batch32_broker_cpu_us_per_msg"] = cpu.broker_per_msg_us(n)
         if "push_batch32" in shapes:
-            with _Cpu() as cpu:
+            with _Cpu(proc.pid) as cpu:
                 out["push_batch32_msgs_per_s"] = round(bench_push(ns, "BenchB", n), 1)
             out["push_batch32_client_cpu_us_per_msg"] = cpu.per_msg_us(n)
+            out["push_batch32_broker_cpu_us_per_msg"] = cpu.broker_per_msg_us(n)
         if "lite_pull" in shapes:
-            with _Cpu() as cpu:
+            with _Cpu(proc.pid) as cpu:
                 out["lite_pull_msgs_per_s"] = round(bench_lite_pull(ns, "BenchB", n), 1)
             out["lite_pull_client_cpu_us_per_msg"] = cpu.per_msg_us(n)
+            out["lite_pull_broker_cpu_us_per_msg"] = cpu.broker_per_msg_us(n)
         if "latency" in shapes:
             out["latency"] = bench_latency(ns, "BenchL", args.latency_messages, args.rate, body)
     return out

@@ -123,3 +123,70 @@ def test_commit_sync_sends_only_changed_queues(tmp_path: Path) -> None:
         finally:
             consumer.shutdown()
             producer.shutdown()
+
+
+def test_pull_consumer_tag_filter_and_pulled_fields(tmp_path: Path) -> None:
+    """A tag subscription polls only its tag; polled messages carry the broker name and the
+    queue's MIN_OFFSET / MAX_OFFSET as pulled, and commit stores the offset after the last one."""
+    with ClusterThread(tmp_path) as cluster:
+        addr = cluster.namesrv_addr
+        producer = Producer(namesrv_addr=addr, producer_group="ppg4")
+        producer.start()
+        q = producer.send(Message("PullTag", b"a0", tags="TagA")).message_queue
+        for i in range(1, 8):
+            producer.send(
+                Message("PullTag", f"{'a' if i % 2 == 0 else 'b'}{i}", tags="TagA" if i % 2 == 0 else "TagB"),
+                queue=q,
+            )
+        consumer = PullConsumer(
+            namesrv_addr=addr, consumer_group="pcg4", consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+        )
+        consumer.subscribe("PullTag", "TagA")
+        consumer.start()
+        try:
+            got = poll_until(consumer, 4, 10)
+            mine = [m for m in got if m.queue_id == q.queue_id]
+            assert [m.body for m in mine] == [b"a0", b"a2", b"a4", b"a6"]
+            assert {m.tags for m in got} == {"TagA"}
+            assert {m.broker_name for m in mine} == {q.broker_name}
+            assert {(m.properties["MIN_OFFSET"], m.properties["MAX_OFFSET"]) for m in mine} == {("0", "8")}
+            consumer.commit_sync()
+            assert consumer.committed(q) == 7
+        finally:
+            consumer.shutdown()
+            producer.shutdown()
+
+
+def test_poll_after_commit_keeps_order_and_seek_drops_the_batch_decoded_meanwhile(tmp_path: Path) -> None:
+    """commit_sync decodes the next batch while the broker answers: polls still return every
+    offset once and in order, the committed offset is exactly after what was polled, and a seek
+    right after a commit discards the batch decoded for the old position."""
+    with ClusterThread(tmp_path) as cluster:
+        addr = cluster.namesrv_addr
+        producer = Producer(namesrv_addr=addr, producer_group="ppg5")
+        producer.start()
+        q = producer.send(Message("PullPre", b"m0")).message_queue
+        producer.send_batch([Message("PullPre", f"m{i}") for i in range(1, 60)], queue=q)
+        consumer = PullConsumer(
+            namesrv_addr=addr,
+            consumer_group="pcg5",
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            auto_commit=False,
+            pull_batch_size=8,
+        )
+        consumer.assign([q])
+        consumer.start()
+        try:
+            got: list[int] = []
+            deadline = time.monotonic() + 10
+            while len(got) < 40 and time.monotonic() < deadline:
+                got += [m.queue_offset for m in consumer.poll(0.2)]
+                consumer.commit_sync()
+                assert consumer.committed(q) == (got[-1] + 1 if got else -1)
+            assert got == list(range(len(got))) and len(got) >= 40
+            consumer.seek(q, 3)
+            again = poll_until(consumer, 5, 10)
+            assert [m.queue_offset for m in again][:5] == [3, 4, 5, 6, 7]
+        finally:
+            consumer.shutdown()
+            producer.shutdown()

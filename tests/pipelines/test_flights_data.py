@@ -59,6 +59,30 @@ def test_flight_messages_carry_json_tag_and_key(data) -> None:  # type: ignore[n
     assert list(flight_messages(data.flights, 10, 12))[1].id == 11
 
 
+def test_flight_bodies_are_orjson_of_the_row(data) -> None:  # type: ignore[no-untyped-def]
+    """The column-wise bodies, keys and fields are exactly what one dict per row and
+    ``orjson.dumps`` give: every flight, and a table with nulls and strings that need escaping."""
+    import pyarrow as pa
+
+    from tidemq.pipelines.flights_data import _batch_messages
+
+    def rowwise(table: pa.Table) -> list[object]:
+        return [m for b in table.to_batches(max_chunksize=16384) for m in _batch_messages(b)]
+
+    assert list(flight_messages(data.flights)) == rowwise(data.flights)
+    odd = pa.table(
+        {
+            "id": pa.array([0, 1, 2], pa.int64()),
+            "carrier": pa.array(['U"A', None, "é\\n\n"], pa.string()),
+            "flight": pa.array([None, -7, 2**40], pa.int64()),
+            "origin": pa.array(["EWR", "", None], pa.string()),
+            "dep_delay": pa.array([None, 0, -3], pa.int32()),
+            "note": pa.array(["a,b", "\u2028", "}{"], pa.string()),
+        }
+    )
+    assert list(flight_messages(odd)) == rowwise(odd)
+
+
 def test_alert_rule() -> None:
     """An alert is a departure more than 180 minutes late; cancelled flights are not alerts."""
     assert is_alert({"dep_delay": 181})

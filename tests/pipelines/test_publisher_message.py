@@ -20,3 +20,26 @@ def test_flight_message_equals_the_general_constructor() -> None:
         assert type(fast) is Message
         assert _slots(fast) == _slots(slow)
         assert list(fast.properties) == list(slow.properties)  # same order on the wire
+
+
+def test_encoded_flights_are_what_send_batch_sends() -> None:
+    """encode_flights gives the bytes and ids prepare_batch gives for the same flights' messages
+    carrying the same UNIQ_KEYs (the SEND_BATCH_MESSAGE body is unchanged on the wire)."""
+    from tidemq.client.producer.producer import AsyncProducer
+    from tidemq.pipelines.publisher import encode_flights
+    from tidemq.protocol.message import MessageConst
+
+    fms = [
+        FlightMessage(id=i, carrier="UA", tag=tag, key=key, body=f'{{"id":{i}}}'.encode(), dep_delay=None)
+        for i, (tag, key) in enumerate(
+            (("EWR", "UA1545"), ("", "AA1"), ("JFK", ""), ("", ""), ("LGA", "B6 9"))
+        )
+    ]
+    enc = encode_flights(fms)
+    assert len(enc) == len(fms) == len(set(enc.uniq_ids))
+    msgs = [flight_message("flights", fm) for fm in fms]
+    for m, uid in zip(msgs, enc.uniq_ids, strict=True):
+        m.properties[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uid
+    _, body, uniq = AsyncProducer(producer_group="pg").prepare_batch(msgs)
+    assert b"".join(enc.records) == body
+    assert ",".join(enc.uniq_ids) == uniq

@@ -28,6 +28,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 
 import orjson
 
@@ -151,12 +152,17 @@ class DirectConnection:
             except OSError:
                 pass
 
-    def invoke_many(self, requests: list[RemotingCommand], timeout: float) -> list[RemotingCommand]:
+    def invoke_many(
+        self,
+        requests: list[RemotingCommand],
+        timeout: float,
+        while_waiting: Callable[[], object] | None = None,
+    ) -> list[RemotingCommand]:
         """Send ``requests`` in one write and block until every response arrived; the responses in
         the order of ``requests``. Same contract and errors as :meth:`invoke` (``timeout`` covers
         all of them; must be called with :attr:`lock` held)."""
         if len(requests) == 1:
-            return [self.invoke(requests[0], timeout)]
+            return [self.invoke(requests[0], timeout, while_waiting)]
         deadline = time.monotonic() + timeout
         frames = b"".join(encode_command(r, self.max_frame_size) for r in requests)
         sock = self._sock if self._sock is not None else self._connect(timeout)
@@ -166,6 +172,8 @@ class DirectConnection:
         try:
             self._set_timeout(sock, deadline - time.monotonic())
             sock.sendall(frames)
+            if while_waiting is not None:
+                while_waiting()
             while waiting:
                 while ready and waiting:
                     cmd = ready.pop(0)
@@ -214,7 +222,12 @@ class DirectConnection:
             return error
         return exc
 
-    def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
+    def invoke(
+        self,
+        request: RemotingCommand,
+        timeout: float,
+        while_waiting: Callable[[], object] | None = None,
+    ) -> RemotingCommand:
         """Send ``request`` and block until its response (matched by ``opaque``) arrives.
 
         Must be called with :attr:`lock` held. Frames that are not this request's response (a late
@@ -223,6 +236,8 @@ class DirectConnection:
         Args:
             request: the request command.
             timeout: seconds for connecting (if needed), writing and waiting, together.
+            while_waiting: called once between the write and the first read: work for the round
+                trip's idle time (its time counts against ``timeout``; it must not raise).
 
         Raises:
             RemotingConnectError: cannot connect.
@@ -238,6 +253,8 @@ class DirectConnection:
         try:
             self._set_timeout(sock, deadline - time.monotonic())
             sock.sendall(frame)  # EAGAIN (BlockingIOError) after SO_SNDTIMEO: a timeout
+            if while_waiting is not None:
+                while_waiting()
             while True:
                 while ready:
                     cmd = ready.pop(0)

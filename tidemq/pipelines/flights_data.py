@@ -20,7 +20,7 @@ import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import pyarrow as pa
@@ -145,8 +145,7 @@ def load_flights_data(limit: int | None = None, directory: Path | None = None) -
     return FlightsData(flights=flights, airlines=airlines, weather=weather)
 
 
-@dataclass(frozen=True, slots=True)
-class FlightMessage:
+class FlightMessage(NamedTuple):
     """One flight ready to publish.
 
     Attributes:
@@ -167,23 +166,79 @@ class FlightMessage:
 
 
 def flight_messages(flights: pa.Table, start: int = 0, stop: int | None = None) -> Iterator[FlightMessage]:
-    """Yield rows ``start:stop`` of ``flights`` (see :class:`FlightsData`) as :class:`FlightMessage`."""
+    """Yield rows ``start:stop`` of ``flights`` (see :class:`FlightsData`) as :class:`FlightMessage`.
+
+    A body is ``orjson.dumps`` of the row as a dict (column order). For integer and string
+    columns (the flights table) the bodies are built column-wise by Arrow instead (each value's
+    JSON text by Arrow's integer formatting or ``orjson`` per distinct string, joined per row):
+    the same bytes (tests compare them) at a fraction of the per-row Python work.
+    """
     part = flights.slice(start, None if stop is None else max(0, stop - start))
     names = part.schema.names
-    dumps = orjson.dumps
+    fast = all(pa.types.is_integer(t) or pa.types.is_string(t) for t in part.schema.types) and {
+        "id",
+        "carrier",
+        "origin",
+        "flight",
+        "dep_delay",
+    } <= set(names)
     for batch in part.to_batches(max_chunksize=16384):
-        columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
-        for values in zip(*columns, strict=True):
-            row = dict(zip(names, values, strict=True))
-            carrier = row["carrier"]
-            yield FlightMessage(
-                id=row["id"],
-                carrier=carrier,
-                tag=row["origin"],
-                key=f"{carrier}{row['flight']}",
-                body=dumps(row),
-                dep_delay=row["dep_delay"],
-            )
+        if fast:
+            yield from _batch_messages_columnar(batch)
+        else:
+            yield from _batch_messages(batch)
+
+
+def _batch_messages(batch: pa.RecordBatch) -> Iterator[FlightMessage]:
+    """The general way: one dict per row, ``orjson.dumps`` of it."""
+    names = batch.schema.names
+    dumps = orjson.dumps
+    columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+    for values in zip(*columns, strict=True):
+        row = dict(zip(names, values, strict=True))
+        carrier = row["carrier"]
+        yield FlightMessage(
+            row["id"], carrier, row["origin"], f"{carrier}{row['flight']}", dumps(row), row["dep_delay"]
+        )
+
+
+def _json_texts(column: pa.Array) -> pa.Array:
+    """Each value's JSON text (``orjson.dumps(value)``) as a string array: integers in decimal,
+    strings through ``orjson`` once per distinct value, nulls as ``null``."""
+    if pa.types.is_integer(column.type):
+        texts = pc.cast(column, pa.string())
+    else:
+        encoded = pc.dictionary_encode(column)
+        distinct = pa.array([orjson.dumps(v).decode() for v in encoded.dictionary.to_pylist()], pa.string())
+        texts = pc.take(distinct, encoded.indices)
+    return pc.fill_null(texts, "null")
+
+
+def _batch_messages_columnar(batch: pa.RecordBatch) -> Iterator[FlightMessage]:
+    """:func:`_batch_messages` for integer and string columns, bodies joined column-wise."""
+    names = batch.schema.names
+    parts: list[Any] = []
+    for i, name in enumerate(names):
+        parts.append(("{" if i == 0 else ",") + orjson.dumps(name).decode() + ":")
+        parts.append(_json_texts(batch.column(i)))
+    parts.append("}")
+    bodies = pc.cast(pc.binary_join_element_wise(*parts, ""), pa.binary()).to_pylist()
+    col = batch.column
+    carrier = col(names.index("carrier"))
+    keys = pc.binary_join_element_wise(
+        pc.fill_null(carrier, "None"),
+        pc.fill_null(pc.cast(col(names.index("flight")), pa.string()), "None"),
+        "",
+    )
+    yield from map(
+        FlightMessage,
+        col(names.index("id")).to_pylist(),
+        carrier.to_pylist(),
+        col(names.index("origin")).to_pylist(),
+        keys.to_pylist(),
+        bodies,
+        col(names.index("dep_delay")).to_pylist(),
+    )
 
 
 def is_alert(flight: dict[str, Any]) -> bool:

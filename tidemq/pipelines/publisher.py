@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from tidemq.admin.client import AsyncAdminClient
-from tidemq.client.producer.producer import AsyncProducer
+from tidemq.client.producer.producer import AsyncProducer, batch_record
 from tidemq.client.producer.selector import SelectMessageQueueByHash
 from tidemq.errors import ClientError, TideMQError
 from tidemq.pipelines.flights_data import FlightMessage, flight_messages
 from tidemq.protocol.message import Message, MessageConst, MessageQueue
+from tidemq.protocol.message_codec import create_unique_ids
 
 __all__ = ["FlightsPublisher", "PublishReport"]
 
@@ -45,6 +46,7 @@ _YIELD_EVERY = 256
 _new_message = Message.__new__
 _TAGS = MessageConst.PROPERTY_TAGS
 _KEYS = MessageConst.PROPERTY_KEYS
+_UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
 def flight_message(topic: str, fm: FlightMessage) -> Message:
@@ -61,6 +63,39 @@ def flight_message(topic: str, fm: FlightMessage) -> Message:
     msg.flag = 0
     msg.properties = props
     return msg
+
+
+def flight_properties(fm: FlightMessage, uniq_id: str) -> str:
+    """The properties text of :func:`flight_message` once the producer gave it ``uniq_id``
+    (``properties_to_string`` of ``{TAGS, KEYS, UNIQ_KEY}``, empty tag or key left out)."""
+    if fm.tag and fm.key:
+        return f"{_TAGS}\x01{fm.tag}\x02{_KEYS}\x01{fm.key}\x02{_UNIQ_KEY}\x01{uniq_id}"
+    props = [f"{_TAGS}\x01{fm.tag}"] if fm.tag else []
+    if fm.key:
+        props.append(f"{_KEYS}\x01{fm.key}")
+    props.append(f"{_UNIQ_KEY}\x01{uniq_id}")
+    return "\x02".join(props)
+
+
+@dataclass(slots=True)
+class EncodedBatch:
+    """Flights of one queue encoded once for SEND_BATCH_MESSAGE (what ``send_batch`` of their
+    :func:`flight_message` would send), so a retry resends the same bytes and ids."""
+
+    records: list[bytes]
+    uniq_ids: list[str]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+def encode_flights(fms: list[FlightMessage]) -> EncodedBatch:
+    """Encode ``fms`` (each with a new ``UNIQ_KEY``) as :func:`batch_record` s."""
+    ids = create_unique_ids(len(fms))
+    props = flight_properties
+    return EncodedBatch(
+        [batch_record(fm.body, props(fm, uid)) for fm, uid in zip(fms, ids, strict=True)], ids
+    )
 
 
 def _report_progress(progress: ProgressCallback | None, n: int) -> None:
@@ -164,7 +199,7 @@ class FlightsPublisher:
         stored = [stored_by_mq[mq] for mq in mqs]
         seen = [0] * len(mqs)
         report = PublishReport(total=flights.num_rows)
-        pending: list[list[Message]] = [[] for _ in mqs]
+        pending: list[list[FlightMessage]] = [[] for _ in mqs]
         queue_of: dict[str, int] = {}  # carrier -> queue index (the hash selector is a function of it)
         in_chunk = 0
         inflight: asyncio.Task[None] | None = None
@@ -172,20 +207,19 @@ class FlightsPublisher:
         topic = self.topic
         try:
             for fm in flight_messages(flights):
-                msg = flight_message(topic, fm)
                 qi = queue_of.get(fm.carrier)
                 if qi is None:
-                    qi = queue_of[fm.carrier] = mqs.index(self._select(mqs, fm, msg))
+                    qi = queue_of[fm.carrier] = mqs.index(self._select(mqs, fm, flight_message(topic, fm)))
                 seen[qi] += 1
                 in_chunk += 1
                 if seen[qi] <= stored[qi]:
                     report.already_stored += 1
                 else:
-                    pending[qi].append(msg)
+                    pending[qi].append(fm)
                 if in_chunk % _YIELD_EVERY == 0:
                     await asyncio.sleep(0)
                 if in_chunk >= self.batch_size:
-                    jobs = [(mqs[i], msgs) for i, msgs in enumerate(pending) if msgs]
+                    jobs = [(mqs[i], encode_flights(fms)) for i, fms in enumerate(pending) if fms]
                     pending = [[] for _ in mqs]
                     if inflight is not None:
                         await inflight
@@ -196,7 +230,9 @@ class FlightsPublisher:
                 await inflight
                 _report_progress(progress, inflight_count)
                 inflight = None
-            await self._flush([(mqs[i], msgs) for i, msgs in enumerate(pending) if msgs], next_offset, report)
+            await self._flush(
+                [(mqs[i], encode_flights(fms)) for i, fms in enumerate(pending) if fms], next_offset, report
+            )
             _report_progress(progress, in_chunk)
         finally:
             if inflight is not None and not inflight.done():
@@ -215,7 +251,7 @@ class FlightsPublisher:
 
     async def _flush(
         self,
-        jobs: list[tuple[MessageQueue, list[Message]]],
+        jobs: list[tuple[MessageQueue, EncodedBatch]],
         next_offset: dict[MessageQueue, int],
         report: PublishReport,
     ) -> None:
@@ -223,25 +259,29 @@ class FlightsPublisher:
         if not jobs:
             return
         await asyncio.gather(*(self._send_queue_batch(mq, msgs, next_offset) for mq, msgs in jobs))
-        report.sent += sum(len(msgs) for _, msgs in jobs)
+        report.sent += sum(len(batch) for _, batch in jobs)
         if self.fault_after is not None and report.sent >= self.fault_after:
             raise RuntimeError(f"fault injected after {report.sent} flights were sent")
 
     async def _send_queue_batch(
-        self, mq: MessageQueue, msgs: list[Message], next_offset: dict[MessageQueue, int]
+        self, mq: MessageQueue, msgs: EncodedBatch, next_offset: dict[MessageQueue, int]
     ) -> None:
         """Send ``msgs`` to ``mq`` so that they end at offset ``next_offset[mq] + len(msgs)``."""
         base = next_offset[mq]
-        todo = msgs
+        done = 0
         for attempt in range(self.retries + 1):
             try:
-                await self.producer.send_batch(todo, self.send_timeout, queue=mq)
+                await self.producer.send_batch_records(
+                    self.topic, msgs.records[done:], msgs.uniq_ids[done:], self.send_timeout, queue=mq
+                )
                 next_offset[mq] = base + len(msgs)
                 return
             except TideMQError as exc:
                 if attempt == self.retries:
                     raise
-                log.warning("batch of %d to %s failed (%s); checking what was stored", len(todo), mq, exc)
+                log.warning(
+                    "batch of %d to %s failed (%s); checking what was stored", len(msgs) - done, mq, exc
+                )
                 await asyncio.sleep(0.5 * (attempt + 1))
                 stored_now = await self.admin.max_offset(mq)
                 done = stored_now - base
@@ -250,7 +290,6 @@ class FlightsPublisher:
                         f"queue {mq} is at offset {stored_now}, expected {base}..{base + len(msgs)}: "
                         "another producer writes to this topic"
                     ) from exc
-                todo = msgs[done:]
-                if not todo:
+                if done == len(msgs):
                     next_offset[mq] = base + len(msgs)
                     return

@@ -497,15 +497,83 @@ def _decode_message_v4(
 def decode_messages(buf: bytes | bytearray | memoryview, *, decompress: bool = True) -> list[MessageExt]:
     """Decode records laid back to back (a PULL_MESSAGE body). Mirrors ``MessageDecoder.decodes``.
 
+    The IPv4 records (the usual case) are decoded inline here over ``bytes`` (slices instead of
+    memoryview copies, the store host's text and id prefix worked out once per body); other records
+    go through :func:`decode_message`. Same messages as :func:`decode_message` one by one.
+
     Raises:
         ProtocolError: a truncated or malformed record.
     """
-    view = memoryview(buf)
+    data = buf if type(buf) is bytes else bytes(buf)
     out: list[MessageExt] = []
-    pos, end = 0, len(view)
+    append = out.append
+    pos, end = 0, len(data)
+    unpack = _V4_FIXED.unpack_from
+    fixed = _V4_FIXED.size
+    flag_at = POS_SYS_FLAG + 3
+    new = _new_message_ext
+    to_props = string_to_properties
+    store_key: tuple[bytes, int] | None = None
+    store_text = store_id = ""
     while pos < end:
-        msg, pos = decode_message(view, pos, decompress=decompress)
-        out.append(msg)
+        if end - pos < fixed or data[pos + flag_at] & _HOST_V6_FLAGS:
+            msg, pos = decode_message(data, pos, decompress=decompress)
+            append(msg)
+            continue
+        try:
+            (total, magic, crc, queue_id, flag, queue_offset, phy, sys_flag, born_ts, born_ip, born_port,
+             store_ts, store_ip, store_port, reconsume, prepared, body_len) = unpack(data, pos)  # fmt: skip
+            p = pos + fixed
+            body = data[p : p + body_len]
+            p += body_len
+            if magic == MESSAGE_MAGIC_CODE_V2:
+                topic_len = (data[p] << 8) | data[p + 1]
+                p += 2
+            else:
+                topic_len = data[p]
+                p += 1
+            topic = data[p : p + topic_len].decode()
+            p += topic_len
+            props_len = (data[p] << 8) | data[p + 1]
+            p += 2
+            props = to_props(data[p : p + props_len].decode()) if props_len else {}
+            p += props_len
+        except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+            raise ProtocolError(f"truncated or malformed message record at {pos}: {exc}") from exc
+        if body_len < 0 or p - pos != total or p > end:
+            raise ProtocolError(f"message record at {pos}: TOTALSIZE {total} does not match its fields")
+        if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+            body = decompress_body(body)
+        if store_key != (store_ip, store_port):
+            store_key = (store_ip, store_port)
+            store_text = _host4_text(store_ip, store_port)
+            store_id = (store_ip + _I32.pack(store_port)).hex().upper()
+        msg = new(MessageExt)  # every slot set directly, as _decode_message_v4
+        msg.topic = topic
+        msg.body = body
+        msg.flag = flag
+        msg.properties = props
+        msg.queue_id = queue_id
+        msg.store_size = total
+        msg.queue_offset = queue_offset
+        msg.sys_flag = sys_flag
+        msg.born_timestamp = born_ts
+        msg.born_host = _host4_text(born_ip, born_port)
+        msg.store_timestamp = store_ts
+        msg.store_host = store_text
+        # createMessageId: store ip, port (int32) and commit-log offset (int64), upper-case hex
+        msg.offset_msg_id = (
+            f"{store_id}{phy:016X}"
+            if phy >= 0
+            else (store_ip + _PORT_PHY.pack(store_port, phy)).hex().upper()
+        )
+        msg.commit_log_offset = phy
+        msg.body_crc = crc
+        msg.reconsume_times = reconsume
+        msg.prepared_transaction_offset = prepared
+        msg.broker_name = ""
+        append(msg)
+        pos = p
     return out
 
 
@@ -585,6 +653,20 @@ class _UniqueIdGenerator:
         diff = (now_ms - self._start) & 0xFFFFFFFF
         return (fixed + struct.pack(">IH", diff, counter)).hex().upper()
 
+    def create_many(self, n: int) -> list[str]:
+        """``n`` ids as ``n`` calls of :meth:`create` in the same millisecond would give them
+        (consecutive counters), with the time and the fixed part's hex worked out once."""
+        now_ms = int(time.time() * 1000)
+        with self._lock:
+            fixed = self._fixed_part()
+            if now_ms >= self._next_start:
+                self._set_start_time(now_ms)
+            first = self._counter + 1
+            self._counter = (self._counter + n) & 0xFFFF
+            diff = (now_ms - self._start) & 0xFFFFFFFF
+        prefix = f"{fixed.hex().upper()}{diff:08X}"
+        return [f"{prefix}{c & 0xFFFF:04X}" for c in range(first, first + n)]
+
 
 def _local_ipv4() -> str:
     try:
@@ -604,6 +686,11 @@ def create_unique_id() -> str:
     Mirrors ``MessageClientIDSetter.createUniqID``; thread-safe; only the last 6 bytes vary.
     """
     return _ID_GENERATOR.create()
+
+
+def create_unique_ids(n: int) -> list[str]:
+    """``n`` new client message ids at once (what ``n`` calls of :func:`create_unique_id` give)."""
+    return _ID_GENERATOR.create_many(n)
 
 
 # ------------------------------------------------------------------------------------- batch bodies

@@ -115,3 +115,31 @@ def test_commit_never_passes_an_unconsumed_message(offsets: list[int], data: st.
         commit = pq.remove_messages([msgs[o]], now=0)
         remaining.discard(o)
         assert commit == (min(remaining) if remaining else max(offsets) + 1)
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=50), max_size=5),
+    st.lists(st.integers(min_value=0, max_value=50), max_size=5),
+    st.lists(st.integers(min_value=0, max_value=50), max_size=5),
+)
+def test_pass_through_is_put_then_remove(cached: list[int], batch: list[int], later: list[int]) -> None:
+    """The lite pull consumer's one-step put + remove leaves the queue as the two steps do and
+    returns the same commit offset, whether or not other messages are cached."""
+    a, b = ProcessQueue(now=0), ProcessQueue(now=0)
+    for pq in (a, b):
+        pq.put_messages([msg(o) for o in cached])
+        pq.remove_messages([msg(o) for o in cached[: len(cached) // 2]], now=1)
+    for step in (batch, later):
+        msgs = [msg(o) for o in step]
+        for m in msgs:
+            m.properties["MAX_OFFSET"] = "60"
+        a.put_messages(msgs)
+        expected = a.remove_messages(msgs, now=2)
+        assert b.pass_through(msgs, now=2) == expected
+        assert (b.msg_count, b.msg_size, b.queue_offset_max, b.msg_acc_cnt, b.min_offset()) == (
+            a.msg_count,
+            a.msg_size,
+            a.queue_offset_max,
+            a.msg_acc_cnt,
+            a.min_offset(),
+        )

@@ -87,3 +87,23 @@ def test_truncated_record_is_refused(cut: int) -> None:
     raw = record(0)
     with pytest.raises(ProtocolError):
         decode_messages(raw[:-cut])
+
+
+def test_decode_messages_is_decode_message_record_by_record() -> None:
+    """A body mixing IPv4 and IPv6 records, V1 topics and a compressed body decodes (from bytes,
+    bytearray or memoryview) into exactly what decode_message gives record by record."""
+    raws = [
+        record(0),
+        record(1, born="[::1]:4000"),
+        record(2, body=compress_body(b"z" * 300), sys_flag=MessageSysFlag.COMPRESSED_FLAG),
+        record(3, store="10.9.9.9:1"),
+        record(4),
+    ]
+    body = b"".join(raws)
+    expected, pos = [], 0
+    while pos < len(body):
+        m, pos = decode_message(body, pos)
+        expected.append(fields(m))
+    for buf in (body, bytearray(body), memoryview(body)):
+        assert [fields(m) for m in decode_messages(buf)] == expected
+    assert [m.store_host for m in decode_messages(body)][2:4] == ["10.1.2.4:10911", "10.9.9.9:1"]

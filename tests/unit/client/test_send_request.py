@@ -122,6 +122,20 @@ def test_prepare_batch_body_is_encode_batch_body(msgs: list[Message]) -> None:
     assert all(m.unique_key for m in msgs)
 
 
+def test_prepare_batch_keeps_given_unique_keys_and_makes_the_others() -> None:
+    """A message that has a UNIQ_KEY keeps it; the others get new, distinct ones, in order."""
+    msgs = [
+        Message("BatchT", b"a"),
+        Message("BatchT", b"b", properties={"UNIQ_KEY": "MINE"}),
+        Message("BatchT", b"c"),
+    ]
+    _, body, uniq = AsyncProducer(producer_group="pg").prepare_batch(msgs)
+    ids = uniq.split(",")
+    assert ids[1] == "MINE" and len({ids[0], ids[2]}) == 2 and all(len(i) == 32 for i in (ids[0], ids[2]))
+    assert [m.unique_key for m in msgs] == ids
+    assert body == encode_batch_body(msgs)
+
+
 def test_prepare_batch_errors() -> None:
     producer = AsyncProducer(producer_group="pg")
     with pytest.raises(ClientError, match="at least one"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 import zlib
 
@@ -19,6 +20,7 @@ from tidemq.protocol.message_codec import (
     compress_body,
     create_offset_msg_id,
     create_unique_id,
+    create_unique_ids,
     decode_batch_body,
     decode_message,
     decode_messages,
@@ -240,6 +242,19 @@ def test_unique_ids_are_32_hex_and_distinct() -> None:
     assert len(set(ids)) == 1000
     assert all(len(i) == 32 and int(i, 16) >= 0 and i == i.upper() for i in ids)
     assert len({i[:20] for i in ids}) == 1  # IP + pid + random part is fixed per process
+
+
+def test_unique_ids_in_bulk_continue_the_same_sequence() -> None:
+    """create_unique_ids(n) gives what n calls of create_unique_id give: same fixed part, counters
+    following on (wrapping at 16 bits), the next single id after them."""
+    before = create_unique_id()
+    bulk = create_unique_ids(70_000)
+    after = create_unique_id()
+    assert len(bulk) == 70_000 and all(len(i) == 32 and i == i.upper() for i in bulk)
+    assert {i[:20] for i in [before, *bulk, after]} == {before[:20]}
+    counters = [int(i[-4:], 16) for i in [before, *bulk, after]]
+    assert all((b - a) & 0xFFFF == 1 for a, b in itertools.pairwise(counters))
+    assert len(set(bulk[:65_536])) == 65_536
 
 
 @given(st.lists(st.tuples(st.binary(max_size=100), props, i32), max_size=6))

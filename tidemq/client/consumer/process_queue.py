@@ -131,6 +131,30 @@ class ProcessQueue:
             result = next(iter(self._tree))
         return result
 
+    def pass_through(self, msgs: list[MessageExt], now: int | None = None) -> int:
+        """``put_messages(msgs)`` then ``remove_messages(msgs)``, returning what the latter returns:
+        for the lite pull consumer, whose ``poll`` consumes messages as it caches them. With
+        nothing else cached and ``msgs`` in offset order (its case) the messages are not stored and
+        removed one by one."""
+        prev = -1
+        for msg in msgs:
+            if msg.queue_offset <= prev:  # not in offset order (never from a pull): the long way
+                prev = -2
+                break
+            prev = msg.queue_offset
+        if self._tree or prev == -2:
+            self.put_messages(msgs)
+            return self.remove_messages(msgs, now)
+        self.last_consume_timestamp = now_ms() if now is None else now
+        if not msgs:
+            return -1
+        self.queue_offset_max = top = max(self.queue_offset_max, prev)
+        last = msgs[-1]
+        max_offset = last.properties.get("MAX_OFFSET")
+        if max_offset and max_offset.isdigit():
+            self.msg_acc_cnt = max(0, int(max_offset) - last.queue_offset)
+        return top + 1
+
     def get_max_span(self) -> int:
         """Largest minus smallest cached offset (0 when empty). Mirrors ``getMaxSpan``."""
         if not self._tree:

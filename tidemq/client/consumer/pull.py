@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import threading
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from tidemq.client.api import PullStatus
+from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.config import PullConsumerConfig, apply_overrides
 from tidemq.client.consumer.consume_cache import ConsumeRequestCache
 from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue
-from tidemq.client.consumer.pull_api import PullAPIWrapper
+from tidemq.client.consumer.pull_api import PullAPIWrapper, process_pull_result
 from tidemq.client.consumer.pull_service import PullRequest
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.start_offset import compute_pull_from_where
@@ -31,7 +32,7 @@ from tidemq.client.direct import DirectPool
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
 from tidemq.errors import ClientError, RemotingError, TideMQError
-from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, SubscriptionData
 from tidemq.protocol.filter import build_subscription_data
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageExt, MessageQueue
@@ -40,6 +41,27 @@ from tidemq.protocol.topic import validate_topic
 __all__ = ["AsyncPullConsumer", "PullConsumer"]
 
 log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+
+
+def _count_records(body: bytes) -> int:
+    """Records in a PULL_MESSAGE body (their TOTALSIZE fields walked, nothing decoded)."""
+    n = pos = 0
+    end = len(body)
+    unpack = _SIZE.unpack_from
+    while pos + 4 <= end:
+        size = unpack(body, pos)[0]
+        if size <= 0:
+            break
+        pos += size
+        n += 1
+    return n
+
+
+PulledBatch = tuple[MessageQueue, ProcessQueue, PullResult, "SubscriptionData | None", int]
+"""A pull answer waiting in the cache, not decoded yet: ``(queue, its ProcessQueue, the FOUND result
+with its raw body, the subscription it was pulled with, records in the body)``."""
 
 
 class AsyncPullConsumer:
@@ -72,10 +94,16 @@ class AsyncPullConsumer:
         self._committed: dict[MessageQueue, int] = {}
         self._assigned: set[MessageQueue] | None = None
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
-        self._cache: ConsumeRequestCache[tuple[MessageQueue, ProcessQueue, list[MessageExt]]] | None = None
+        self._cache: ConsumeRequestCache[PulledBatch] | None = None
         self._last_commit = time.monotonic()
         self._tasks_bg: set[asyncio.Task[None]] = set()
         self._running = False
+        self._take_lock = threading.Lock()
+        """Serialises the blocking pollers' take + decode + bookkeeping (RocketMQ's ``poll`` is
+        synchronized): a queue's batches are counted as consumed in the order they were pulled."""
+        self._predecoded: tuple[PulledBatch, list[MessageExt] | None] | None = None
+        """The cache's next batch, taken and decoded by :meth:`commit_blocking` while it waited for
+        the broker (under :attr:`_take_lock`); the next blocking poll returns it."""
         self._lock = threading.Lock()
         """Guards the ProcessQueues, the offset table and ``_committed`` between the loop (pulls,
         rebalance) and the thread of a blocking :meth:`poll_blocking` / :meth:`commit_blocking`.
@@ -265,18 +293,22 @@ class AsyncPullConsumer:
                 continue
             if pq.dropped:
                 return
-            self.pull_api.process_pull_result(mq, result, sub)
+            # The body is decoded by poll(), on the poller's thread: this loop only moves bytes
+            # (a blocking PullConsumer's thread and this loop then do not fight over the GIL).
+            self.pull_api.update_pull_from_which_node(mq, result.suggest_which_broker_id)
             pr.next_offset = result.next_begin_offset
-            if result.pull_status is PullStatus.FOUND and result.msg_found_list:
+            if result.pull_status is PullStatus.FOUND and result.body:
+                count = _count_records(result.body)
                 with self._lock:
-                    pq.put_messages(result.msg_found_list)
-                self.cache.put((mq, pq, result.msg_found_list))
+                    pq.msg_count += count  # counted as cached (flow control) until polled
+                self.cache.put((mq, pq, result, sub, count))
             elif result.pull_status is PullStatus.OFFSET_ILLEGAL:
                 log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)
 
     @property
-    def cache(self) -> ConsumeRequestCache[tuple[MessageQueue, ProcessQueue, list[MessageExt]]]:
-        """Pulled batches waiting for :meth:`poll` (created on the consumer's loop at first use)."""
+    def cache(self) -> ConsumeRequestCache[PulledBatch]:
+        """Pulled batches waiting for :meth:`poll`, still encoded (created on the consumer's loop at
+        first use)."""
         if self._cache is None:
             self._cache = ConsumeRequestCache()
         return self._cache
@@ -293,12 +325,10 @@ class AsyncPullConsumer:
             if item is None:
                 await self._maybe_auto_commit()
                 return []
-            mq, pq, msgs = item
-            if pq.dropped:
-                continue
-            self._consumed(mq, pq, msgs)
-            await self._maybe_auto_commit()
-            return msgs
+            msgs = self._consumed(item)
+            if msgs:
+                await self._maybe_auto_commit()
+                return msgs
 
     def poll_blocking(self, timeout: float | None = None) -> list[MessageExt]:
         """:meth:`poll` for another thread than the loop's: takes from the cache and does the
@@ -307,15 +337,21 @@ class AsyncPullConsumer:
         timeout = self.config.poll_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while True:
-            item = self.cache.take_blocking(deadline - time.monotonic())
-            if item is None:
+            with self._take_lock:
+                pre, self._predecoded = self._predecoded, None
+                item: PulledBatch | None
+                decoded: list[MessageExt] | None
+                if pre is not None:
+                    item, decoded = pre
+                else:
+                    item, decoded = self.cache.take_blocking(deadline - time.monotonic()), None
+                if item is None:
+                    self._auto_commit_soon()
+                    return []
+                msgs = self._consumed(item, decoded)
+            if msgs:
                 self._auto_commit_soon()
-                return []
-            if item[1].dropped:
-                continue
-            self._consumed(*item)
-            self._auto_commit_soon()
-            return item[2]
+                return msgs
 
     def _auto_commit_soon(self) -> None:
         """From a poller's thread: start a commit on the loop when auto-commit is due."""
@@ -338,13 +374,42 @@ class AsyncPullConsumer:
             self._tasks_bg.add(task)
             task.add_done_callback(self._tasks_bg.discard)
 
-    def _consumed(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def _predecode(self) -> None:
+        """While a blocking commit waits for the broker: take the cache's next batch and decode it
+        for the next :meth:`poll_blocking` (not counted as consumed until that poll returns it).
+        Skipped when a poller is busy or a batch is already waiting; never raises (a batch that
+        does not decode is left for the poll to decode again and report)."""
+        if self._predecoded is not None or not self._take_lock.acquire(blocking=False):
+            return
+        try:
+            if self._predecoded is None and (item := self.cache.take_nowait()) is not None:
+                mq, pq, result, sub, _ = item
+                msgs = None
+                if not pq.dropped:
+                    try:
+                        msgs = process_pull_result(mq, result, sub).msg_found_list
+                    except Exception:  # ProtocolError...: poll() decodes it again and raises
+                        msgs = None
+                self._predecoded = (item, msgs)
+        finally:
+            self._take_lock.release()
+
+    def _consumed(self, item: PulledBatch, decoded: list[MessageExt] | None = None) -> list[MessageExt]:
+        """Decode a taken batch (tag filter, broker name, MIN/MAX_OFFSET; unless ``decoded``
+        already) and count its messages as consumed: the queue's offset moves past them. [] when
+        its queue was dropped meanwhile or the tag filter kept nothing."""
+        mq, pq, result, sub, count = item
+        if pq.dropped:
+            return []
+        msgs = decoded if decoded is not None else process_pull_result(mq, result, sub).msg_found_list
         with self._lock:
-            if pq.dropped:
-                return
-            offset = pq.remove_messages(msgs)
+            pq.msg_count -= count
+            if pq.dropped or not msgs:
+                return []
+            offset = pq.pass_through(msgs)
             if offset >= 0:
                 self.offset_store.update_offset(mq, offset, False)
+        return msgs
 
     async def _maybe_auto_commit(self) -> None:
         if (
@@ -371,11 +436,9 @@ class AsyncPullConsumer:
             return []
         with self._lock:
             owned = self.rebalancer.process_queue_table
-            return sorted(
-                (mq, off)
-                for mq, off in list(self._store.offset_table.items())
-                if mq in owned and self._committed.get(mq) != off
-            )
+            committed = self._committed
+            changed = [(mq, off) for mq, off in self._store.offset_table.items() if committed.get(mq) != off]
+            return sorted(item for item in changed if item[0] in owned) if changed else []
 
     async def _commit_many(self, changed: list[tuple[MessageQueue, int]]) -> None:
         await asyncio.gather(*(self._commit_one(mq, off) for mq, off in changed))
@@ -390,8 +453,10 @@ class AsyncPullConsumer:
         """:meth:`commit_sync` on the calling thread (not the loop's): the changed offsets go over
         ``pool``'s blocking connection to each broker, one write per broker (the requests are
         pipelined). Failures are logged and leave the queue to the next commit, as
-        :meth:`commit_sync`. Returns what must still go through the loop (a broker whose address
-        is not known yet, or whose connection another thread is using)."""
+        :meth:`commit_sync`. While the broker answers, the next cached batch is decoded for the
+        next poll (:meth:`_predecode`); the call still returns only after the broker's answers.
+        Returns what must still go through the loop (a broker whose address is not known yet, or
+        whose connection another thread is using)."""
         self._last_commit = time.monotonic()
         changed = self._changed_offsets()
         if not changed:
@@ -415,7 +480,7 @@ class AsyncPullConsumer:
                 requests = [
                     api.build_update_consumer_offset_request(self.group_name, mq, off) for mq, off in items
                 ]
-                responses = conn.invoke_many(requests, self.config.mq_client_api_timeout)
+                responses = conn.invoke_many(requests, self.config.mq_client_api_timeout, self._predecode)
             except (RemotingError, ClientError) as exc:
                 for mq, off in items:
                     log.warning("persisting offset %d of %s for %s failed: %s", off, mq, self.group_name, exc)

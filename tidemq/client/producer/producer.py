@@ -49,10 +49,11 @@ from tidemq.protocol.message_codec import (
     MessageSysFlag,
     compress_body,
     create_unique_id,
+    create_unique_ids,
 )
 from tidemq.protocol.topic import is_retry_topic, validate_topic
 
-__all__ = ["AsyncProducer", "Producer", "split_batch"]
+__all__ = ["AsyncProducer", "Producer", "batch_record", "split_batch"]
 
 _RETRY_CODES = {
     1,
@@ -68,6 +69,27 @@ _BATCH_ITEM_HEAD = struct.Struct(">iiiii")
 _U16 = struct.Struct(">H")
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
+
+
+def batch_record(body: bytes, properties: str, flag: int = 0) -> bytes:
+    """One message of a SEND_BATCH_MESSAGE body (protocol.md §5.6): the bytes
+    :meth:`AsyncProducer.prepare_batch` appends for a message with this body, flag and properties
+    text (``properties_to_string`` of its properties, ``UNIQ_KEY`` included). For
+    :meth:`AsyncProducer.send_batch_records`.
+
+    Raises:
+        ClientError: empty body.
+        ProtocolError: properties longer than 32767 bytes.
+    """
+    size = len(body)
+    if not size:
+        raise ClientError("message body is empty")
+    raw = properties.encode()
+    if len(raw) > MAX_PROPERTIES_BYTES:
+        raise ProtocolError(f"properties are {len(raw)} bytes, more than {MAX_PROPERTIES_BYTES}")
+    return b"".join(
+        (_BATCH_ITEM_HEAD.pack(22 + size + len(raw), 0, 0, flag, size), body, _U16.pack(len(raw)), raw)
+    )
 
 
 def split_batch(msgs: Sequence[Message], max_bytes: int = 4 * 1024 * 1024) -> list[list[Message]]:
@@ -493,6 +515,9 @@ class AsyncProducer:
         append = parts.append
         uniqs: list[str] = []
         head = _BATCH_ITEM_HEAD.pack
+        u16 = _U16.pack
+        missing = sum(1 for m in batch if not m.properties.get(_UNIQ_KEY))
+        new_ids = iter(create_unique_ids(missing))  # the ids one create_unique_id() each would give
         for m in batch:
             if m.topic != topic:
                 validate_topic(m.topic)
@@ -510,15 +535,15 @@ class AsyncProducer:
                 raise ClientError("retry-topic messages cannot be sent in a batch")
             uniq = props.get(_UNIQ_KEY)
             if not uniq:
-                uniq = props[_UNIQ_KEY] = create_unique_id()
+                uniq = props[_UNIQ_KEY] = next(new_ids)
             uniqs.append(uniq)
-            raw = properties_to_string(props).encode()
+            # properties_to_string(props), inlined
+            raw = "\x02".join([f"{k}\x01{v}" for k, v in props.items()]).encode()
             if len(raw) > MAX_PROPERTIES_BYTES:
                 raise ProtocolError(f"properties are {len(raw)} bytes, more than {MAX_PROPERTIES_BYTES}")
             append(head(22 + size + len(raw), 0, 0, m.flag, size))
             append(body)
-            append(_U16.pack(len(raw)))
-            append(raw)
+            append(u16(len(raw)) + raw)
         body = b"".join(parts)
         if len(body) > max_size:
             raise ClientError(
@@ -549,6 +574,37 @@ class AsyncProducer:
             info = await self._find_publish_info(carrier.topic)
             mq = self.fault_strategy.select_one_message_queue(info, None)
         return await self._send_batch_kernel(carrier, body, uniq, mq, timeout)
+
+    async def send_batch_records(
+        self,
+        topic: str,
+        records: Sequence[bytes],
+        uniq_ids: Sequence[str],
+        timeout: float | None = None,
+        *,
+        queue: MessageQueue,
+    ) -> SendResult:
+        """:meth:`send_batch` of messages already encoded by :func:`batch_record` (each with its
+        ``UNIQ_KEY``, listed in order in ``uniq_ids``): the same SEND_BATCH_MESSAGE to ``queue``,
+        for a caller that builds many messages of one shape (the flights publisher) and resends the
+        same bytes on a retry.
+
+        Raises:
+            ClientError: no record, an invalid or retry topic, body too large.
+        """
+        if not records:
+            raise ClientError("send_batch needs at least one message")
+        validate_topic(topic)
+        if is_retry_topic(topic):
+            raise ClientError("retry-topic messages cannot be sent in a batch")
+        body = b"".join(records)
+        if len(body) > self.config.max_message_size:
+            raise ClientError(
+                f"batch body is {len(body)} bytes, more than max_message_size "
+                f"{self.config.max_message_size}; use split_batch()"
+            )
+        timeout = self.config.send_msg_timeout if timeout is None else timeout
+        return await self._send_batch_kernel(Message(topic, body), body, ",".join(uniq_ids), queue, timeout)
 
     async def _send_batch_kernel(
         self, carrier: Message, body: bytes, uniq: str, mq: MessageQueue, timeout: float
