@@ -132,10 +132,16 @@ class CommitLogDispatcher:
         return len(self._pending) == 1
 
     def dispatch_pending(self) -> None:
-        """Dispatch every pending put, in put order. The caller holds the store's put lock."""
-        pending, self._pending = self._pending, []
-        for put in pending:
-            self._dispatch(*put)
+        """Dispatch every pending put, in put order. The caller holds the store's put lock.
+
+        A put leaves the pending list only once dispatched: after a failure (an I/O error writing
+        a consume queue) it stays first, the error goes to the caller, and the next drain tries it
+        again (consume-queue and index writes skip what is already there), as ReputMessageService
+        retries from its last dispatched offset."""
+        pending = self._pending
+        while pending:
+            self._dispatch(*pending[0])
+            del pending[0]
 
     def take_arrivals(self) -> list[Arrival]:
         """The arrivals since the last call (the caller holds the store's put lock)."""

@@ -12,7 +12,7 @@ import pytest
 from tests.unit.store.conftest import StoreFactory, inner
 from tidemq.protocol.message_codec import decode_messages, encode_stored_message
 from tidemq.store import GetMessageStatus, MessageStore
-from tidemq.store.consume_queue import CqUnit
+from tidemq.store.consume_queue import ConsumeQueue, CqUnit
 
 
 def crash(store: MessageStore) -> None:
@@ -241,3 +241,25 @@ def test_deferred_dispatch_is_read_your_writes_and_crash_safe(open_store: StoreF
     crash(store)
     again = open_store()
     assert bodies(again) == [*expect[:3], b"keyed", *expect[3:]]
+
+
+def test_deferred_dispatch_that_fails_is_tried_again(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A consume-queue write that fails during a deferred dispatch (disk error) is not dropped: the
+    reader that drained sees the error, and the next read dispatches the put and finds it."""
+    store = open_store()
+    store.dispatcher.schedule = lambda callback: None
+    failures = [OSError("disk said no")]
+    real = ConsumeQueue.put_message_position_info
+
+    def flaky(self: ConsumeQueue, units: list[CqUnit], cq_offset: int) -> None:
+        if failures:
+            raise failures.pop()
+        real(self, units, cq_offset)
+
+    monkeypatch.setattr(ConsumeQueue, "put_message_position_info", flaky)
+    expect = put_many(store, 2)
+    with pytest.raises(OSError, match="disk said no"):
+        bodies(store)
+    assert bodies(store) == expect
