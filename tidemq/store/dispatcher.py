@@ -97,6 +97,7 @@ class CommitLogDispatcher:
         """None: a put is dispatched inside it. Else called with the store's ``dispatch_pending`` when
         a put finds nothing pending (the broker gives its loop's ``call_soon``)."""
         self._pending: list[_Put] = []
+        self._drain_scheduled = False
         self._arrivals: list[Arrival] = []
 
     def tags_code(self, topic: str, properties: str, store_timestamp: int) -> int:
@@ -123,13 +124,16 @@ class CommitLogDispatcher:
         (:meth:`IndexService.build_index_batch`). The caller holds the store's put lock.
 
         Returns:
-            True when this put is the first one pending: the caller must ``schedule`` the drain.
+            True when no drain is scheduled since the last one: the caller must ``schedule`` it.
         """
         if self.schedule is None:
             self._dispatch(queues, commit_log_offset, runs, store_timestamp)
             return False
         self._pending.append((queues, commit_log_offset, runs, store_timestamp))
-        return len(self._pending) == 1
+        if self._drain_scheduled:
+            return False
+        self._drain_scheduled = True
+        return True
 
     def dispatch_pending(self) -> None:
         """Dispatch every pending put, in put order. The caller holds the store's put lock.
@@ -138,6 +142,7 @@ class CommitLogDispatcher:
         a consume queue) it stays first, the error goes to the caller, and the next drain tries it
         again (consume-queue and index writes skip what is already there), as ReputMessageService
         retries from its last dispatched offset."""
+        self._drain_scheduled = False  # a put from now on asks for another drain
         pending = self._pending
         while pending:
             self._dispatch(*pending[0])

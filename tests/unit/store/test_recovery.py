@@ -247,9 +247,9 @@ def test_deferred_dispatch_that_fails_is_tried_again(
     open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A consume-queue write that fails during a deferred dispatch (disk error) is not dropped: the
-    reader that drained sees the error, and the next read dispatches the put and finds it."""
+    drain raises, later puts still get a drain of their own, and the next read dispatches every
+    put and finds the messages."""
     store = open_store()
-    store.dispatcher.schedule = lambda callback: None
     failures = [OSError("disk said no")]
     real = ConsumeQueue.put_message_position_info
 
@@ -259,7 +259,11 @@ def test_deferred_dispatch_that_fails_is_tried_again(
         real(self, units, cq_offset)
 
     monkeypatch.setattr(ConsumeQueue, "put_message_position_info", flaky)
+    scheduled: list[Callable[[], None]] = []
+    store.dispatcher.schedule = scheduled.append
     expect = put_many(store, 2)
     with pytest.raises(OSError, match="disk said no"):
-        bodies(store)
+        scheduled.pop()()  # the drain the broker runs after the put's answer
+    expect += put_many(store, 1, start=2)
+    assert len(scheduled) == 1  # the failed drain does not leave later puts without one
     assert bodies(store) == expect
