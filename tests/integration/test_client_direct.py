@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers import wait_for_sync
 from tidemq.client.direct import DirectConnection, DirectPool, parse_plain_response
 from tidemq.client.producer.producer import Producer
 from tidemq.errors import RemotingConnectError, RemotingSendRequestError, RemotingTimeoutError
@@ -222,3 +223,45 @@ def test_plain_response_parse_leaves_unusual_headers_to_the_decoder() -> None:
         assert parse_plain_response(frame(odd), 5) is None, odd
     rocketmq = encode_command_rocketmq(RemotingCommand.create_response(0, None))
     assert parse_plain_response(rocketmq, 0) is None
+
+
+def test_requests_sent_along_are_answered_to_their_callbacks_by_later_reads(server: ScriptedServer) -> None:
+    """``invoke_many(..., also=...)`` waits only for its own requests; the answers to the requests
+    sent along reach their callbacks when a later call (or ``read_pending``) reads them, and a
+    closed connection gives the callbacks still waiting None."""
+    conn = DirectConnection(server.addr)
+    got: list[str | None] = []
+
+    def record(resp: RemotingCommand | None) -> None:
+        got.append(None if resp is None else resp.remark)
+
+    try:
+        with conn.lock:
+            along = RemotingCommand.create_request(10, None, b"along")
+            [resp] = conn.invoke_many(
+                [RemotingCommand.create_request(10, None, b"first")], 5.0, also=[(along, record)]
+            )
+            assert resp.remark == "first"
+            wait_for_sync(lambda: (conn.read_pending(), got)[1] == ["along"], 5.0, "the answer sent along")
+            assert conn.pending == 0
+            conn.invoke_many(
+                [RemotingCommand.create_request(10, None, b"second")],
+                5.0,
+                also=[(RemotingCommand.create_request(10, None, b"slow"), record)],
+            )
+            assert call_locked(conn, "third").remark == "third"  # reads the slow one's answer first
+            assert got == ["along", "slow"]
+            conn.invoke_many(
+                [RemotingCommand.create_request(10, None, b"x")],
+                5.0,
+                also=[(RemotingCommand.create_request(10, None, b"close"), record)],
+            )
+            assert conn.pending == 1
+            conn.close()
+            assert got == ["along", "slow", None] and conn.pending == 0
+    finally:
+        conn.close()
+
+
+def call_locked(conn: DirectConnection, body: str) -> RemotingCommand:
+    return conn.invoke(RemotingCommand.create_request(10, None, body.encode()), 5.0)

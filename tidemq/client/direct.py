@@ -110,6 +110,13 @@ class DirectConnection:
         self._decoder = FrameDecoder(max_frame_size)
         self._ready: list[RemotingCommand] = []
         self._timeout_ms = 0
+        self._pending: dict[int, Callable[[RemotingCommand | None], object]] = {}
+        """Requests sent with :meth:`invoke_many`'s ``also``: opaque -> what takes the answer."""
+
+    @property
+    def pending(self) -> int:
+        """Requests sent with ``also`` whose answer has not been read yet."""
+        return len(self._pending)
 
     @property
     def connected(self) -> bool:
@@ -144,28 +151,79 @@ class DirectConnection:
             self._timeout_ms = ms
 
     def close(self) -> None:
-        """Close the socket (idempotent); the next :meth:`invoke` reconnects."""
+        """Close the socket (idempotent); the next :meth:`invoke` reconnects. The callbacks of the
+        requests sent with ``also`` and not answered yet get None."""
         sock, self._sock = self._sock, None
         if sock is not None:
             try:
                 sock.close()
             except OSError:
                 pass
+        pending, self._pending = self._pending, {}
+        for callback in pending.values():
+            callback(None)
+
+    def _dispatch(self, cmd: RemotingCommand) -> bool:
+        """Hand ``cmd`` to its ``also`` callback; False when it is no such answer."""
+        callback = self._pending.pop(cmd.opaque, None) if cmd.is_response else None
+        if callback is None:
+            return False
+        callback(cmd)
+        return True
+
+    def read_pending(self) -> None:
+        """Read what has arrived (without waiting) and hand the answers to requests sent with
+        ``also`` to their callbacks. Must be called with :attr:`lock` held. A broken connection is
+        closed (the callbacks still waiting then get None)."""
+        sock = self._sock
+        if sock is None or not self._pending:
+            return
+        try:
+            while True:
+                try:
+                    data = sock.recv(_RECV_SIZE, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    break
+                if not data:
+                    raise RemotingSendRequestError(f"connection to {self.addr} closed by the peer")
+                self._ready.extend(self._decoder.feed(data))
+        except BaseException as exc:
+            self._failed(exc, "reading answers")
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._dispatch_ready()
+
+    def _dispatch_ready(self) -> None:
+        """Hand the decoded answers to ``also`` requests to their callbacks; keep the rest."""
+        self._ready[:] = [cmd for cmd in self._ready if not self._dispatch(cmd)]
 
     def invoke_many(
         self,
         requests: list[RemotingCommand],
         timeout: float,
         while_waiting: Callable[[], object] | None = None,
+        also: list[tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]] | None = None,
     ) -> list[RemotingCommand]:
         """Send ``requests`` in one write and block until every response arrived; the responses in
         the order of ``requests``. Same contract and errors as :meth:`invoke` (``timeout`` covers
-        all of them; must be called with :attr:`lock` held)."""
-        if len(requests) == 1:
+        all of them; must be called with :attr:`lock` held).
+
+        ``also``: more requests written after ``requests`` in the same write, whose answers are not
+        waited for: each answer goes to its callback when a later call on this connection reads it
+        (this one, a later :meth:`invoke` / :meth:`invoke_many`, or :meth:`read_pending`); the
+        callback gets None if the connection closes first. Callbacks run on the reading thread and
+        must not raise."""
+        if len(requests) == 1 and not also:
             return [self.invoke(requests[0], timeout, while_waiting)]
         deadline = time.monotonic() + timeout
         frames = b"".join(encode_command(r, self.max_frame_size) for r in requests)
+        if also:
+            frames += b"".join(encode_command(r, self.max_frame_size) for r, _ in also)
         sock = self._sock if self._sock is not None else self._connect(timeout)
+        if also:
+            for r, callback in also:
+                self._pending[r.opaque] = callback
         waiting = {r.opaque: i for i, r in enumerate(requests)}
         answers: list[RemotingCommand | None] = [None] * len(requests)
         ready = self._ready
@@ -179,12 +237,16 @@ class DirectConnection:
                     cmd = ready.pop(0)
                     if cmd.is_response and (i := waiting.pop(cmd.opaque, None)) is not None:
                         answers[i] = cmd
+                    elif self._pending:
+                        self._dispatch(cmd)
                 if waiting:
                     ready.extend(self._decoder.feed(self._recv(sock, deadline)))
         except BaseException as exc:
             raise self._failed(
                 exc, f"{timeout:g}s, {len(waiting)} of {len(requests)} requests of code {requests[0].code}"
             )
+        if ready and self._pending:
+            self._dispatch_ready()
         return [a for a in answers if a is not None]
 
     def _recv(self, sock: socket.socket, deadline: float) -> bytes:
@@ -259,7 +321,11 @@ class DirectConnection:
                 while ready:
                     cmd = ready.pop(0)
                     if cmd.is_response and cmd.opaque == opaque:
+                        if ready and self._pending:
+                            self._dispatch_ready()
                         return cmd
+                    if self._pending:
+                        self._dispatch(cmd)
                 data = self._recv(sock, deadline)
                 if not self._decoder.buffered and len(data) <= self.max_frame_size:  # the usual case
                     plain = parse_plain_response(data, opaque)

@@ -175,7 +175,7 @@ class PullAPIWrapper:
         if until is None:
             return False
         if self.clock() >= until:
-            del self._unreachable[addr]
+            self._unreachable.pop(addr, None)  # pop: the loop and a blocking committer may both look
             return False
         return True
 
