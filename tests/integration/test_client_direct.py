@@ -225,43 +225,34 @@ def test_plain_response_parse_leaves_unusual_headers_to_the_decoder() -> None:
     assert parse_plain_response(rocketmq, 0) is None
 
 
-def test_requests_sent_along_are_answered_to_their_callbacks_by_later_reads(server: ScriptedServer) -> None:
-    """``invoke_many(..., also=...)`` waits only for its own requests; the answers to the requests
-    sent along reach their callbacks when a later call (or ``read_pending``) reads them, and a
-    closed connection gives the callbacks still waiting None."""
+def test_requests_sent_without_waiting_are_answered_to_their_callbacks_by_later_reads(
+    server: ScriptedServer,
+) -> None:
+    """``send`` does not wait: the answers reach their callbacks when a later call reads them
+    (``read_pending``, or an ``invoke`` waiting for its own answer), and a closed connection gives
+    the callbacks still waiting None."""
     conn = DirectConnection(server.addr)
     got: list[str | None] = []
 
     def record(resp: RemotingCommand | None) -> None:
         got.append(None if resp is None else resp.remark)
 
+    def request(body: str) -> RemotingCommand:
+        return RemotingCommand.create_request(10, None, body.encode())
+
     try:
         with conn.lock:
-            along = RemotingCommand.create_request(10, None, b"along")
-            [resp] = conn.invoke_many(
-                [RemotingCommand.create_request(10, None, b"first")], 5.0, also=[(along, record)]
-            )
-            assert resp.remark == "first"
+            conn.send([(request("along"), record)], 5.0)
+            assert conn.pending == 1
             wait_for_sync(lambda: (conn.read_pending(), got)[1] == ["along"], 5.0, "the answer sent along")
             assert conn.pending == 0
-            conn.invoke_many(
-                [RemotingCommand.create_request(10, None, b"second")],
-                5.0,
-                also=[(RemotingCommand.create_request(10, None, b"slow"), record)],
+            conn.send([(request("slow"), record), (request("next"), record)], 5.0)
+            assert conn.invoke(request("third"), 5.0).remark == "third"  # reads the earlier answers first
+            assert got == ["along", "slow", "next"]
+            conn.send([(request("close"), record)], 5.0)
+            wait_for_sync(
+                lambda: (conn.read_pending(), got)[1] == ["along", "slow", "next", None], 5.0, "None"
             )
-            assert call_locked(conn, "third").remark == "third"  # reads the slow one's answer first
-            assert got == ["along", "slow"]
-            conn.invoke_many(
-                [RemotingCommand.create_request(10, None, b"x")],
-                5.0,
-                also=[(RemotingCommand.create_request(10, None, b"close"), record)],
-            )
-            assert conn.pending == 1
-            conn.close()
-            assert got == ["along", "slow", None] and conn.pending == 0
+            assert conn.pending == 0 and not conn.connected
     finally:
         conn.close()
-
-
-def call_locked(conn: DirectConnection, body: str) -> RemotingCommand:
-    return conn.invoke(RemotingCommand.create_request(10, None, body.encode()), 5.0)

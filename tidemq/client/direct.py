@@ -111,11 +111,11 @@ class DirectConnection:
         self._ready: list[RemotingCommand] = []
         self._timeout_ms = 0
         self._pending: dict[int, Callable[[RemotingCommand | None], object]] = {}
-        """Requests sent with :meth:`invoke_many`'s ``also``: opaque -> what takes the answer."""
+        """Requests written by :meth:`send`: opaque -> what takes the answer."""
 
     @property
     def pending(self) -> int:
-        """Requests sent with ``also`` whose answer has not been read yet."""
+        """Requests written by :meth:`send` whose answer has not been read yet."""
         return len(self._pending)
 
     @property
@@ -152,7 +152,7 @@ class DirectConnection:
 
     def close(self) -> None:
         """Close the socket (idempotent); the next :meth:`invoke` reconnects. The callbacks of the
-        requests sent with ``also`` and not answered yet get None."""
+        requests written by :meth:`send` and not answered yet get None."""
         sock, self._sock = self._sock, None
         if sock is not None:
             try:
@@ -163,8 +163,34 @@ class DirectConnection:
         for callback in pending.values():
             callback(None)
 
+    def send(
+        self,
+        requests: list[tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]],
+        timeout: float,
+    ) -> None:
+        """Write ``requests`` (connecting first if needed, within ``timeout`` s) without waiting for
+        their answers: each answer goes to its callback when a later call on this connection reads
+        it (:meth:`read_pending`, :meth:`invoke`, :meth:`invoke_many`). Never raises: when the
+        requests cannot be written their callbacks get None (and a broken connection is closed).
+        Must be called with :attr:`lock` held; callbacks run on the reading thread and must not
+        raise."""
+        try:
+            frames = b"".join(encode_command(r, self.max_frame_size) for r, _ in requests)
+            sock = self._sock if self._sock is not None else self._connect(timeout)
+        except Exception:
+            for _, callback in requests:
+                callback(None)
+            return
+        for r, callback in requests:
+            self._pending[r.opaque] = callback
+        try:
+            self._set_timeout(sock, timeout)
+            sock.sendall(frames)
+        except OSError as exc:
+            self._failed(exc, "writing requests")  # closed: the callbacks get None
+
     def _dispatch(self, cmd: RemotingCommand) -> bool:
-        """Hand ``cmd`` to its ``also`` callback; False when it is no such answer."""
+        """Hand ``cmd`` to the callback of its :meth:`send`; False when it is no such answer."""
         callback = self._pending.pop(cmd.opaque, None) if cmd.is_response else None
         if callback is None:
             return False
@@ -172,8 +198,8 @@ class DirectConnection:
         return True
 
     def read_pending(self) -> None:
-        """Read what has arrived (without waiting) and hand the answers to requests sent with
-        ``also`` to their callbacks. Must be called with :attr:`lock` held. A broken connection is
+        """Read what has arrived (without waiting) and hand the answers to requests written by
+        :meth:`send` to their callbacks. Must be called with :attr:`lock` held. A broken connection is
         closed (the callbacks still waiting then get None)."""
         sock = self._sock
         if sock is None or not self._pending:
@@ -195,7 +221,7 @@ class DirectConnection:
         self._dispatch_ready()
 
     def _dispatch_ready(self) -> None:
-        """Hand the decoded answers to ``also`` requests to their callbacks; keep the rest."""
+        """Hand the decoded answers to :meth:`send`'s requests to their callbacks; keep the rest."""
         self._ready[:] = [cmd for cmd in self._ready if not self._dispatch(cmd)]
 
     def invoke_many(
@@ -203,27 +229,15 @@ class DirectConnection:
         requests: list[RemotingCommand],
         timeout: float,
         while_waiting: Callable[[], object] | None = None,
-        also: list[tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]] | None = None,
     ) -> list[RemotingCommand]:
         """Send ``requests`` in one write and block until every response arrived; the responses in
         the order of ``requests``. Same contract and errors as :meth:`invoke` (``timeout`` covers
-        all of them; must be called with :attr:`lock` held).
-
-        ``also``: more requests written after ``requests`` in the same write, whose answers are not
-        waited for: each answer goes to its callback when a later call on this connection reads it
-        (this one, a later :meth:`invoke` / :meth:`invoke_many`, or :meth:`read_pending`); the
-        callback gets None if the connection closes first. Callbacks run on the reading thread and
-        must not raise."""
-        if len(requests) == 1 and not also:
+        all of them; must be called with :attr:`lock` held)."""
+        if len(requests) == 1:
             return [self.invoke(requests[0], timeout, while_waiting)]
         deadline = time.monotonic() + timeout
         frames = b"".join(encode_command(r, self.max_frame_size) for r in requests)
-        if also:
-            frames += b"".join(encode_command(r, self.max_frame_size) for r, _ in also)
         sock = self._sock if self._sock is not None else self._connect(timeout)
-        if also:
-            for r, callback in also:
-                self._pending[r.opaque] = callback
         waiting = {r.opaque: i for i, r in enumerate(requests)}
         answers: list[RemotingCommand | None] = [None] * len(requests)
         ready = self._ready
@@ -346,16 +360,18 @@ class DirectPool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def try_acquire(self, addr: str) -> DirectConnection | None:
+    def try_acquire(self, addr: str, lane: int = 0) -> DirectConnection | None:
         """The connection to ``addr`` with its lock held, or None when another thread is using it
-        (or the pool is closed). Release with ``conn.lock.release()``."""
-        conn = self._conns.get(addr)
+        (or the pool is closed). Release with ``conn.lock.release()``. Each ``lane`` is a connection
+        of its own to the same address (a broker answers each connection's requests separately)."""
+        key = addr if not lane else f"{addr}#{lane}"
+        conn = self._conns.get(key)
         if conn is None:
             with self._lock:
                 if self._closed:
                     return None
                 conn = self._conns.setdefault(
-                    addr, DirectConnection(addr, connect_timeout=self.connect_timeout)
+                    key, DirectConnection(addr, connect_timeout=self.connect_timeout)
                 )
         if not conn.lock.acquire(blocking=False):
             return None

@@ -571,19 +571,26 @@ class AsyncPullConsumer:
             if conn is None:
                 rest.extend(items)
                 continue
+            pull_conn = pool.try_acquire(addr, lane=1)
             try:
                 requests = [
                     api.build_update_consumer_offset_request(self.group_name, mq, off) for mq, off in items
                 ]
-                responses = conn.invoke_many(
-                    requests, self.config.mq_client_api_timeout, self._predecode, self._pull_along(addr, conn)
-                )
+                while_waiting: Callable[[], None] = self._predecode
+                if pull_conn is not None:
+                    pull_conn.read_pending()  # the answers to the pulls sent by earlier commits
+                    along = self._pull_along(addr, pull_conn)
+                    if along:
+                        while_waiting = functools.partial(self._pull_and_predecode, pull_conn, along)
+                responses = conn.invoke_many(requests, self.config.mq_client_api_timeout, while_waiting)
             except (RemotingError, ClientError) as exc:
                 for mq, off in items:
                     log.warning("persisting offset %d of %s for %s failed: %s", off, mq, self.group_name, exc)
                 continue
             finally:
                 conn.lock.release()
+                if pull_conn is not None:
+                    pull_conn.lock.release()
             for (mq, off), response in zip(items, responses, strict=True):
                 try:
                     api.check_update_consumer_offset_response(response, addr)
@@ -594,15 +601,27 @@ class AsyncPullConsumer:
                     self._committed[mq] = off
         return rest
 
+    def _pull_and_predecode(
+        self,
+        conn: DirectConnection,
+        along: list[tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]],
+    ) -> None:
+        """While a blocking commit waits for its answer: write the pull chosen by
+        :meth:`_pull_along` on ``conn``, then :meth:`_predecode`."""
+        conn.send(along, self.config.consumer_pull_timeout)
+        self._predecode()
+
     def _pull_along(
         self, addr: str, conn: DirectConnection
     ) -> list[tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]]:
-        """The next pull a blocking commit to ``addr`` sends after its offsets (one write; the
-        answer is read by a later call on ``conn``, see :meth:`_caller_pulled`): of the queue with
-        the fewest cached messages among those the loop would pull now (under flow control's
-        thresholds, a backlog known on the broker, no pull in flight, pulled from this master).
-        Queues without a known backlog stay with the loop's long polling. Mirrors the pull task's
-        request. The pull then costs no wake-up of the loop thread and no extra round trip."""
+        """The next pull a blocking commit to ``addr`` sends right after its offsets, on ``conn``
+        (a second connection to the broker: the broker answers the commit without waiting for the
+        pull's work; the answer is read by the next commit, see :meth:`_caller_pulled`): of the
+        queue with the fewest cached messages among those the loop would pull now (under flow
+        control's thresholds, a backlog known on the broker, no pull in flight, pulled from this
+        master). Queues without a known backlog stay with the loop's long polling. The request is
+        the pull task's. The pull then costs no wake-up of the loop thread and no round trip of
+        its own."""
         cfg = self.config
         if len(self.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all:
             return []
