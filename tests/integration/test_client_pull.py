@@ -237,3 +237,32 @@ def test_poll_commit_loop_over_queues_refilled_along_commits(tmp_path: Path) -> 
         finally:
             consumer.shutdown()
             producer.shutdown()
+
+
+def test_polls_without_commits_after_a_commit_still_get_everything(tmp_path: Path) -> None:
+    """A pull sent along a commit is answered even when no commit follows: polls alone still
+    receive every message in order."""
+    with ClusterThread(tmp_path) as cluster:
+        addr = cluster.namesrv_addr
+        producer = Producer(namesrv_addr=addr, producer_group="ppg7")
+        producer.start()
+        q = producer.send(Message("PullOnce", b"m0")).message_queue
+        producer.send_batch([Message("PullOnce", f"m{i}") for i in range(1, 100)], queue=q)
+        consumer = PullConsumer(
+            namesrv_addr=addr,
+            consumer_group="pcg7",
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            auto_commit=False,
+            pull_batch_size=4,
+            pull_threshold_for_queue=4,
+        )
+        consumer.assign([q])
+        consumer.start()
+        try:
+            got = [m.queue_offset for m in poll_until(consumer, 1, 10)]
+            consumer.commit_sync()
+            got += [m.queue_offset for m in poll_until(consumer, 100 - len(got), 20)]
+            assert got == list(range(100))
+        finally:
+            consumer.shutdown()
+            producer.shutdown()

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tidemq.client.api import PullResult, PullStatus
+from tidemq.client.api import ClientAPI, PullResult, PullStatus
 from tidemq.client.config import PullConsumerConfig, apply_overrides
 from tidemq.client.consumer.consume_cache import ConsumeRequestCache
 from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
@@ -671,7 +671,7 @@ class AsyncPullConsumer:
         result: PullResult | None = None
         if response is not None:
             try:
-                result = self.instance.api.parse_pull_message_response(response, pending.offset, pending.addr)
+                result = ClientAPI.parse_pull_message_response(response, pending.offset, pending.addr)
             except TideMQError as exc:
                 log.debug("pull of %s along a commit failed: %s", mq, exc)
         with self._lock:
@@ -682,6 +682,9 @@ class AsyncPullConsumer:
                     self._max_offsets.pop(mq, None)
                 elif not pr.process_queue.dropped:
                     self._pulled(pr, result, pending.sub, self.cache.put_from_thread)
+            except Exception:  # a bug: never let it break the connection that read the answer
+                log.exception("handling the pull of %s sent along a commit failed", mq)
+                self._max_offsets.pop(mq, None)
             finally:
                 del self._pulling[mq]
 
