@@ -7,6 +7,14 @@ them consumed (the offset to commit is then the ProcessQueue minimum, i.e. after
 ``commit_sync`` sends offsets to the broker, or auto-commit every ``auto_commit_interval``
 seconds from ``poll``; ``seek`` / ``seek_to_begin`` / ``seek_to_end``,
 ``offset_for_timestamp`` and ``committed``.
+
+The blocking ``PullConsumer`` keeps the client loop's thread out of the steady state: ``poll`` takes
+from the buffer and decodes on the caller's thread, and ``commit_sync`` sends the offsets on the
+caller's own connection, decodes the next batch while the broker answers, and sends the next pull
+of a queue with room and a known backlog along with it (on a second connection; its answer is read
+by the next commit). The loop's pull tasks still own every queue: the first pulls, long polling
+once caught up, errors, failover to a slave, and whatever the committer does not pull. One pull
+per queue is in flight at a time, so a queue's batches reach the buffer in queue order.
 """
 
 from __future__ import annotations
@@ -608,7 +616,7 @@ class AsyncPullConsumer:
     ) -> None:
         """While a blocking commit waits for its answer: write the pull chosen by
         :meth:`_pull_along` on ``conn``, then :meth:`_predecode`."""
-        conn.send(along, self.config.consumer_pull_timeout)
+        conn.send(along, self.config.mq_client_api_timeout)
         self._predecode()
 
     def _pull_along(
