@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers import wait_for_sync
 from tidemq.client.direct import DirectConnection, DirectPool, parse_plain_response
 from tidemq.client.producer.producer import Producer
 from tidemq.errors import RemotingConnectError, RemotingSendRequestError, RemotingTimeoutError
@@ -222,3 +223,36 @@ def test_plain_response_parse_leaves_unusual_headers_to_the_decoder() -> None:
         assert parse_plain_response(frame(odd), 5) is None, odd
     rocketmq = encode_command_rocketmq(RemotingCommand.create_response(0, None))
     assert parse_plain_response(rocketmq, 0) is None
+
+
+def test_requests_sent_without_waiting_are_answered_to_their_callbacks_by_later_reads(
+    server: ScriptedServer,
+) -> None:
+    """``send`` does not wait: the answers reach their callbacks when a later call reads them
+    (``read_pending``, or an ``invoke`` waiting for its own answer), and a closed connection gives
+    the callbacks still waiting None."""
+    conn = DirectConnection(server.addr)
+    got: list[str | None] = []
+
+    def record(resp: RemotingCommand | None) -> None:
+        got.append(None if resp is None else resp.remark)
+
+    def request(body: str) -> RemotingCommand:
+        return RemotingCommand.create_request(10, None, body.encode())
+
+    try:
+        with conn.lock:
+            conn.send([(request("along"), record)], 5.0)
+            assert conn.pending == 1
+            wait_for_sync(lambda: (conn.read_pending(), got)[1] == ["along"], 5.0, "the answer sent along")
+            assert conn.pending == 0
+            conn.send([(request("slow"), record), (request("next"), record)], 5.0)
+            assert conn.invoke(request("third"), 5.0).remark == "third"  # reads the earlier answers first
+            assert got == ["along", "slow", "next"]
+            conn.send([(request("close"), record)], 5.0)
+            wait_for_sync(
+                lambda: (conn.read_pending(), got)[1] == ["along", "slow", "next", None], 5.0, "None"
+            )
+            assert conn.pending == 0 and not conn.connected
+    finally:
+        conn.close()

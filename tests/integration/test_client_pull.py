@@ -190,3 +190,79 @@ def test_poll_after_commit_keeps_order_and_seek_drops_the_batch_decoded_meanwhil
         finally:
             consumer.shutdown()
             producer.shutdown()
+
+
+def test_poll_commit_loop_over_queues_refilled_along_commits(tmp_path: Path) -> None:
+    """With a small prefetch per queue, commit_sync sends the next pulls with the offsets: every
+    message of every queue still comes once and in queue order, commits land on the broker, and a
+    seek in the middle replays from the new position."""
+    with ClusterThread(tmp_path) as cluster:
+        addr = cluster.namesrv_addr
+        producer = Producer(namesrv_addr=addr, producer_group="ppg6", default_topic_queue_nums=4)
+        producer.start()
+        producer.send(Message("PullAlong", b"warm"))
+        queues = sorted(producer.fetch_publish_message_queues("PullAlong"))
+        for q in queues:
+            producer.send_batch([Message("PullAlong", f"{q.queue_id}-{i}") for i in range(60)], queue=q)
+        consumer = PullConsumer(
+            namesrv_addr=addr,
+            consumer_group="pcg6",
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            auto_commit=False,
+            pull_batch_size=8,
+            pull_threshold_for_queue=8,
+        )
+        consumer.subscribe("PullAlong")
+        consumer.start()
+        try:
+            seen: dict[int, list[int]] = {q.queue_id: [] for q in queues}
+            deadline = time.monotonic() + 20
+            while sum(map(len, seen.values())) < 4 * 60 + 1 and time.monotonic() < deadline:
+                for m in consumer.poll(0.2):
+                    seen[m.queue_id].append(m.queue_offset)
+                consumer.commit_sync()
+            for q in queues:
+                count = len(seen[q.queue_id])
+                assert seen[q.queue_id] == list(range(count)), q
+                assert consumer.committed(q) == count
+            assert sum(map(len, seen.values())) == 4 * 60 + 1
+            q = queues[0]
+            consumer.seek(q, 5)
+            again: list[int] = []
+            deadline = time.monotonic() + 10
+            while len(again) < 10 and time.monotonic() < deadline:
+                again += [m.queue_offset for m in consumer.poll(0.2) if m.queue_id == q.queue_id]
+                consumer.commit_sync()
+            assert again[:10] == list(range(5, 15))
+        finally:
+            consumer.shutdown()
+            producer.shutdown()
+
+
+def test_polls_without_commits_after_a_commit_still_get_everything(tmp_path: Path) -> None:
+    """A pull sent along a commit is answered even when no commit follows: polls alone still
+    receive every message in order."""
+    with ClusterThread(tmp_path) as cluster:
+        addr = cluster.namesrv_addr
+        producer = Producer(namesrv_addr=addr, producer_group="ppg7")
+        producer.start()
+        q = producer.send(Message("PullOnce", b"m0")).message_queue
+        producer.send_batch([Message("PullOnce", f"m{i}") for i in range(1, 100)], queue=q)
+        consumer = PullConsumer(
+            namesrv_addr=addr,
+            consumer_group="pcg7",
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            auto_commit=False,
+            pull_batch_size=4,
+            pull_threshold_for_queue=4,
+        )
+        consumer.assign([q])
+        consumer.start()
+        try:
+            got = [m.queue_offset for m in poll_until(consumer, 1, 10)]
+            consumer.commit_sync()
+            got += [m.queue_offset for m in poll_until(consumer, 100 - len(got), 20)]
+            assert got == list(range(100))
+        finally:
+            consumer.shutdown()
+            producer.shutdown()

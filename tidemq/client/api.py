@@ -270,6 +270,37 @@ class ClientAPI:
         Raises:
             BrokerError: any code other than FOUND / NOT_FOUND / RETRY_IMMEDIATELY / OFFSET_MOVED.
         """
+        request = self.build_pull_message_request(
+            consumer_group=consumer_group,
+            mq=mq,
+            queue_offset=queue_offset,
+            max_msg_nums=max_msg_nums,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset,
+            suspend_timeout_millis=suspend_timeout_millis,
+            subscription=subscription,
+            sub_version=sub_version,
+            expression_type=expression_type,
+        )
+        resp = await self._invoke(addr, request, timeout)
+        return self.parse_pull_message_response(resp, queue_offset, addr)
+
+    def build_pull_message_request(
+        self,
+        *,
+        consumer_group: str,
+        mq: MessageQueue,
+        queue_offset: int,
+        max_msg_nums: int,
+        sys_flag: int,
+        commit_offset: int,
+        suspend_timeout_millis: int,
+        subscription: str | None,
+        sub_version: int,
+        expression_type: str | None = "TAG",
+    ) -> RemotingCommand:
+        """The PULL_MESSAGE (11) request sent by :meth:`pull_message` (or on a caller's own
+        connection by the blocking lite pull consumer)."""
         # PullMessageRequestHeader(...).to_ext_fields(), written out (same keys, order, values)
         ext = {
             "consumerGroup": consumer_group,
@@ -286,8 +317,15 @@ class ClientAPI:
         ext["subVersion"] = str(sub_version)
         if expression_type is not None:
             ext["expressionType"] = expression_type
-        request = RemotingCommand(PULL_MESSAGE, self.language, opaque=next_opaque(), ext_fields=ext)
-        resp = await self._invoke(addr, request, timeout)
+        return RemotingCommand(PULL_MESSAGE, self.language, opaque=next_opaque(), ext_fields=ext)
+
+    @staticmethod
+    def parse_pull_message_response(resp: RemotingCommand, queue_offset: int, addr: str) -> PullResult:
+        """The :class:`PullResult` of a PULL_MESSAGE answer (``queue_offset``: the request's).
+
+        Raises:
+            BrokerError: any code other than FOUND / NOT_FOUND / RETRY_IMMEDIATELY / OFFSET_MOVED.
+        """
         status = _PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
         if status is None:
             raise BrokerError.for_code(resp.code, resp.remark, addr)

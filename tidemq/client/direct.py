@@ -110,6 +110,13 @@ class DirectConnection:
         self._decoder = FrameDecoder(max_frame_size)
         self._ready: list[RemotingCommand] = []
         self._timeout_ms = 0
+        self._pending: dict[int, Callable[[RemotingCommand | None], object]] = {}
+        """Requests written by :meth:`send`: opaque -> what takes the answer."""
+
+    @property
+    def pending(self) -> int:
+        """Requests written by :meth:`send` whose answer has not been read yet."""
+        return len(self._pending)
 
     @property
     def connected(self) -> bool:
@@ -144,13 +151,78 @@ class DirectConnection:
             self._timeout_ms = ms
 
     def close(self) -> None:
-        """Close the socket (idempotent); the next :meth:`invoke` reconnects."""
+        """Close the socket (idempotent); the next :meth:`invoke` reconnects. The callbacks of the
+        requests written by :meth:`send` and not answered yet get None."""
         sock, self._sock = self._sock, None
         if sock is not None:
             try:
                 sock.close()
             except OSError:
                 pass
+        pending, self._pending = self._pending, {}
+        for callback in pending.values():
+            callback(None)
+
+    def send(
+        self,
+        requests: list[tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]],
+        timeout: float,
+    ) -> None:
+        """Write ``requests`` (connecting first if needed, within ``timeout`` s) without waiting for
+        their answers: each answer goes to its callback when a later call on this connection reads
+        it (:meth:`read_pending`, :meth:`invoke`, :meth:`invoke_many`). Never raises: when the
+        requests cannot be written their callbacks get None (and a broken connection is closed).
+        Must be called with :attr:`lock` held; callbacks run on the reading thread and must not
+        raise."""
+        try:
+            frames = b"".join(encode_command(r, self.max_frame_size) for r, _ in requests)
+            sock = self._sock if self._sock is not None else self._connect(timeout)
+        except Exception:
+            for _, callback in requests:
+                callback(None)
+            return
+        for r, callback in requests:
+            self._pending[r.opaque] = callback
+        try:
+            self._set_timeout(sock, timeout)
+            sock.sendall(frames)
+        except OSError as exc:
+            self._failed(exc, "writing requests")  # closed: the callbacks get None
+
+    def _dispatch(self, cmd: RemotingCommand) -> bool:
+        """Hand ``cmd`` to the callback of its :meth:`send`; False when it is no such answer."""
+        callback = self._pending.pop(cmd.opaque, None) if cmd.is_response else None
+        if callback is None:
+            return False
+        callback(cmd)
+        return True
+
+    def read_pending(self) -> None:
+        """Read what has arrived (without waiting) and hand the answers to requests written by
+        :meth:`send` to their callbacks. Must be called with :attr:`lock` held. A broken connection is
+        closed (the callbacks still waiting then get None)."""
+        sock = self._sock
+        if sock is None or not self._pending:
+            return
+        try:
+            while True:
+                try:
+                    data = sock.recv(_RECV_SIZE, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    break
+                if not data:
+                    raise RemotingSendRequestError(f"connection to {self.addr} closed by the peer")
+                self._ready.extend(self._decoder.feed(data))
+        except BaseException as exc:
+            self._failed(exc, "reading answers")
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._dispatch_ready()
+
+    def _dispatch_ready(self) -> None:
+        """Hand the decoded answers to :meth:`send`'s requests to their callbacks; keep the rest."""
+        self._ready[:] = [cmd for cmd in self._ready if not self._dispatch(cmd)]
 
     def invoke_many(
         self,
@@ -179,12 +251,16 @@ class DirectConnection:
                     cmd = ready.pop(0)
                     if cmd.is_response and (i := waiting.pop(cmd.opaque, None)) is not None:
                         answers[i] = cmd
+                    elif self._pending:
+                        self._dispatch(cmd)
                 if waiting:
                     ready.extend(self._decoder.feed(self._recv(sock, deadline)))
         except BaseException as exc:
             raise self._failed(
                 exc, f"{timeout:g}s, {len(waiting)} of {len(requests)} requests of code {requests[0].code}"
             )
+        if ready and self._pending:
+            self._dispatch_ready()
         return [a for a in answers if a is not None]
 
     def _recv(self, sock: socket.socket, deadline: float) -> bytes:
@@ -259,7 +335,11 @@ class DirectConnection:
                 while ready:
                     cmd = ready.pop(0)
                     if cmd.is_response and cmd.opaque == opaque:
+                        if ready and self._pending:
+                            self._dispatch_ready()
                         return cmd
+                    if self._pending:
+                        self._dispatch(cmd)
                 data = self._recv(sock, deadline)
                 if not self._decoder.buffered and len(data) <= self.max_frame_size:  # the usual case
                     plain = parse_plain_response(data, opaque)
@@ -280,16 +360,18 @@ class DirectPool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def try_acquire(self, addr: str) -> DirectConnection | None:
+    def try_acquire(self, addr: str, lane: int = 0) -> DirectConnection | None:
         """The connection to ``addr`` with its lock held, or None when another thread is using it
-        (or the pool is closed). Release with ``conn.lock.release()``."""
-        conn = self._conns.get(addr)
+        (or the pool is closed). Release with ``conn.lock.release()``. Each ``lane`` is a connection
+        of its own to the same address (a broker answers each connection's requests separately)."""
+        key = addr if not lane else f"{addr}#{lane}"
+        conn = self._conns.get(key)
         if conn is None:
             with self._lock:
                 if self._closed:
                     return None
                 conn = self._conns.setdefault(
-                    addr, DirectConnection(addr, connect_timeout=self.connect_timeout)
+                    key, DirectConnection(addr, connect_timeout=self.connect_timeout)
                 )
         if not conn.lock.acquire(blocking=False):
             return None

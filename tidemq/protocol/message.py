@@ -183,6 +183,8 @@ class MessageExt(Message):
     """
 
     __slots__ = (
+        "_props",
+        "_props_text",
         "body_crc",
         "born_host",
         "born_timestamp",
@@ -198,6 +200,9 @@ class MessageExt(Message):
         "store_timestamp",
         "sys_flag",
     )
+
+    _props: dict[str, str] | None
+    _props_text: str
 
     def __init__(
         self,
@@ -236,6 +241,53 @@ class MessageExt(Message):
         self.reconsume_times = reconsume_times
         self.prepared_transaction_offset = prepared_transaction_offset
         self.broker_name = broker_name
+
+    @property  # type: ignore[override]
+    def properties(self) -> dict[str, str]:
+        """The message's properties (a dict). A decoded message keeps its stored properties text
+        and parses it into the dict at the first access (most consumers never read it; ``tags``,
+        ``keys`` and ``unique_key`` read the text without parsing it)."""
+        props = self._props
+        if props is None:
+            props = self._props = string_to_properties(self._props_text)
+        return props
+
+    @properties.setter
+    def properties(self, value: dict[str, str]) -> None:
+        self._props = value
+
+    def set_properties_text(self, text: str) -> None:
+        """Make ``text`` (a stored properties string) the properties, parsed only when
+        :attr:`properties` is first read: what ``msg.properties = string_to_properties(text)`` gives."""
+        self._props = None
+        self._props_text = text
+
+    def _property(self, key: str) -> str | None:
+        props = self._props
+        if props is None:
+            return property_value(self._props_text, key)
+        return props.get(key)
+
+    @property
+    def tags(self) -> str | None:
+        return self._property(MessageConst.PROPERTY_TAGS)
+
+    @tags.setter
+    def tags(self, value: str) -> None:
+        self.properties[MessageConst.PROPERTY_TAGS] = value
+
+    @property
+    def keys(self) -> str | None:
+        return self._property(MessageConst.PROPERTY_KEYS)
+
+    @keys.setter
+    def keys(self, value: str) -> None:
+        self.properties[MessageConst.PROPERTY_KEYS] = value
+
+    @property
+    def unique_key(self) -> str | None:
+        """The client-generated message id (``UNIQ_KEY`` property), if any."""
+        return self._property(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     @property
     def msg_id(self) -> str:

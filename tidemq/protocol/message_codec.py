@@ -29,7 +29,13 @@ from datetime import datetime
 from typing import Final
 
 from tidemq.errors import ProtocolError
-from tidemq.protocol.message import Message, MessageExt, properties_to_string, string_to_properties
+from tidemq.protocol.message import (
+    PROPERTY_SEPARATOR,
+    Message,
+    MessageExt,
+    properties_to_string,
+    string_to_properties,
+)
 
 # The record layout is defined once, in tidemq.protocol.record_layout (codec, store and Spark use it);
 # the public names stay importable from here.
@@ -494,12 +500,26 @@ def _decode_message_v4(
     return msg, p
 
 
-def decode_messages(buf: bytes | bytearray | memoryview, *, decompress: bool = True) -> list[MessageExt]:
+def decode_messages(
+    buf: bytes | bytearray | memoryview,
+    *,
+    decompress: bool = True,
+    broker_name: str = "",
+    extra_properties: str = "",
+) -> list[MessageExt]:
     """Decode records laid back to back (a PULL_MESSAGE body). Mirrors ``MessageDecoder.decodes``.
 
     The IPv4 records (the usual case) are decoded inline here over ``bytes`` (slices instead of
     memoryview copies, the store host's text and id prefix worked out once per body); other records
     go through :func:`decode_message`. Same messages as :func:`decode_message` one by one.
+
+    The inline path leaves each message's properties as their stored text, parsed at the first read
+    of ``msg.properties`` (:meth:`MessageExt.set_properties_text`).
+
+    Args:
+        broker_name: set as every message's ``broker_name``.
+        extra_properties: a properties string (``"K\x01v\x02K2\x01v2"``) added to every message's
+            properties after its own, as if each pair were then set on ``msg.properties``.
 
     Raises:
         ProtocolError: a truncated or malformed record.
@@ -512,12 +532,17 @@ def decode_messages(buf: bytes | bytearray | memoryview, *, decompress: bool = T
     fixed = _V4_FIXED.size
     flag_at = POS_SYS_FLAG + 3
     new = _new_message_ext
-    to_props = string_to_properties
+    set_text = MessageExt.set_properties_text
     store_key: tuple[bytes, int] | None = None
     store_text = store_id = ""
+    extra = PROPERTY_SEPARATOR + extra_properties if extra_properties else ""
+    extra_props = string_to_properties(extra_properties) if extra_properties else {}
     while pos < end:
         if end - pos < fixed or data[pos + flag_at] & _HOST_V6_FLAGS:
             msg, pos = decode_message(data, pos, decompress=decompress)
+            msg.broker_name = broker_name
+            if extra_props:
+                msg.properties.update(extra_props)
             append(msg)
             continue
         try:
@@ -536,7 +561,7 @@ def decode_messages(buf: bytes | bytearray | memoryview, *, decompress: bool = T
             p += topic_len
             props_len = (data[p] << 8) | data[p + 1]
             p += 2
-            props = to_props(data[p : p + props_len].decode()) if props_len else {}
+            props_text = data[p : p + props_len].decode() + extra if props_len else extra_properties
             p += props_len
         except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
             raise ProtocolError(f"truncated or malformed message record at {pos}: {exc}") from exc
@@ -552,7 +577,7 @@ def decode_messages(buf: bytes | bytearray | memoryview, *, decompress: bool = T
         msg.topic = topic
         msg.body = body
         msg.flag = flag
-        msg.properties = props
+        set_text(msg, props_text)
         msg.queue_id = queue_id
         msg.store_size = total
         msg.queue_offset = queue_offset
@@ -571,7 +596,7 @@ def decode_messages(buf: bytes | bytearray | memoryview, *, decompress: bool = T
         msg.body_crc = crc
         msg.reconsume_times = reconsume
         msg.prepared_transaction_offset = prepared
-        msg.broker_name = ""
+        msg.broker_name = broker_name
         append(msg)
         pos = p
     return out

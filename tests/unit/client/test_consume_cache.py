@@ -34,3 +34,20 @@ async def test_blocking_take_from_another_thread_sees_loop_puts_in_order() -> No
     await asyncio.to_thread(thread.join, 10)
     assert not thread.is_alive()
     assert got == [0, 1, 2, None]
+
+
+async def test_put_from_another_thread_wakes_an_async_taker() -> None:
+    cache: ConsumeRequestCache[int] = ConsumeRequestCache()
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.05, lambda: threading.Thread(target=cache.put_from_thread, args=(7,)).start())
+    assert await cache.take(5.0) == 7
+
+
+async def test_put_from_another_thread_wakes_a_blocking_taker_in_order() -> None:
+    cache: ConsumeRequestCache[int] = ConsumeRequestCache()
+    cache.put(0)
+    putter = threading.Thread(target=lambda: [cache.put_from_thread(i) for i in (1, 2)])
+    putter.start()
+    got = [await asyncio.to_thread(cache.take_blocking, 5.0) for _ in range(3)]
+    putter.join(10)
+    assert got == [0, 1, 2]

@@ -44,7 +44,8 @@ def record(i: int, *, born: str = "10.1.2.3:50000", store: str = "10.1.2.4:10911
 
 
 def fields(m: MessageExt) -> dict[str, object]:
-    names = {n for cls in type(m).__mro__ for n in getattr(cls, "__slots__", ())}
+    """The public fields (the private slots hold the properties text until it is parsed)."""
+    names = {n for cls in type(m).__mro__ for n in getattr(cls, "__slots__", ()) if not n.startswith("_")}
     return {n: getattr(m, n) for n in sorted(names)}
 
 
@@ -107,3 +108,52 @@ def test_decode_messages_is_decode_message_record_by_record() -> None:
     for buf in (body, bytearray(body), memoryview(body)):
         assert [fields(m) for m in decode_messages(buf)] == expected
     assert [m.store_host for m in decode_messages(body)][2:4] == ["10.1.2.4:10911", "10.9.9.9:1"]
+
+
+def test_pulled_message_properties_read_like_a_dict() -> None:
+    """What a consumer reads from a pulled message: the properties dict (with the pull's offsets
+    after the stored ones), tags / keys / ids, equality and pickling, changes kept."""
+    import pickle
+
+    body = b"".join(record(i) for i in range(2))
+    offsets = "MIN_OFFSET\x010\x02MAX_OFFSET\x0142"
+    msgs = decode_messages(body, broker_name="broker-a", extra_properties=offsets)
+    general = [decode_message(body, 0)[0], decode_message(body, decode_message(body, 0)[1])[0]]
+    for m, g in zip(msgs, general, strict=True):
+        g.broker_name = "broker-a"
+        g.properties.update({"MIN_OFFSET": "0", "MAX_OFFSET": "42"})
+        assert fields(m) == fields(g)
+    m = msgs[0]
+    assert (m.tags, m.keys, m.unique_key) == ("TagA", "k1", "7F000001000018B4AAC2000000000001")
+    assert m.broker_name == "broker-a"
+    assert list(m.properties) == ["TAGS", "KEYS", "UNIQ_KEY", "MIN_OFFSET", "MAX_OFFSET"]
+    assert pickle.loads(pickle.dumps(msgs[1])) == msgs[1]
+    assert pickle.loads(pickle.dumps(msgs[1])).properties["MAX_OFFSET"] == "42"
+    m.properties["RECONSUME_TIME"] = "3"
+    m.tags = "TagB"
+    assert m.properties["RECONSUME_TIME"] == "3" and m.tags == "TagB"
+    m.properties = {"X": "1"}
+    assert m.tags is None and m.properties == {"X": "1"}
+    assert m != msgs[1]
+
+
+def test_pulled_message_without_stored_properties() -> None:
+    raw = encode_stored_message(
+        topic="T",
+        body=b"b",
+        properties="",
+        queue_id=0,
+        flag=0,
+        queue_offset=0,
+        commit_log_offset=0,
+        sys_flag=0,
+        born_timestamp=0,
+        born_host="1.2.3.4:5",
+        store_timestamp=0,
+        store_host="1.2.3.4:6",
+        reconsume_times=0,
+        prepared_transaction_offset=0,
+    )
+    assert decode_messages(raw)[0].properties == {}
+    assert decode_messages(raw, extra_properties="MAX_OFFSET\x011")[0].properties == {"MAX_OFFSET": "1"}
+    assert decode_messages(raw)[0].tags is None

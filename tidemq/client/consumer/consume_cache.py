@@ -29,6 +29,8 @@ class ConsumeRequestCache(Generic[T]):
         self._items: deque[T] = deque()
         self._cond = threading.Condition(threading.Lock())
         self._event = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None  # of the asyncio takers
+        self._async_takers = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -39,6 +41,18 @@ class ConsumeRequestCache(Generic[T]):
             self._items.append(item)
             self._cond.notify()
         self._event.set()
+
+    def put_from_thread(self, item: T) -> None:
+        """:meth:`put` from any thread (a blocking consumer's own pulls): wakes a blocking taker at
+        once, and an asyncio taker through the loop."""
+        with self._cond:
+            self._items.append(item)
+            self._cond.notify()
+        if self._async_takers and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._event.set)
+            except RuntimeError:  # the loop is closed: shutting down
+                pass
 
     def take_nowait(self) -> T | None:
         """The oldest item, or None when empty (any thread)."""
@@ -67,5 +81,10 @@ class ConsumeRequestCache(Generic[T]):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), remaining)
+            self._loop = asyncio.get_running_loop()
+            self._async_takers += 1
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._event.wait(), remaining)
+            finally:
+                self._async_takers -= 1

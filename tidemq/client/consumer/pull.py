@@ -7,19 +7,28 @@ them consumed (the offset to commit is then the ProcessQueue minimum, i.e. after
 ``commit_sync`` sends offsets to the broker, or auto-commit every ``auto_commit_interval``
 seconds from ``poll``; ``seek`` / ``seek_to_begin`` / ``seek_to_end``,
 ``offset_for_timestamp`` and ``committed``.
+
+The blocking ``PullConsumer`` keeps the client loop's thread out of the steady state: ``poll`` takes
+from the buffer and decodes on the caller's thread, and ``commit_sync`` sends the offsets on the
+caller's own connection, decodes the next batch while the broker answers, and sends the next pull
+of a queue with room and a known backlog along with it (on a second connection; its answer is read
+by the next commit). The loop's pull tasks still own every queue: the first pulls, long polling
+once caught up, errors, failover to a slave, and whatever the committer does not pull. One pull
+per queue is in flight at a time, so a queue's batches reach the buffer in queue order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from tidemq.client.api import PullResult, PullStatus
+from tidemq.client.api import ClientAPI, PullResult, PullStatus
 from tidemq.client.config import PullConsumerConfig, apply_overrides
 from tidemq.client.consumer.consume_cache import ConsumeRequestCache
 from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
@@ -28,11 +37,12 @@ from tidemq.client.consumer.pull_api import PullAPIWrapper, process_pull_result
 from tidemq.client.consumer.pull_service import PullRequest
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.start_offset import compute_pull_from_where
-from tidemq.client.direct import DirectPool
+from tidemq.client.direct import DirectConnection, DirectPool
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
 from tidemq.errors import ClientError, RemotingError, TideMQError
 from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, SubscriptionData
+from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import build_subscription_data
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageExt, MessageQueue
@@ -57,6 +67,27 @@ def _count_records(body: bytes) -> int:
         pos += size
         n += 1
     return n
+
+
+_LOOP = "loop"
+"""In :attr:`AsyncPullConsumer._pulling`: the queue's pull task on the loop is pulling it."""
+
+
+class _CallerPull:
+    """A PULL_MESSAGE a blocking ``commit_sync`` sent with its offsets (on its own connection) and
+    whose answer is not handled yet."""
+
+    __slots__ = ("addr", "conn", "offset", "pr", "started", "sub")
+
+    def __init__(
+        self, pr: PullRequest, sub: SubscriptionData | None, offset: int, addr: str, conn: DirectConnection
+    ) -> None:
+        self.pr = pr
+        self.sub = sub
+        self.offset = offset
+        self.addr = addr
+        self.conn = conn
+        self.started = time.monotonic()
 
 
 PulledBatch = tuple[MessageQueue, ProcessQueue, PullResult, "SubscriptionData | None", int]
@@ -94,6 +125,15 @@ class AsyncPullConsumer:
         self._committed: dict[MessageQueue, int] = {}
         self._assigned: set[MessageQueue] | None = None
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
+        self._requests: dict[MessageQueue, PullRequest] = {}
+        """The current PullRequest of each queue being pulled."""
+        self._pulling: dict[MessageQueue, _CallerPull | str] = {}
+        """Who has a pull of the queue in flight: :data:`_LOOP` (its pull task) or a
+        :class:`_CallerPull` (a blocking ``commit_sync``). One pull at a time per queue, so its
+        batches reach the cache in queue order. Guarded by :attr:`_lock`."""
+        self._max_offsets: dict[MessageQueue, int] = {}
+        """The broker's max offset of each queue from its latest pull (a backlog is known when it is
+        above the PullRequest's next offset)."""
         self._cache: ConsumeRequestCache[PulledBatch] | None = None
         self._last_commit = time.monotonic()
         self._tasks_bg: set[asyncio.Task[None]] = set()
@@ -104,10 +144,11 @@ class AsyncPullConsumer:
         self._predecoded: tuple[PulledBatch, list[MessageExt] | None] | None = None
         """The cache's next batch, taken and decoded by :meth:`commit_blocking` while it waited for
         the broker (under :attr:`_take_lock`); the next blocking poll returns it."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         """Guards the ProcessQueues, the offset table and ``_committed`` between the loop (pulls,
         rebalance) and the thread of a blocking :meth:`poll_blocking` / :meth:`commit_blocking`.
-        Held only for short sections that never await."""
+        Held only for short sections that never await (re-entrant: a pull answer read by a committer
+        is handled under it)."""
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -227,6 +268,10 @@ class AsyncPullConsumer:
         task = self._tasks.pop(mq, None)
         if task is not None:
             task.cancel()
+        with self._lock:
+            self._requests.pop(mq, None)
+            if isinstance(self._pulling.get(mq), _CallerPull):
+                del self._pulling[mq]  # its answer is dropped (the queue's ProcessQueue is dropped)
         await self.offset_store.persist(mq)
         with self._lock:
             self.offset_store.remove_offset(mq)
@@ -259,6 +304,10 @@ class AsyncPullConsumer:
         old = self._tasks.pop(pr.message_queue, None)
         if old is not None:
             old.cancel()
+        with self._lock:
+            self._requests[pr.message_queue] = pr
+            if isinstance(self._pulling.get(pr.message_queue), _CallerPull):
+                del self._pulling[pr.message_queue]  # for the previous PullRequest: its answer is dropped
         self._tasks[pr.message_queue] = asyncio.ensure_future(self._pull_loop(pr))
 
     # -- pulling -----------------------------------------------------------------------------------
@@ -271,6 +320,9 @@ class AsyncPullConsumer:
                 pq.msg_count > cfg.pull_threshold_for_queue
                 or len(self.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all
             ):
+                await asyncio.sleep(0.05)
+                continue
+            if not self._claim_for_loop(mq):
                 await asyncio.sleep(0.05)
                 continue
             sub = self.rebalancer.subscription_inner.get(mq.topic)
@@ -288,22 +340,73 @@ class AsyncPullConsumer:
                     timeout=cfg.consumer_pull_timeout,
                 )
             except TideMQError as exc:
+                self._release_loop_claim(mq)
                 log.warning("pull of %s failed: %s", mq, exc)
                 await asyncio.sleep(cfg.pull_time_delay_when_exception)
                 continue
-            if pq.dropped:
-                return
-            # The body is decoded by poll(), on the poller's thread: this loop only moves bytes
-            # (a blocking PullConsumer's thread and this loop then do not fight over the GIL).
-            self.pull_api.update_pull_from_which_node(mq, result.suggest_which_broker_id)
-            pr.next_offset = result.next_begin_offset
-            if result.pull_status is PullStatus.FOUND and result.body:
-                count = _count_records(result.body)
-                with self._lock:
-                    pq.msg_count += count  # counted as cached (flow control) until polled
-                self.cache.put((mq, pq, result, sub, count))
-            elif result.pull_status is PullStatus.OFFSET_ILLEGAL:
-                log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)
+            except BaseException:
+                self._release_loop_claim(mq)
+                raise
+            try:
+                if pq.dropped:
+                    return
+                # The body is decoded by poll(), on the poller's thread: this loop only moves bytes
+                # (a blocking PullConsumer's thread and this loop then do not fight over the GIL).
+                self._pulled(pr, result, sub, self.cache.put)
+            finally:
+                self._release_loop_claim(mq)
+
+    def _pulled(
+        self,
+        pr: PullRequest,
+        result: PullResult,
+        sub: SubscriptionData | None,
+        put: Callable[[PulledBatch], None],
+    ) -> None:
+        """A pull's answer for ``pr``: move its offset on, remember the node and the backlog, and
+        ``put`` a FOUND batch into the cache (counted as cached until polled)."""
+        mq, pq = pr.message_queue, pr.process_queue
+        self.pull_api.update_pull_from_which_node(mq, result.suggest_which_broker_id)
+        pr.next_offset = result.next_begin_offset
+        self._max_offsets[mq] = result.max_offset
+        if result.pull_status is PullStatus.FOUND and result.body:
+            count = _count_records(result.body)
+            with self._lock:
+                pq.msg_count += count  # counted as cached (flow control) until polled
+            put((mq, pq, result, sub, count))
+        elif result.pull_status is PullStatus.OFFSET_ILLEGAL:
+            log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)
+
+    def _claim_for_loop(self, mq: MessageQueue) -> bool:
+        """Let the queue's pull task pull now: False while a blocking committer's pull of it is in
+        flight. Its answer is read here when it has arrived; a pull unanswered for
+        ``consumer_pull_timeout`` is given up (its answer is then dropped)."""
+        with self._lock:
+            current = self._pulling.get(mq)
+            if current is None or current == _LOOP:
+                self._pulling[mq] = _LOOP
+                return True
+            assert isinstance(current, _CallerPull)
+            conn = current.conn
+        if conn.lock.acquire(blocking=False):  # not in use by a committer: read what has arrived
+            try:
+                conn.read_pending()
+            finally:
+                conn.lock.release()
+        with self._lock:
+            current = self._pulling.get(mq)
+            if (
+                isinstance(current, _CallerPull)
+                and time.monotonic() - current.started < self.config.consumer_pull_timeout
+            ):
+                return False
+            self._pulling[mq] = _LOOP
+            return True
+
+    def _release_loop_claim(self, mq: MessageQueue) -> None:
+        with self._lock:
+            if self._pulling.get(mq) == _LOOP:
+                del self._pulling[mq]
 
     @property
     def cache(self) -> ConsumeRequestCache[PulledBatch]:
@@ -476,17 +579,26 @@ class AsyncPullConsumer:
             if conn is None:
                 rest.extend(items)
                 continue
+            pull_conn = pool.try_acquire(addr, lane=1)
             try:
                 requests = [
                     api.build_update_consumer_offset_request(self.group_name, mq, off) for mq, off in items
                 ]
-                responses = conn.invoke_many(requests, self.config.mq_client_api_timeout, self._predecode)
+                while_waiting: Callable[[], None] = self._predecode
+                if pull_conn is not None:
+                    pull_conn.read_pending()  # the answers to the pulls sent by earlier commits
+                    along = self._pull_along(addr, pull_conn)
+                    if along:
+                        while_waiting = functools.partial(self._pull_and_predecode, pull_conn, along)
+                responses = conn.invoke_many(requests, self.config.mq_client_api_timeout, while_waiting)
             except (RemotingError, ClientError) as exc:
                 for mq, off in items:
                     log.warning("persisting offset %d of %s for %s failed: %s", off, mq, self.group_name, exc)
                 continue
             finally:
                 conn.lock.release()
+                if pull_conn is not None:
+                    pull_conn.lock.release()
             for (mq, off), response in zip(items, responses, strict=True):
                 try:
                     api.check_update_consumer_offset_response(response, addr)
@@ -496,6 +608,93 @@ class AsyncPullConsumer:
                 with self._lock:
                     self._committed[mq] = off
         return rest
+
+    def _pull_and_predecode(
+        self,
+        conn: DirectConnection,
+        along: list[tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]],
+    ) -> None:
+        """While a blocking commit waits for its answer: write the pull chosen by
+        :meth:`_pull_along` on ``conn``, then :meth:`_predecode`."""
+        conn.send(along, self.config.mq_client_api_timeout)
+        self._predecode()
+
+    def _pull_along(
+        self, addr: str, conn: DirectConnection
+    ) -> list[tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]]:
+        """The next pull a blocking commit to ``addr`` sends right after its offsets, on ``conn``
+        (a second connection to the broker: the broker answers the commit without waiting for the
+        pull's work; the answer is read by the next commit, see :meth:`_caller_pulled`): of the
+        queue with the fewest cached messages among those the loop would pull now (under flow
+        control's thresholds, a backlog known on the broker, no pull in flight, pulled from this
+        master). Queues without a known backlog stay with the loop's long polling. The request is
+        the pull task's. The pull then costs no wake-up of the loop thread and no round trip of
+        its own."""
+        cfg = self.config
+        if len(self.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all:
+            return []
+        with self._lock:
+            best: PullRequest | None = None
+            for mq, pr in self._requests.items():
+                pq = pr.process_queue
+                if (
+                    mq in self._pulling
+                    or pq.dropped
+                    or pq.msg_count > cfg.pull_threshold_for_queue
+                    or self._max_offsets.get(mq, -1) <= pr.next_offset
+                ):
+                    continue
+                if best is None or pq.msg_count < best.process_queue.msg_count:
+                    best = pr
+            if best is None:
+                return []
+            mq = best.message_queue
+            found = self.pull_api.find_broker(mq)
+            if found is None or found.slave or found.broker_addr != addr:
+                return []
+            sub = self.rebalancer.subscription_inner.get(mq.topic)
+            request = self.instance.api.build_pull_message_request(
+                consumer_group=self.group_name,
+                mq=mq,
+                queue_offset=best.next_offset,
+                max_msg_nums=cfg.pull_batch_size,
+                sys_flag=PullSysFlag.build_sys_flag(False, True, True, False),
+                commit_offset=0,
+                suspend_timeout_millis=int(cfg.broker_suspend_max_time * 1000),
+                subscription=sub.sub_string if sub else "*",
+                sub_version=0,
+                expression_type="TAG",
+            )
+            pending = _CallerPull(best, sub, best.next_offset, addr, conn)
+            self._pulling[mq] = pending
+        return [(request, functools.partial(self._caller_pulled, pending))]
+
+    def _caller_pulled(self, pending: _CallerPull, response: RemotingCommand | None) -> None:
+        """The answer to a pull sent by :meth:`_pull_along` (None: the connection closed first),
+        on whichever thread read it. Handled as the pull task handles its own, unless the queue
+        was dropped, re-seeked or given up meanwhile. A failed pull is left to the pull task (the
+        queue is not pulled along again until the task's next answer)."""
+        pr = pending.pr
+        mq = pr.message_queue
+        result: PullResult | None = None
+        if response is not None:
+            try:
+                result = ClientAPI.parse_pull_message_response(response, pending.offset, pending.addr)
+            except TideMQError as exc:
+                log.debug("pull of %s along a commit failed: %s", mq, exc)
+        with self._lock:
+            if self._pulling.get(mq) is not pending:
+                return  # given up: the pull task pulls this range again
+            try:
+                if result is None:
+                    self._max_offsets.pop(mq, None)
+                elif not pr.process_queue.dropped:
+                    self._pulled(pr, result, pending.sub, self.cache.put_from_thread)
+            except Exception:  # a bug: never let it break the connection that read the answer
+                log.exception("handling the pull of %s sent along a commit failed", mq)
+                self._max_offsets.pop(mq, None)
+            finally:
+                del self._pulling[mq]
 
     async def committed(self, mq: MessageQueue) -> int:
         """The offset stored on the broker for ``mq`` (-1 if none). Mirrors ``committed``."""

@@ -73,20 +73,13 @@ def process_pull_result(
     Mirrors the decoding half of ``PullAPIWrapper.processPullResult``.
     """
     if result.pull_status is PullStatus.FOUND and result.body:
-        msgs = decode_messages(result.body)
-        min_s, max_s = str(result.min_offset), str(result.max_offset)
-        broker_name = mq.broker_name
-        match_all = subscription is None or subscription.class_filter_mode or not subscription.tags_set
-        kept = []
-        for msg in msgs:
-            if not match_all and not is_tag_matched(subscription, msg.tags):
-                continue
-            msg.broker_name = broker_name
-            props = msg.properties
-            props["MIN_OFFSET"] = min_s
-            props["MAX_OFFSET"] = max_s
-            kept.append(msg)
-        result.msg_found_list = kept
+        # the offsets as properties of each message (their text only: parsed at the first read)
+        offsets = f"MIN_OFFSET\x01{result.min_offset}\x02MAX_OFFSET\x01{result.max_offset}"
+        msgs = decode_messages(result.body, broker_name=mq.broker_name, extra_properties=offsets)
+        if subscription is None or subscription.class_filter_mode or not subscription.tags_set:
+            result.msg_found_list = msgs
+        else:
+            result.msg_found_list = [msg for msg in msgs if is_tag_matched(subscription, msg.tags)]
     result.body = b""
     return result
 
@@ -182,7 +175,7 @@ class PullAPIWrapper:
         if until is None:
             return False
         if self.clock() >= until:
-            del self._unreachable[addr]
+            self._unreachable.pop(addr, None)  # pop: the loop and a blocking committer may both look
             return False
         return True
 
