@@ -205,11 +205,6 @@ class Broker:
             await self.remoting_server.shutdown()
             raise
 
-    def _process_held_pull(self, channel: Any, request: RemotingCommand) -> RemotingCommand | None:
-        """Re-run a woken long-polling pull (no suspend) and return its answer."""
-        assert self.pull_processor is not None
-        return self.pull_processor.process(channel, request, broker_allow_suspend=False)
-
     def _schedule_dispatch(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` on the broker's loop soon (from any thread): right after the current
         request read's responses are written, else at the next loop turn."""
@@ -258,7 +253,6 @@ class Broker:
             self.store.get_max_offset_in_queue,
             self.pull_processor.execute_request_when_wakeup,
             check_interval=check,
-            process_now=self._process_held_pull,
         )
         self.pull_request_hold_service.start()
         from tidemq.broker.schedule import ScheduleMessageService

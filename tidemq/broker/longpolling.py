@@ -21,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tidemq.errors import RemotingError
 from tidemq.protocol.command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -59,9 +60,8 @@ class HeldPullRequest:
         return self.tag_codes is None or tags_code is None or tags_code in self.tag_codes
 
 
-WakeupCallback = Callable[[Any, RemotingCommand], Awaitable[None]]
+WakeupCallback = Callable[[Any, RemotingCommand], RemotingCommand | None]
 MaxOffsetGetter = Callable[[str, int], int]
-ProcessNow = Callable[[Any, RemotingCommand], RemotingCommand | None]
 
 
 class PullRequestHoldService:
@@ -69,12 +69,10 @@ class PullRequestHoldService:
 
     Args:
         get_max_offset: ``(topic, queue_id) -> max logical offset`` (the store's).
-        wakeup: coroutine re-executing a request and sending its answer; RocketMQ's
-            ``PullMessageProcessor.executeRequestWhenWakeup``.
-        process_now: re-executes a request at once and returns its answer (None: no answer). When
-            given, a woken request whose connection takes writes is answered inside the wake-up
-            itself (no task, no loop turn between the put and the consumer's answer); ``wakeup``
-            remains for connections whose writes are paused.
+        wakeup: re-executes a request and returns its answer (None: no answer); RocketMQ's
+            ``PullMessageProcessor.executeRequestWhenWakeup``. The answer is written inside the
+            wake-up itself (no task, no loop turn between the put and the consumer's answer); a
+            connection whose writes are paused gets it from a task that waits for the drain.
         check_interval: period of the safety-net re-check (seconds; 5 s like RocketMQ).
 
     Must be used from one event loop (the broker's); :meth:`start` binds it.
@@ -86,11 +84,9 @@ class PullRequestHoldService:
         wakeup: WakeupCallback,
         *,
         check_interval: float = 5.0,
-        process_now: ProcessNow | None = None,
     ) -> None:
         self._get_max_offset = get_max_offset
         self._wakeup = wakeup
-        self._process_now = process_now
         self.check_interval = check_interval
         self._table: dict[TopicQueueKey, list[HeldPullRequest]] = {}
         self._stop = asyncio.Event()
@@ -188,24 +184,32 @@ class PullRequestHoldService:
         if held.timer is not None:
             held.timer.cancel()
             held.timer = None
-        channel = held.channel
-        if self._process_now is not None and not channel.write_paused:
-            try:
-                response = self._process_now(channel, held.request)
-                if response is not None and channel.is_active:
-                    channel.respond_now(held.request, response)
-            except Exception:
-                log.exception("re-executing held pull on %s:%d failed", held.topic, held.queue_id)
-            return
-        task = asyncio.get_running_loop().create_task(self._execute(held))
-        self._inflight.add(task)
-        task.add_done_callback(self._inflight.discard)
-
-    async def _execute(self, held: HeldPullRequest) -> None:
+        channel, request = held.channel, held.request
         try:
-            await self._wakeup(held.channel, held.request)
+            response = self._wakeup(channel, request)
         except Exception:
             log.exception("re-executing held pull on %s:%d failed", held.topic, held.queue_id)
+            return
+        if response is None or not channel.is_active:
+            return
+        if channel.write_paused:
+            task = asyncio.get_running_loop().create_task(
+                self._answer_after_drain(channel, request, response)
+            )
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+            return
+        try:
+            channel.respond_now(request, response)
+        except RemotingError as exc:
+            log.debug("answering held pull to %s failed: %s", channel.remote_addr, exc)
+
+    @staticmethod
+    async def _answer_after_drain(channel: Any, request: RemotingCommand, response: RemotingCommand) -> None:
+        try:
+            await channel.send_response(request, response)
+        except RemotingError as exc:
+            log.debug("answering held pull to %s failed: %s", channel.remote_addr, exc)
 
     async def _run(self) -> None:
         while not self._stop.is_set():

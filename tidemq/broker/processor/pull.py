@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 
 from tidemq.broker.longpolling import HeldPullRequest
 from tidemq.broker.pull_suggest import pull_advice
-from tidemq.errors import RemotingError
 from tidemq.protocol.body import EXPRESSION_TYPE_TAG, SubscriptionData
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -105,16 +104,12 @@ class PullMessageProcessor:
         """First processing: may hold the request (returns None) and commits the piggy-backed offset."""
         return self.process(channel, request, broker_allow_suspend=True)
 
-    async def execute_request_when_wakeup(self, channel: Channel, request: RemotingCommand) -> None:
-        """Re-run a held request (no suspend, no commit) and send its answer. Mirrors
-        ``executeRequestWhenWakeup``."""
-        response = self.process(channel, request, broker_allow_suspend=False)
-        if response is None or not channel.is_active:
-            return
-        try:
-            await channel.send_response(request, response)
-        except RemotingError as exc:
-            log.debug("answering held pull to %s failed: %s", channel.remote_addr, exc)
+    def execute_request_when_wakeup(
+        self, channel: Channel, request: RemotingCommand
+    ) -> RemotingCommand | None:
+        """Re-run a held request (no suspend, no commit) and return its answer, which the hold
+        service writes. Mirrors ``executeRequestWhenWakeup``."""
+        return self.process(channel, request, broker_allow_suspend=False)
 
     # -- decision logic ------------------------------------------------------------------------
 
