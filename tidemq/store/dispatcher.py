@@ -6,9 +6,10 @@ Mirrors RocketMQ's ``CommitLogDispatcherBuildConsumeQueue`` + ``CommitLogDispatc
 consume-queue rebuilds (one record at a time, from :class:`RecordInfo`), and the HA slave's append.
 
 A put is dispatched either at once (the default) or, once :attr:`CommitLogDispatcher.schedule` is set
-(the broker sets its loop's ``call_soon``), just after the put has returned, so a producer's answer
-does not wait for consume-queue and index work, as ReputMessageService runs behind the commit log.
-The store drains what is pending before anything reads a consume queue or the index.
+(the broker runs the drain right after the request's answer is written), just after the put has
+returned, so a producer's answer does not wait for consume-queue and index work, as
+ReputMessageService runs behind the commit log. The store drains what is pending before anything
+reads a consume queue or the index.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ consumable records of one put, for one queue."""
 Arrival = tuple[str, int, int, int, int]
 """``(topic, queue_id, max offset in queue, last tag code, store timestamp)``: what the message
 arriving listener is told once a queue got new entries."""
-_Put = tuple[Sequence[PutRun], int, Sequence["IndexRun"], int]
 IndexRun = tuple[str, int, Sequence[int], Sequence[str]]
 """``(topic, sys_flag, record sizes, properties texts)``: consecutive records of one put."""
+_Put = tuple[Sequence[PutRun], int, Sequence[IndexRun], int]
 
 CONSUMABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 """Transaction states that get a consume-queue entry (prepared and rolled-back records do not)."""
@@ -94,8 +95,8 @@ class CommitLogDispatcher:
         self.index_service = index_service
         self._delay_table = delay_table
         self.schedule: Callable[[Callable[[], None]], object] | None = None
-        """None: a put is dispatched inside it. Else called with the store's ``dispatch_pending`` when
-        a put finds nothing pending (the broker gives its loop's ``call_soon``)."""
+        """None: a put is dispatched inside it. Else called with the store's ``dispatch_pending`` by a
+        put that finds no drain asked for since the last one ran."""
         self._pending: list[_Put] = []
         self._drain_scheduled = False
         self._arrivals: list[Arrival] = []

@@ -309,8 +309,7 @@ class MessageStore:
     def find_consume_queue(self, topic: str, queue_id: int, create: bool = False) -> ConsumeQueue | None:
         """The consume queue of (topic, queue_id), with every acknowledged put in it; created (empty)
         when ``create``."""
-        if self.dispatcher.pending:
-            self._settle()
+        self._settle()
         cq = self.consume_queue_table.get((topic, queue_id))
         if cq is None and create:
             cq = self._consume_queue_for(topic, queue_id)
@@ -538,12 +537,12 @@ class MessageStore:
                 mf.write(pos, b"".join(parts))
                 self.topic_queue_table.update(next_offsets)
                 self._last_store_timestamp = now
-                first_pending = dispatcher.dispatch_put(queues, phy, runs, now)
+                drain_needed = dispatcher.dispatch_put(queues, phy, runs, now)
                 arrivals = dispatcher.take_arrivals() if dispatcher.schedule is None else None
         except (OSError, StoreError) as exc:
             log.exception("put failed in %s", self.root)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
-        if first_pending and dispatcher.schedule is not None:
+        if drain_needed and dispatcher.schedule is not None:
             dispatcher.schedule(self.dispatch_pending)
         prefix = self._msg_id_prefix
         msg_ids = list(map(prefix.__add__, map(_HEX16.format, offsets)))
