@@ -126,9 +126,13 @@ class Message:
         if delay_time_level:
             self.delay_time_level = delay_time_level
 
+    def _property(self, key: str) -> str | None:
+        """One property's value (None when absent); what ``tags``, ``keys`` and ``unique_key`` read."""
+        return self.properties.get(key)
+
     @property
     def tags(self) -> str | None:
-        return self.properties.get(MessageConst.PROPERTY_TAGS)
+        return self._property(MessageConst.PROPERTY_TAGS)
 
     @tags.setter
     def tags(self, value: str) -> None:
@@ -136,7 +140,7 @@ class Message:
 
     @property
     def keys(self) -> str | None:
-        return self.properties.get(MessageConst.PROPERTY_KEYS)
+        return self._property(MessageConst.PROPERTY_KEYS)
 
     @keys.setter
     def keys(self, value: str) -> None:
@@ -153,7 +157,7 @@ class Message:
     @property
     def unique_key(self) -> str | None:
         """The client-generated message id (``UNIQ_KEY`` property), if any."""
-        return self.properties.get(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return self._property(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     def user_properties(self) -> dict[str, str]:
         """Properties minus the system keys RocketMQ sets itself."""
@@ -263,31 +267,12 @@ class MessageExt(Message):
         self._props_text = text
 
     def _property(self, key: str) -> str | None:
+        """Read from the properties text while it is not parsed yet (``tags``, ``keys``,
+        ``unique_key``)."""
         props = self._props
         if props is None:
             return property_value(self._props_text, key)
         return props.get(key)
-
-    @property
-    def tags(self) -> str | None:
-        return self._property(MessageConst.PROPERTY_TAGS)
-
-    @tags.setter
-    def tags(self, value: str) -> None:
-        self.properties[MessageConst.PROPERTY_TAGS] = value
-
-    @property
-    def keys(self) -> str | None:
-        return self._property(MessageConst.PROPERTY_KEYS)
-
-    @keys.setter
-    def keys(self, value: str) -> None:
-        self.properties[MessageConst.PROPERTY_KEYS] = value
-
-    @property
-    def unique_key(self) -> str | None:
-        """The client-generated message id (``UNIQ_KEY`` property), if any."""
-        return self._property(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     @property
     def msg_id(self) -> str:
