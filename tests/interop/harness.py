@@ -132,7 +132,8 @@ class CppProcess:
         tail = self.stderr_path.read_text(errors="replace")[-1500:] if self.stderr_path.exists() else ""
         with self._cond:
             last = self.events[-5:]
-        return f"{self.name}: rc={self.proc.poll()} last={last} stderr=...{tail}"
+            errors = [e for e in self.events if e.get("event") == "error"][:5]
+        return f"{self.name}: rc={self.proc.poll()} errors={errors} last={last} stderr=...{tail}"
 
 
 def stored_messages(broker: Any, topic: str) -> dict[int, list[Any]]:
