@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -241,3 +242,87 @@ async def test_long_poll_ignores_non_matching_tag(wire: Wire, cluster: Cluster) 
     r = await asyncio.wait_for(pull, 10)
     assert r.code == ResponseCode.SUCCESS
     assert [m.body for m in decode_messages(r.body)] == [b"a"]
+
+
+@pytest.mark.parametrize(
+    ("max_msg_nums", "subscription", "max_bytes"),
+    [(32, "*", None), (2, "*", None), (32, "TagA || TagB", None), (32, "*", 400)],
+)
+async def test_held_pull_is_answered_from_the_put_as_a_pull_would_be(
+    wire: Wire,
+    cluster: Cluster,
+    monkeypatch: pytest.MonkeyPatch,
+    max_msg_nums: int,
+    subscription: str,
+    max_bytes: int | None,
+) -> None:
+    """A pull held at the queue's end is answered from the put's own records, before their
+    consume-queue entries are written: the same records, offsets and limits (count, bytes) as a
+    pull of that offset made afterwards."""
+    from tidemq.protocol.message import Message
+    from tidemq.store.message_store import MessageStore
+
+    if max_bytes is not None:
+        monkeypatch.setattr(cluster.broker.store.config, "max_transfer_bytes_on_message_in_memory", max_bytes)
+    answered: list[bool] = []
+    real = MessageStore.get_message_from_put
+
+    def spy(self: MessageStore, *args: Any) -> Any:
+        result = real(self, *args)
+        answered.append(result is not None)
+        return result
+
+    monkeypatch.setattr(MessageStore, "get_message_from_put", spy)
+    await wire.create_topic("LPP", 1)
+    await fill(wire, "LPP", 2, tags="TagA")
+    kw: dict[str, Any] = {"subscription": subscription, "max_msg_nums": max_msg_nums}
+    pull = asyncio.ensure_future(wire.pull("LPP", 2, suspend_ms=20_000, rpc_timeout=30, **kw))
+    hold = cluster.broker.pull_request_hold_service
+    deadline = time.monotonic() + 5
+    while hold.held_count == 0:
+        assert time.monotonic() < deadline, "pull was never held"
+        await asyncio.sleep(0.01)
+    other = RemotingClient()
+    try:
+        sender = Wire(other, cluster)
+        batch = [Message("LPP", b"m%d" % i * 50, tags="TagB" if i == 1 else "TagA") for i in range(3)]
+        assert (await sender.send_batch("LPP", batch)).code == ResponseCode.SUCCESS
+    finally:
+        await other.close()
+    r = await asyncio.wait_for(pull, 10)
+    assert answered == [True]
+    again = await wire.pull("LPP", 2, **kw)
+    assert r.code == again.code == ResponseCode.SUCCESS
+    assert offsets(r) == offsets(again)
+    assert r.body == again.body
+    got = decode_messages(r.body)
+    expected = min(3, max_msg_nums) if max_bytes is None else 1
+    assert [m.queue_offset for m in got] == list(range(2, 2 + expected))
+    assert [m.body for m in got] == [m.body for m in batch[:expected]]
+
+
+async def test_held_pull_waits_for_the_dispatch_when_the_put_has_a_rejected_tag(
+    wire: Wire, cluster: Cluster
+) -> None:
+    """A batch whose records the held pull's tag filter partly rejects is not answered from the put;
+    the dispatch then wakes the pull, which skips the rejected record as any pull does."""
+    from tidemq.protocol.message import Message
+
+    await wire.create_topic("LPR", 1)
+    pull = asyncio.ensure_future(wire.pull("LPR", 0, suspend_ms=20_000, subscription="TagA", rpc_timeout=30))
+    hold = cluster.broker.pull_request_hold_service
+    deadline = time.monotonic() + 5
+    while hold.held_count == 0:
+        assert time.monotonic() < deadline, "pull was never held"
+        await asyncio.sleep(0.01)
+    other = RemotingClient()
+    try:
+        sender = Wire(other, cluster)
+        batch = [Message("LPR", b"b", tags="TagB"), Message("LPR", b"a", tags="TagA")]
+        assert (await sender.send_batch("LPR", batch)).code == ResponseCode.SUCCESS
+    finally:
+        await other.close()
+    r = await asyncio.wait_for(pull, 10)
+    assert r.code == ResponseCode.SUCCESS
+    assert [(m.body, m.queue_offset) for m in decode_messages(r.body)] == [(b"a", 1)]
+    assert offsets(r)[0] == 2

@@ -201,8 +201,8 @@ async def test_hold_service_wakes_on_arrival_and_expires() -> None:
     loop = asyncio.get_running_loop()
     done = asyncio.Event()
 
-    def wakeup(channel: Any, request: RemotingCommand) -> None:
-        woken.append((request.opaque, loop.time()))
+    def wakeup(held: HeldPullRequest) -> None:
+        woken.append((held.request.opaque, loop.time()))
         if len(woken) == 3:
             done.set()
 

@@ -40,6 +40,7 @@ from tidemq.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBroke
 from tidemq.remoting import RemotingClient, RemotingServer
 from tidemq.remoting.channel import call_after_write
 from tidemq.store.config import MessageStoreConfig
+from tidemq.store.dispatcher import PutRecords
 from tidemq.store.lock import StoreLock
 from tidemq.store.message_store import MessageStore
 
@@ -224,6 +225,7 @@ class Broker:
         if self._offsets_file_missing:
             warn_lost_offsets(self, self.consumer_offset_manager.path)
         self.store.message_arriving_listener = self._on_message_arriving
+        self.store.message_put_listener = self._on_message_put
         # consume-queue + index dispatch runs just after each put, so a send's answer does not wait
         # for it (ReputMessageService); every read of the store drains what is pending first
         self.store.dispatcher.schedule = self._schedule_dispatch
@@ -252,6 +254,7 @@ class Broker:
         self.pull_request_hold_service = PullRequestHoldService(
             self.store.get_max_offset_in_queue,
             self.pull_processor.execute_request_when_wakeup,
+            answer_from_put=self.pull_processor.answer_from_put,
             check_interval=check,
         )
         self.pull_request_hold_service.start()
@@ -496,6 +499,13 @@ class Broker:
             store.clean_expired_consume_queue()
 
         await self.loop.run_in_executor(None, work)
+
+    def _on_message_put(self, put: PutRecords) -> None:
+        """Store listener right after each put: a pull held at exactly the new records' offset is
+        answered from them now (puts made off the loop are left to the dispatch's arrival)."""
+        hold = self.pull_request_hold_service
+        if hold is not None and threading.get_ident() == self._loop_thread_id:
+            hold.notify_message_put(put)
 
     def _on_message_arriving(
         self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int

@@ -7,8 +7,12 @@ A PULL_MESSAGE that finds nothing (PULL_NOT_FOUND) with FLAG_SUSPEND is parked h
 ``(topic, queue_id)``. It is re-executed -- the normal pull logic, without suspend and without the
 piggy-backed offset commit -- as soon as one of these happens:
 
-* the send path calls :meth:`PullRequestHoldService.notify_message_arriving` with a max offset past
-  the request's offset (and, when known, a tag hash the subscription accepts);
+* a put stores records at exactly the request's offset: :meth:`PullRequestHoldService.notify_message_put`
+  answers it from the put's own bytes, right after the put and before the producer's answer is
+  written (RocketMQ re-reads the store once the consume queue is dispatched; answering from the put
+  takes the consume-queue dispatch, the store read and a loop turn off the way to the consumer);
+* the dispatch of a put calls :meth:`PullRequestHoldService.notify_message_arriving` with a max offset
+  past the request's offset (and, when known, a tag hash the subscription accepts);
 * its own deadline passes (a per-request timer, so a 2 s hold answers after 2 s, not at the next tick);
 * the periodic re-check (every 5 s with long polling, ``short_polling_time_mills`` without) finds the
   queue's max offset past the request offset (a safety net for arrivals nobody announced).
@@ -27,6 +31,7 @@ from typing import Any
 
 from tidemq.errors import RemotingError
 from tidemq.protocol.command import RemotingCommand
+from tidemq.store.dispatcher import PutRecords, PutRun
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,8 @@ class HeldPullRequest:
         topic / queue_id / pull_from_this_offset: what was asked for.
         tag_codes: tag hash codes the subscription accepts; ``None`` = every message.
         timeout_s: how long it may be held (seconds).
+        header: the request's parsed header (a ``PullMessageRequestHeader``), kept so a wake-up
+            does not parse it again; None when unknown.
     """
 
     channel: Any
@@ -52,6 +59,7 @@ class HeldPullRequest:
     pull_from_this_offset: int
     tag_codes: frozenset[int] | None
     timeout_s: float
+    header: Any = None
     deadline: float = 0.0
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 
@@ -60,8 +68,9 @@ class HeldPullRequest:
         return self.tag_codes is None or tags_code is None or tags_code in self.tag_codes
 
 
-WakeupCallback = Callable[[Any, RemotingCommand], RemotingCommand | None]
+WakeupCallback = Callable[[HeldPullRequest], RemotingCommand | None]
 MaxOffsetGetter = Callable[[str, int], int]
+PutAnswer = Callable[[HeldPullRequest, PutRun, PutRecords], RemotingCommand | None]
 
 
 class PullRequestHoldService:
@@ -73,6 +82,9 @@ class PullRequestHoldService:
             ``PullMessageProcessor.executeRequestWhenWakeup``. The answer is written inside the
             wake-up itself (no task, no loop turn between the put and the consumer's answer); a
             connection whose writes are paused gets it from a task that waits for the drain.
+        answer_from_put: the answer to a request waiting at exactly the first offset of a put's
+            run, made from the put's records, or None to keep waiting for the dispatch (see
+            :meth:`notify_message_put`); None: puts are not looked at.
         check_interval: period of the safety-net re-check (seconds; 5 s like RocketMQ).
 
     Must be used from one event loop (the broker's); :meth:`start` binds it.
@@ -83,10 +95,12 @@ class PullRequestHoldService:
         get_max_offset: MaxOffsetGetter,
         wakeup: WakeupCallback,
         *,
+        answer_from_put: PutAnswer | None = None,
         check_interval: float = 5.0,
     ) -> None:
         self._get_max_offset = get_max_offset
         self._wakeup = wakeup
+        self._answer_from_put = answer_from_put
         self.check_interval = check_interval
         self._table: dict[TopicQueueKey, list[HeldPullRequest]] = {}
         self._stop = asyncio.Event()
@@ -157,6 +171,37 @@ class PullRequestHoldService:
         else:
             self._table.pop((topic, queue_id), None)
 
+    def notify_message_put(self, put: PutRecords) -> None:
+        """Answer the requests waiting at exactly the first queue offset of one of ``put``'s runs
+        from the put's records (``answer_from_put``); the others, and those it declines, keep
+        waiting for the dispatch's :meth:`notify_message_arriving`. Called by the store right after
+        each put (``message_put_listener``), on the broker's loop."""
+        table = self._table
+        answer_from_put = self._answer_from_put
+        if not table or answer_from_put is None:
+            return
+        for run in put.queues:
+            key = (run[0], run[1])
+            held_list = table.get(key)
+            if not held_list:
+                continue
+            keep: list[HeldPullRequest] = []
+            for held in held_list:
+                response = None
+                if held.pull_from_this_offset == run[2]:
+                    try:
+                        response = answer_from_put(held, run, put)
+                    except Exception:
+                        log.exception("answering held pull on %s:%d from a put failed", *key)
+                if response is None:
+                    keep.append(held)
+                else:
+                    self._answer(held, response)
+            if keep:
+                table[key] = keep
+            else:
+                table.pop(key, None)
+
     def check_hold_request(self) -> None:
         """Re-check every held queue against the store's max offset. Mirrors ``checkHoldRequest``."""
         for topic, queue_id in list(self._table):
@@ -181,15 +226,19 @@ class PullRequestHoldService:
         self._fire(held)
 
     def _fire(self, held: HeldPullRequest) -> None:
+        try:
+            response = self._wakeup(held)
+        except Exception:
+            log.exception("re-executing held pull on %s:%d failed", held.topic, held.queue_id)
+            response = None
+        self._answer(held, response)
+
+    def _answer(self, held: HeldPullRequest, response: RemotingCommand | None) -> None:
+        """Write ``response`` (None: nothing) to a request that has left the table."""
         if held.timer is not None:
             held.timer.cancel()
             held.timer = None
         channel, request = held.channel, held.request
-        try:
-            response = self._wakeup(channel, request)
-        except Exception:
-            log.exception("re-executing held pull on %s:%d failed", held.topic, held.queue_id)
-            return
         if response is None or not channel.is_active:
             return
         if channel.write_paused:

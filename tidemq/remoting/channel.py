@@ -21,8 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import types
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable
 from typing import Any, cast
 
 from tidemq.errors import (
@@ -31,6 +30,7 @@ from tidemq.errors import (
     RemotingTimeoutError,
 )
 from tidemq.protocol.command import MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, encode_command, next_opaque
+from tidemq.remoting.eager import start_eagerly
 from tidemq.remoting.log_limit import bad_frame_log
 from tidemq.remoting.processor import RequestDispatcher
 
@@ -64,25 +64,6 @@ def format_addr(sockname: Any) -> str:
         host, port = sockname[0], sockname[1]
         return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
     return str(sockname)
-
-
-@types.coroutine
-def _resume(coro: Coroutine[Any, Any, None], yielded: Any) -> Generator[Any, Any, None]:
-    """The rest of ``coro``, started eagerly and suspended on ``yielded``, as a task's body: hands
-    what ``coro`` waits on to the task and forwards results, exceptions and cancellation back."""
-    while True:
-        try:
-            value = yield yielded
-        except BaseException as exc:  # cancellation too: the coroutine decides what it means
-            try:
-                yielded = coro.throw(exc)
-            except StopIteration:
-                return
-        else:
-            try:
-                yielded = coro.send(value)
-            except StopIteration:
-                return
 
 
 class _ChannelProtocol(asyncio.Protocol):
@@ -354,15 +335,13 @@ class Channel:
         """Run the request's processor at once; only one that has to wait gets a task (what Python
         3.12's eager tasks do): most requests (a send under ASYNC_FLUSH, a pull that finds messages,
         an offset commit) complete without a Task, a loop hop or a second write."""
-        coro = self._dispatcher.process(self, cmd)
         try:
-            yielded = coro.send(None)
-        except StopIteration:
-            return
+            task = start_eagerly(self._dispatcher.process(self, cmd), self._loop)
         except Exception:  # process() maps processor errors to responses; this is a bug
             log.exception("%s: request code %d failed", self.remote_addr, cmd.code)
             return
-        task = self._loop.create_task(_resume(coro, yielded))
+        if task is None:
+            return
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -427,13 +406,16 @@ class Channel:
         if deadline is None:
             await self._drained.wait()
         else:
+            # asyncio.wait, not asyncio.timeout: this may run eagerly, before its own task exists
+            drained = self._loop.create_task(self._drained.wait())
             try:
-                async with asyncio.timeout_at(deadline):
-                    await self._drained.wait()
-            except TimeoutError:
+                await asyncio.wait((drained,), timeout=max(0.0, deadline - self._loop.time()))
+            finally:
+                drained.cancel()
+            if not drained.done() or drained.cancelled():
                 raise RemotingTimeoutError(
                     f"send to <{self.remote_addr}> blocked by backpressure for {budget:g}s, "
                     f"request code {request.code}"
-                ) from None
+                )
         if self._closed:
             raise RemotingSendRequestError(f"connection to {self.remote_addr} closed")

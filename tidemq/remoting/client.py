@@ -152,11 +152,11 @@ class RemotingClient:
             task.add_done_callback(functools.partial(self._connect_done, addr))
         if deadline is None:
             return await asyncio.shield(task)
-        try:
-            async with asyncio.timeout_at(deadline):
-                return await asyncio.shield(task)
-        except TimeoutError:
-            raise RemotingConnectError(f"connect to {addr} did not complete in time") from None
+        # asyncio.wait, not asyncio.timeout: a pull may get here eagerly, before its own task exists
+        await asyncio.wait((task,), timeout=max(0.0, deadline - asyncio.get_running_loop().time()))
+        if not task.done():
+            raise RemotingConnectError(f"connect to {addr} did not complete in time")
+        return task.result()
 
     def close_channel(self, addr: str) -> None:
         """Close the connection to ``addr`` (if any); its pending requests fail."""

@@ -15,6 +15,7 @@ reads a consume queue or the index.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 
 from tidemq.protocol.filter import tags_hash
@@ -29,6 +30,7 @@ __all__ = [
     "Arrival",
     "CommitLogDispatcher",
     "IndexRun",
+    "PutRecords",
     "PutRun",
     "TopicQueueKey",
     "is_consumable",
@@ -46,6 +48,33 @@ arriving listener is told once a queue got new entries."""
 IndexRun = tuple[str, int, Sequence[int], Sequence[str]]
 """``(topic, sys_flag, record sizes, properties texts)``: consecutive records of one put."""
 _Put = tuple[Sequence[PutRun], int, Sequence[IndexRun], int]
+
+
+@dataclass(slots=True, frozen=True)
+class PutRecords:
+    """One put as it went into the commit log, told to the store's ``message_put_listener`` right
+    after the put, before (or whether or not) its consume-queue entries are written: a long-polling
+    pull waiting at exactly ``first queue offset`` of a run can be answered from ``data`` at once.
+
+    Attributes:
+        queues: the consumable records of the put, one :data:`PutRun` per queue run, in order.
+        data: every record of the put back to back, as written at ``commit_log_offset``.
+        commit_log_offset: where ``data`` starts in the commit log.
+        max_offsets: each put queue's next queue offset after the put.
+        store_timestamp: the records' store time (ms).
+    """
+
+    queues: Sequence[PutRun]
+    data: bytes
+    commit_log_offset: int
+    max_offsets: Mapping[TopicQueueKey, int]
+    store_timestamp: int
+
+    def records(self, start: int, end: int) -> bytes:
+        """The bytes of the records stored from commit-log offset ``start`` to ``end``."""
+        base = self.commit_log_offset
+        return self.data[start - base : end - base]
+
 
 CONSUMABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
 """Transaction states that get a consume-queue entry (prepared and rolled-back records do not)."""

@@ -16,6 +16,7 @@ from tidemq.protocol.message_codec import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE
 from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from tidemq.store.consume_queue import PRE_BLANK_SIZE, ConsumeQueue
+from tidemq.store.dispatcher import PutRecords, PutRun
 from tidemq.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,36 @@ class MessageReader:
                     result, buf, offset, max_msg_nums, tag_codes, f"{cq.topic}/{cq.queue_id}"
                 )
         return result
+
+    def get_message_from_put(
+        self,
+        put: PutRecords,
+        run: PutRun,
+        min_offset: int,
+        max_msg_nums: int,
+    ) -> GetMessageResult:
+        """What :meth:`get_message` without a tag filter gives at the first queue offset of ``run``
+        (a queue's records of ``put``, the newest of that queue), taken from the put's own bytes: no
+        consume-queue or commit-log read. ``min_offset``: the queue's.
+
+        The same per-pull limits apply (count, then bytes; the records are in memory).
+        """
+        _topic, _queue_id, first, starts, sizes, _props = run
+        cfg = self.config
+        limit = min(len(sizes), max_msg_nums, cfg.max_transfer_count_on_message_in_memory)
+        running = list(accumulate(sizes[:limit]))
+        n = max(1, bisect_right(running, cfg.max_transfer_bytes_on_message_in_memory))
+        taken = list(sizes[:n])
+        return GetMessageResult(
+            GetMessageStatus.FOUND,
+            next_begin_offset=first + n,
+            min_offset=min_offset,
+            max_offset=put.max_offsets[(run[0], run[1])],
+            chunks=[put.records(starts[0], starts[n - 1] + taken[-1])],
+            record_sizes=taken,
+            message_queue_offsets=list(range(first, first + n)),
+            buffer_total_size=running[n - 1],
+        )
 
     def is_in_disk(self, offset_py: int, max_offset_py: int) -> bool:
         return (max_offset_py - offset_py) > self.memory_limit

@@ -38,6 +38,7 @@ from tidemq.store.dispatcher import (
     Arrival,
     CommitLogDispatcher,
     IndexRun,
+    PutRecords,
     PutRun,
     TopicQueueKey,
     is_consumable,
@@ -115,6 +116,9 @@ class MessageStore:
         self.topic_queue_table: dict[TopicQueueKey, int] = {}
         """Next queue offset of each queue (``CommitLog.topicQueueTable``)."""
         self.message_arriving_listener: MessageArrivingListener | None = None
+        self.message_put_listener: Callable[[PutRecords], None] | None = None
+        """Told of every put with its consumable records, on the putting thread, after the put lock
+        is released (the broker answers a long-polling pull waiting for exactly these records)."""
         self.index_service: IndexService | None = (
             IndexService(
                 self.root / "index",
@@ -534,7 +538,8 @@ class MessageStore:
                         store_timestamp=now,
                     )
                     runs.append((batch.topic, batch.sys_flag, sizes, batch.properties))
-                mf.write(pos, b"".join(parts))
+                data = b"".join(parts)
+                mf.write(pos, data)
                 self.topic_queue_table.update(next_offsets)
                 self._last_store_timestamp = now
                 drain_needed = dispatcher.dispatch_put(queues, phy, runs, now)
@@ -557,6 +562,12 @@ class MessageStore:
             msg_ids=msg_ids,
             queue_offsets=queue_offsets,
         )
+        put_listener = self.message_put_listener
+        if put_listener is not None and queues:
+            try:
+                put_listener(PutRecords(queues, data, phy, next_offsets, now))
+            except Exception:
+                log.exception("message put listener failed")
         if arrivals:
             self._notify_arrivals(arrivals)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
@@ -660,6 +671,23 @@ class MessageStore:
         return self._reader.get_message(
             self.find_consume_queue(topic, queue_id), offset, max_msg_nums, tag_codes
         )
+
+    def get_message_from_put(
+        self, put: PutRecords, run: PutRun, max_msg_nums: int, tag_codes: frozenset[int] | None
+    ) -> GetMessageResult | None:
+        """:meth:`get_message` at the first queue offset of ``run`` (one queue's records of ``put``,
+        told to ``message_put_listener``), read from the put's bytes before its consume-queue entries
+        may be written; None when it cannot be answered so (a record the tag filter rejects, a queue
+        with no consume queue yet): the caller then waits for the dispatch as usual."""
+        topic, queue_id, _first, _starts, _sizes, properties = run
+        cq = self.consume_queue_table.get((topic, queue_id))
+        if cq is None:
+            return None
+        if tag_codes is not None:
+            tags_code, now = self.dispatcher.tags_code, put.store_timestamp
+            if not all(tags_code(topic, p, now) in tag_codes for p in properties[:max_msg_nums]):
+                return None
+        return self._reader.get_message_from_put(put, run, cq.get_min_offset_in_queue(), max_msg_nums)
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """Next logical offset to be written (number of entries); 0 for an unknown queue."""

@@ -35,8 +35,10 @@ async def test_woken_pull_is_answered_in_the_wake_up_unless_writes_are_paused() 
     """A message past the held offset answers the pull inside the notify call (the put's loop turn);
     a connection whose writes are paused is answered by a task, which can wait for the drain."""
 
-    def wakeup(channel: FakeChannel, request: RemotingCommand) -> RemotingCommand:
-        return RemotingCommand.create_response(ResponseCode.SUCCESS, remark=request.ext_fields["queueOffset"])
+    def wakeup(held: HeldPullRequest) -> RemotingCommand:
+        return RemotingCommand.create_response(
+            ResponseCode.SUCCESS, remark=held.request.ext_fields["queueOffset"]
+        )
 
     service = PullRequestHoldService(lambda topic, queue_id: 0, wakeup)
     ready, paused = FakeChannel(write_paused=False), FakeChannel(write_paused=True)

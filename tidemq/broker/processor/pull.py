@@ -41,6 +41,7 @@ from tidemq.protocol.headers import (
     PullMessageResponseHeader,
     PullSysFlag,
 )
+from tidemq.store.dispatcher import PutRecords, PutRun
 from tidemq.store.results import GetMessageResult, GetMessageStatus
 
 if TYPE_CHECKING:
@@ -104,12 +105,26 @@ class PullMessageProcessor:
         """First processing: may hold the request (returns None) and commits the piggy-backed offset."""
         return self.process(channel, request, broker_allow_suspend=True)
 
-    def execute_request_when_wakeup(
-        self, channel: Channel, request: RemotingCommand
-    ) -> RemotingCommand | None:
+    def execute_request_when_wakeup(self, held: HeldPullRequest) -> RemotingCommand | None:
         """Re-run a held request (no suspend, no commit) and return its answer, which the hold
         service writes. Mirrors ``executeRequestWhenWakeup``."""
-        return self.process(channel, request, broker_allow_suspend=False)
+        return self.process(held.channel, held.request, broker_allow_suspend=False, header=held.header)
+
+    def answer_from_put(self, held: HeldPullRequest, run: PutRun, put: PutRecords) -> RemotingCommand | None:
+        """The answer to ``held``, waiting at exactly the first queue offset of ``run``, made from
+        the put's records (``MessageStore.get_message_from_put``) after the same checks as a
+        wake-up; None when the store cannot answer so or a check fails (the wake-up after the
+        dispatch then answers, with the error if any)."""
+        header = held.header
+        if header is None:
+            return None
+        checked = self.check_and_subscription(header)
+        if isinstance(checked, RemotingCommand):
+            return None
+        result = self.broker.store.get_message_from_put(put, run, header.max_msg_nums, held.tag_codes)
+        if result is None:
+            return None
+        return self._answer(held.channel, held.request, header, held.tag_codes, result, False)
 
     # -- decision logic ------------------------------------------------------------------------
 
@@ -183,16 +198,23 @@ class PullMessageProcessor:
         return sub
 
     def process(
-        self, channel: Channel, request: RemotingCommand, *, broker_allow_suspend: bool
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        *,
+        broker_allow_suspend: bool,
+        header: PullMessageRequestHeader | None = None,
     ) -> RemotingCommand | None:
-        """The whole pull (``processRequest(channel, request, brokerAllowSuspend)``).
+        """The whole pull (``processRequest(channel, request, brokerAllowSuspend)``); ``header`` is
+        the request's, parsed already (a held request's), or None to parse it.
 
         Returns the response, or None when the request was parked for long polling.
         """
-        try:
-            header = PullMessageRequestHeader.from_command(request)
-        except HeaderError as exc:
-            return _error(ResponseCode.SYSTEM_ERROR, f"bad pull request header: {exc}")
+        if header is None:
+            try:
+                header = PullMessageRequestHeader.from_command(request)
+            except HeaderError as exc:
+                return _error(ResponseCode.SYSTEM_ERROR, f"bad pull request header: {exc}")
         checked = self.check_and_subscription(header)
         if isinstance(checked, RemotingCommand):
             response: RemotingCommand | None = checked
@@ -229,6 +251,18 @@ class PullMessageProcessor:
             header.max_msg_nums,
             set(codes) if codes is not None else None,
         )
+        return self._answer(channel, request, header, codes, result, broker_allow_suspend)
+
+    def _answer(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        codes: frozenset[int] | None,
+        result: GetMessageResult,
+        broker_allow_suspend: bool,
+    ) -> RemotingCommand | None:
+        """The response for ``result`` (None: parked for long polling)."""
         code, next_begin, suggest = pull_advice(  # slave / suggestWhichBrokerId rules (HA)
             self.broker,
             header.consumer_group,
@@ -267,6 +301,7 @@ class PullMessageProcessor:
                 pull_from_this_offset=header.queue_offset,
                 tag_codes=codes,
                 timeout_s=hold_ms / 1000.0,
+                header=header,
             )
             self.broker.pull_request_hold_service.suspend_pull_request(header.topic, header.queue_id, held)
             return None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_api import process_pull_result
 from tidemq.protocol.message import MessageQueue
+from tidemq.remoting.eager import start_eagerly
 
 __all__ = ["PullMessageService", "PullRequest", "process_pull_result"]
 
@@ -57,12 +58,15 @@ class PullMessageService:
         self._stopped = False
 
     def execute_pull_request_immediately(self, request: PullRequest) -> None:
-        """Start a pull now. Mirrors ``executePullRequestImmediately``."""
+        """Start a pull now, in this loop turn: up to the write of its request it runs inside this
+        call, only the wait for the answer is a task (a consumer's next pull after a result goes
+        out without a loop turn of its own). Mirrors ``executePullRequestImmediately``."""
         if self._stopped:
             return
-        task = asyncio.ensure_future(self._run(request))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task = start_eagerly(self._run(request))
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def execute_pull_request_later(self, request: PullRequest, delay: float) -> None:
         """Start a pull after ``delay`` seconds. Mirrors ``executePullRequestLater``."""
