@@ -336,6 +336,8 @@ def reset_retry_topic(msgs: list[MessageExt], group: str) -> None:
     """Messages re-consumed from ``%RETRY%<group>`` get their original topic back. Mirrors ``resetRetryAndNamespace``."""
     rt = retry_topic(group)
     for m in msgs:
+        if m.topic != rt:  # most messages: their properties stay unparsed
+            continue
         original = m.properties.get(MessageConst.PROPERTY_RETRY_TOPIC)
-        if original and m.topic == rt:
+        if original:
             m.topic = original
