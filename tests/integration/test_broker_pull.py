@@ -69,6 +69,27 @@ async def fill(wire: Wire, topic: str, n: int, *, tags: str | None = None, size:
         assert r.code == ResponseCode.SUCCESS, r.remark
 
 
+async def held_pull(wire: Wire, cluster: Cluster, topic: str, offset: int, **kw: Any) -> asyncio.Future[Any]:
+    """Start a long-polling pull (suspend 20 s) and wait until the broker holds it."""
+    pull = asyncio.ensure_future(wire.pull(topic, offset, suspend_ms=20_000, rpc_timeout=30, **kw))
+    hold = cluster.broker.pull_request_hold_service
+    deadline = time.monotonic() + 5
+    while hold.held_count == 0:
+        assert time.monotonic() < deadline, "pull was never held"
+        await asyncio.sleep(0.01)
+    assert not pull.done()
+    return pull
+
+
+async def send_batch_on_another_connection(cluster: Cluster, topic: str, msgs: list[Any]) -> None:
+    """SEND_BATCH_MESSAGE of ``msgs`` from a second client, as a producer next to the consumer."""
+    other = RemotingClient()
+    try:
+        assert (await Wire(other, cluster).send_batch(topic, msgs)).code == ResponseCode.SUCCESS
+    finally:
+        await other.close()
+
+
 async def test_found_returns_messages_and_next_offset(wire: Wire) -> None:
     """FOUND: SUCCESS, remark FOUND, body = the records, nextBeginOffset = offset + count."""
     await fill(wire, "PT", 5)
@@ -276,19 +297,9 @@ async def test_held_pull_is_answered_from_the_put_as_a_pull_would_be(
     await wire.create_topic("LPP", 1)
     await fill(wire, "LPP", 2, tags="TagA")
     kw: dict[str, Any] = {"subscription": subscription, "max_msg_nums": max_msg_nums}
-    pull = asyncio.ensure_future(wire.pull("LPP", 2, suspend_ms=20_000, rpc_timeout=30, **kw))
-    hold = cluster.broker.pull_request_hold_service
-    deadline = time.monotonic() + 5
-    while hold.held_count == 0:
-        assert time.monotonic() < deadline, "pull was never held"
-        await asyncio.sleep(0.01)
-    other = RemotingClient()
-    try:
-        sender = Wire(other, cluster)
-        batch = [Message("LPP", b"m%d" % i * 50, tags="TagB" if i == 1 else "TagA") for i in range(3)]
-        assert (await sender.send_batch("LPP", batch)).code == ResponseCode.SUCCESS
-    finally:
-        await other.close()
+    pull = await held_pull(wire, cluster, "LPP", 2, **kw)
+    batch = [Message("LPP", b"m%d" % i * 50, tags="TagB" if i == 1 else "TagA") for i in range(3)]
+    await send_batch_on_another_connection(cluster, "LPP", batch)
     r = await asyncio.wait_for(pull, 10)
     assert answered == [True]
     again = await wire.pull("LPP", 2, **kw)
@@ -309,19 +320,9 @@ async def test_held_pull_waits_for_the_dispatch_when_the_put_has_a_rejected_tag(
     from tidemq.protocol.message import Message
 
     await wire.create_topic("LPR", 1)
-    pull = asyncio.ensure_future(wire.pull("LPR", 0, suspend_ms=20_000, subscription="TagA", rpc_timeout=30))
-    hold = cluster.broker.pull_request_hold_service
-    deadline = time.monotonic() + 5
-    while hold.held_count == 0:
-        assert time.monotonic() < deadline, "pull was never held"
-        await asyncio.sleep(0.01)
-    other = RemotingClient()
-    try:
-        sender = Wire(other, cluster)
-        batch = [Message("LPR", b"b", tags="TagB"), Message("LPR", b"a", tags="TagA")]
-        assert (await sender.send_batch("LPR", batch)).code == ResponseCode.SUCCESS
-    finally:
-        await other.close()
+    pull = await held_pull(wire, cluster, "LPR", 0, subscription="TagA")
+    batch = [Message("LPR", b"b", tags="TagB"), Message("LPR", b"a", tags="TagA")]
+    await send_batch_on_another_connection(cluster, "LPR", batch)
     r = await asyncio.wait_for(pull, 10)
     assert r.code == ResponseCode.SUCCESS
     assert [(m.body, m.queue_offset) for m in decode_messages(r.body)] == [(b"a", 1)]
