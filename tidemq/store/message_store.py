@@ -1,10 +1,15 @@
 """The message store: commit log + consume queues + recovery + retention.
 
 Mirrors RocketMQ's ``DefaultMessageStore`` (with the dispatch of ``ReputMessageService`` done
-synchronously inside the put). Plain synchronous Python over files: no threads, no asyncio. Puts
-are serialised by one lock; reads run concurrently; ``flush()`` may be called from another thread
-while puts happen (the broker calls it periodically for ASYNC_FLUSH and before answering a
-SYNC_FLUSH send).
+synchronously inside the put, or just after it). Plain synchronous Python over files: no threads, no
+asyncio. Puts are serialised by one lock; reads run concurrently; ``flush()`` may be called from
+another thread while puts happen (the broker calls it periodically for ASYNC_FLUSH and before
+answering a SYNC_FLUSH send).
+
+The put path itself (encoding, size checks, the append, queue offsets: RocketMQ's
+``CommitLog.putMessage(s)``) is :class:`~tidemq.store.put.CommitLogPut` in ``tidemq/store/put.py``;
+this module keeps the lifecycle and recovery, the dispatch of scheduled puts, flushing, the reads and
+lookups, and retention.
 """
 
 from __future__ import annotations
@@ -15,20 +20,11 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from itertools import accumulate
-from operator import add
 from pathlib import Path
 
 from tidemq.errors import ProtocolError, StoreError
-from tidemq.protocol.message import MessageConst, MessageExt, string_to_properties
-from tidemq.protocol.message_codec import (
-    MAX_PROPERTIES_BYTES,
-    MessageSysFlag,
-    RecordEncoder,
-    RecordInfo,
-    create_offset_msg_id,
-    decode_message,
-)
+from tidemq.protocol.message import MessageExt
+from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo, decode_message
 from tidemq.store.checkpoint import StoreCheckpoint
 from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import MessageStoreConfig
@@ -37,17 +33,16 @@ from tidemq.store.dispatcher import (
     CONSUMABLE,
     Arrival,
     CommitLogDispatcher,
-    IndexRun,
     PutRecords,
     PutRun,
     TopicQueueKey,
-    is_consumable,
 )
 from tidemq.store.dispatcher import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # re-exported
 from tidemq.store.dispatcher import tags_string_to_tags_code as tags_string_to_tags_code  # re-exported
 from tidemq.store.index import IndexService, QueryMessageResult, query_message
 from tidemq.store.lock import StoreLock
 from tidemq.store.message_reader import MessageReader
+from tidemq.store.put import CommitLogPut
 from tidemq.store.repair import (
     check_consume_queue,
     load_manifest,
@@ -58,13 +53,10 @@ from tidemq.store.repair import (
     save_manifest,
 )
 from tidemq.store.results import (
-    AppendMessageResult,
-    AppendMessageStatus,
     GetMessageResult,
     MessageExtBatch,
     MessageExtBrokerInner,
     PutMessageResult,
-    PutMessageStatus,
 )
 
 log = logging.getLogger(__name__)
@@ -73,16 +65,6 @@ MessageArrivingListener = Callable[[str, int, int, int, int], None]
 """``(topic, queue_id, max_offset_after_put, tags_code, store_timestamp_ms)``, after every put."""
 
 _CONSUMABLE = CONSUMABLE
-_HEX16 = "{:016X}"
-
-
-def _properties_of(inner: MessageExtBrokerInner) -> dict[str, str]:
-    """The properties of ``inner`` as a dict: ``inner.properties``, which a caller setting
-    ``properties_string`` fills with the same pairs (the broker's batch path does), so the hot path
-    parses each string once; parsed here only when a caller gave the string alone."""
-    if inner.properties_string and not inner.properties:
-        return string_to_properties(inner.properties_string)
-    return inner.properties
 
 
 def _total_physical_memory() -> int:
@@ -106,9 +88,6 @@ class MessageStore:
     def __init__(self, config: MessageStoreConfig, *, store_host: str) -> None:
         self.config = config
         self.store_host = store_host
-        self._msg_id_prefix = create_offset_msg_id(store_host, 0)[:-16]
-        """Offset msg ids are this (store host in hex) + the commit-log offset as 16 hex digits."""
-        self._encoders: dict[tuple[str, str], RecordEncoder] = {}
         self.root = Path(config.store_path_root_dir)
         self.commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
@@ -133,7 +112,6 @@ class MessageStore:
         self._flush_lock = threading.Lock()
         self._commit_log_flush_lock = threading.Lock()
         self._delay_table = config.delay_level_table()
-        self._max_delay_level = max(self._delay_table, default=0)
         self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
         self._reader = MessageReader(self.commit_log, config, self._memory_limit)
         self._last_store_timestamp = 0
@@ -151,6 +129,8 @@ class MessageStore:
         """Consume-queue + index dispatch for puts, recovery, rebuilds and the HA slave."""
         self.lock = StoreLock(self.root)
         """The exclusive lock on ``<root>/lock``, taken by :meth:`load`, dropped by :meth:`shutdown`."""
+        self._put = CommitLogPut(self)
+        """Every put goes through it (under :attr:`_put_lock`)."""
 
     @property
     def running(self) -> bool:
@@ -334,35 +314,12 @@ class MessageStore:
     def _tags_code(self, topic: str, properties: str, store_timestamp: int) -> int:
         return self.dispatcher.tags_code(topic, properties, store_timestamp)
 
-    def _apply_delay(self, inner: MessageExtBrokerInner) -> None:
-        """A message with ``DELAY`` goes to SCHEDULE_TOPIC_XXXX (as RocketMQ's ``CommitLog.putMessage``)."""
-        if (
-            MessageSysFlag.get_transaction_value(inner.sys_flag) not in _CONSUMABLE
-            or inner.topic == SCHEDULE_TOPIC
-        ):
-            return
-        props = _properties_of(inner)
-        try:
-            level = int(props.get(MessageConst.PROPERTY_DELAY_TIME_LEVEL, "0") or 0)
-        except ValueError:
-            return
-        if level <= 0 or not self._max_delay_level:
-            return
-        level = min(level, self._max_delay_level)
-        props = dict(props)
-        props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
-        props[MessageConst.PROPERTY_REAL_TOPIC] = inner.topic
-        props[MessageConst.PROPERTY_REAL_QUEUE_ID] = str(inner.queue_id)
-        inner.properties = props
-        inner.properties_string = None
-        inner.topic = SCHEDULE_TOPIC
-        inner.queue_id = level - 1
-
     def put_message(self, inner: MessageExtBrokerInner) -> PutMessageResult:
         """Append one message; assigns queue and commit-log offsets and the store timestamp.
 
-        Mirrors ``DefaultMessageStore.putMessage``. The consume-queue entry is written before this
-        returns; durability needs :meth:`flush` (the broker awaits it for SYNC_FLUSH). Fills in
+        Mirrors ``DefaultMessageStore.putMessage`` (done by :class:`CommitLogPut`). The consume-queue
+        entry is written before this returns (or, with ``dispatcher.schedule`` set, before any read
+        of it); durability needs :meth:`flush` (the broker awaits it for SYNC_FLUSH). Fills in
         ``inner.queue_offset``, ``store_timestamp``, ``store_host`` and ``offset_msg_id``.
 
         Returns:
@@ -370,207 +327,20 @@ class MessageStore:
             than ``max_message_size``), PROPERTIES_SIZE_EXCEEDED, SERVICE_NOT_AVAILABLE (not loaded
             or shut down), UNKNOWN_ERROR (I/O failure) with a ``remark``.
         """
-        return self.put_messages([inner])
+        return self._put.put_messages([inner])
 
     def put_messages(self, inners: list[MessageExtBrokerInner]) -> PutMessageResult:
-        """Append messages as contiguous records (contiguous queue offsets per queue), each after
-        the delay-level rewrite; consecutive messages sharing a queue and header fields are encoded
-        as one :class:`MessageExtBatch`. Statuses as :meth:`put_message`; more than one record must fit
-        in ``max_message_size`` together. ``append_result.msg_id`` joins the ids with ``,``.
-        """
-        refused = self._refuse_put()
-        if refused is not None:
-            return refused
-        if not inners:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        batches: list[MessageExtBatch] = []
-        last_key: tuple[str, int, int, int, str, int, int] | None = None
-        for inner in inners:  # runs of messages that share a queue and header fields
-            self._apply_delay(inner)
-            key = (
-                inner.topic,
-                inner.queue_id,
-                inner.sys_flag,
-                inner.born_timestamp,
-                inner.born_host or "0.0.0.0:0",
-                inner.reconsume_times,
-                inner.prepared_transaction_offset,
-            )
-            if key != last_key:
-                batches.append(MessageExtBatch(*key))
-                last_key = key
-            last = batches[-1]
-            last.flags.append(inner.flag)
-            last.bodies.append(inner.body)
-            last.properties.append(inner.stored_properties_string())
-        result = self._put_batches(batches)
-        append = result.append_result
-        if append is not None:
-            for inner, q, msg_id in zip(inners, append.queue_offsets, append.msg_ids, strict=True):
-                inner.queue_offset = q
-                inner.store_timestamp = append.store_timestamp
-                inner.store_host = self.store_host
-                inner.offset_msg_id = msg_id
-        return result
+        """Append messages as contiguous records, each after the delay-level rewrite (contiguous queue
+        offsets per queue; :meth:`CommitLogPut.put_messages`). Statuses as :meth:`put_message`."""
+        return self._put.put_messages(inners)
 
     def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult:
         """Append the messages of ``batch`` (one queue, shared header fields) as contiguous records.
 
         Mirrors ``DefaultMessageStore.putMessages(MessageExtBatch)``: the broker's SEND_BATCH_MESSAGE
-        path, with no per-message object; the ``DELAY`` property of its messages is not looked at
-        (RocketMQ refuses delayed batches before this). Statuses as :meth:`put_messages`.
+        path, with no per-message object (:meth:`CommitLogPut.put_message_batch`).
         """
-        refused = self._refuse_put()
-        if refused is not None:
-            return refused
-        if not batch.bodies:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
-        return self._put_batches([batch])
-
-    def _encoder(self, topic: str, born_host: str) -> RecordEncoder:
-        """The record encoder of (topic, born host), kept for the next puts (at most 4096).
-
-        Raises:
-            ProtocolError: topic longer than 127 bytes, or a born host that is not ``"ip:port"``.
-        """
-        key = (topic, born_host)
-        encoder = self._encoders.get(key)
-        if encoder is None:
-            encoder = RecordEncoder(topic, born_host, self.store_host)
-            if len(self._encoders) >= 4096:
-                self._encoders.clear()
-            self._encoders[key] = encoder
-        return encoder
-
-    def _refuse_put(self) -> PutMessageResult | None:
-        if not self._running:
-            return PutMessageResult(
-                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is not running"
-            )
-        if self.slave_mode:  # a slave's log is the master's, byte for byte (store/ha)
-            return PutMessageResult(
-                PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                remark="message store is slave mode, so putMessage is forbidden",
-            )
-        return None
-
-    def _put_batches(self, batches: list[MessageExtBatch]) -> PutMessageResult:
-        """Encode and append ``batches`` as one contiguous write, then dispatch them (consume queues,
-        index) and tell the arriving listener: the one put path (``CommitLog.putMessages``)."""
-        max_size = self.config.max_message_size
-        prepared: list[tuple[MessageExtBatch, RecordEncoder, list[bytes], list[int]]] = []
-        total = count = 0
-        for batch in batches:
-            try:
-                encoder = self._encoder(batch.topic, batch.born_host)
-            except ProtocolError as exc:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
-            raws = list(map(str.encode, batch.properties))  # map: no frame per call (hot path)
-            if max(map(len, raws)) > MAX_PROPERTIES_BYTES:
-                return PutMessageResult(
-                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                    remark=f"properties longer than {MAX_PROPERTIES_BYTES} bytes",
-                )
-            fixed = encoder.fixed_size
-            sizes = list(map(fixed.__add__, map(add, map(len, batch.bodies), map(len, raws))))
-            biggest = max(sizes)
-            if biggest > max_size:
-                return PutMessageResult(
-                    PutMessageStatus.MESSAGE_ILLEGAL,
-                    remark=f"message of {biggest} bytes exceeds max_message_size {max_size}",
-                )
-            prepared.append((batch, encoder, raws, sizes))
-            total += sum(sizes)
-            count += len(sizes)
-        if count > 1 and total > max_size:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                remark=f"batch of {total} bytes exceeds max_message_size {max_size}",
-            )
-        dispatcher = self.dispatcher
-        try:
-            with self._put_lock:
-                if not self._running:
-                    return PutMessageResult(
-                        PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is shut down"
-                    )
-                now = max(self.clock_ms(), self._last_store_timestamp)
-                mf, pos = self.commit_log.reserve(total)
-                phy = mf.file_from_offset + pos
-                parts: list[bytes] = []
-                next_offsets: dict[TopicQueueKey, int] = {}
-                queues: list[PutRun] = []
-                queue_offsets: list[int] = []
-                offsets: list[int] = []
-                runs: list[IndexRun] = []
-                off = phy
-                for batch, encoder, raws, sizes in prepared:
-                    n = len(sizes)
-                    starts = list(accumulate(sizes, initial=off))
-                    off = starts.pop()
-                    offsets += starts
-                    consumable = is_consumable(batch.sys_flag)
-                    q0 = 0
-                    if consumable:
-                        key = (batch.topic, batch.queue_id)
-                        q0 = next_offsets.get(key, -1)
-                        if q0 < 0:
-                            q0 = self.topic_queue_table.get(key, 0)
-                        next_offsets[key] = q0 + n
-                        queue_offsets += range(q0, q0 + n)
-                        queues.append((batch.topic, batch.queue_id, q0, starts, sizes, batch.properties))
-                    else:
-                        queue_offsets += [0] * n
-                    encoder.encode(
-                        parts,
-                        batch.flags,
-                        batch.bodies,
-                        raws,
-                        sizes,
-                        queue_id=batch.queue_id,
-                        sys_flag=batch.sys_flag,
-                        born_timestamp=batch.born_timestamp,
-                        reconsume_times=batch.reconsume_times,
-                        prepared_transaction_offset=batch.prepared_transaction_offset,
-                        queue_offset=q0,
-                        queue_offset_step=1 if consumable else 0,
-                        commit_log_offset=starts[0],
-                        store_timestamp=now,
-                    )
-                    runs.append((batch.topic, batch.sys_flag, sizes, batch.properties))
-                data = b"".join(parts)
-                mf.write(pos, data)
-                self.topic_queue_table.update(next_offsets)
-                self._last_store_timestamp = now
-                drain_needed = dispatcher.dispatch_put(queues, phy, runs, now)
-                arrivals = dispatcher.take_arrivals() if dispatcher.schedule is None else None
-        except (OSError, StoreError) as exc:
-            log.exception("put failed in %s", self.root)
-            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
-        if drain_needed and dispatcher.schedule is not None:
-            dispatcher.schedule(self.dispatch_pending)
-        prefix = self._msg_id_prefix
-        msg_ids = list(map(prefix.__add__, map(_HEX16.format, offsets)))
-        result = AppendMessageResult(
-            AppendMessageStatus.PUT_OK,
-            wrote_offset=phy,
-            wrote_bytes=total,
-            msg_id=",".join(msg_ids),
-            store_timestamp=now,
-            logics_offset=queue_offsets[0],
-            msg_num=count,
-            msg_ids=msg_ids,
-            queue_offsets=queue_offsets,
-        )
-        put_listener = self.message_put_listener
-        if put_listener is not None and queues:
-            try:
-                put_listener(PutRecords(queues, data, phy, next_offsets, now))
-            except Exception:
-                log.exception("message put listener failed")
-        if arrivals:
-            self._notify_arrivals(arrivals)
-        return PutMessageResult(PutMessageStatus.PUT_OK, result)
+        return self._put.put_message_batch(batch)
 
     def dispatch_pending(self) -> None:
         """Dispatch the puts that wait for it, then tell the message arriving listener.
