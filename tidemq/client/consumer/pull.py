@@ -8,11 +8,10 @@ them consumed (the offset to commit is then the ProcessQueue minimum, i.e. after
 seconds from ``poll``; ``seek`` / ``seek_to_begin`` / ``seek_to_end``,
 ``offset_for_timestamp`` and ``committed``.
 
-The blocking ``PullConsumer`` keeps the client loop's thread out of the steady state: ``poll`` takes
-from the buffer and decodes on the caller's thread, and ``commit_sync`` sends the offsets on the
-caller's own connection, decodes the next batch while the broker answers, and sends the next pull
-of a queue with room and a known backlog along with it (on a second connection; its answer is read
-by the next commit). The loop's pull tasks still own every queue: the first pulls, long polling
+The blocking ``PullConsumer`` keeps the client loop's thread out of the steady state: its ``poll``
+and ``commit_sync`` run on the caller's thread, and a commit sends the next pull of a queue along
+with its offsets; that machinery is :class:`~tidemq.client.consumer.pull_caller.CallerSide` in
+``pull_caller.py``. The loop's pull tasks here still own every queue: the first pulls, long polling
 once caught up, errors, failover to a slave, and whatever the committer does not pull. One pull
 per queue is in flight at a time, so a queue's batches reach the buffer in queue order.
 """
@@ -20,7 +19,6 @@ per queue is in flight at a time, so a queue's batches reach the buffer in queue
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import struct
 import threading
@@ -28,21 +26,21 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tidemq.client.api import ClientAPI, PullResult, PullStatus
+from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.config import PullConsumerConfig, apply_overrides
 from tidemq.client.consumer.consume_cache import ConsumeRequestCache
 from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_api import PullAPIWrapper, process_pull_result
+from tidemq.client.consumer.pull_caller import CallerPull, CallerSide
 from tidemq.client.consumer.pull_service import PullRequest
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.start_offset import compute_pull_from_where
-from tidemq.client.direct import DirectConnection, DirectPool
+from tidemq.client.direct import DirectPool
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
-from tidemq.errors import ClientError, RemotingError, TideMQError
+from tidemq.errors import ClientError, TideMQError
 from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, SubscriptionData
-from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import build_subscription_data
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageExt, MessageQueue
@@ -71,23 +69,6 @@ def _count_records(body: bytes) -> int:
 
 _LOOP = "loop"
 """In :attr:`AsyncPullConsumer._pulling`: the queue's pull task on the loop is pulling it."""
-
-
-class _CallerPull:
-    """A PULL_MESSAGE a blocking ``commit_sync`` sent with its offsets (on its own connection) and
-    whose answer is not handled yet."""
-
-    __slots__ = ("addr", "conn", "offset", "pr", "started", "sub")
-
-    def __init__(
-        self, pr: PullRequest, sub: SubscriptionData | None, offset: int, addr: str, conn: DirectConnection
-    ) -> None:
-        self.pr = pr
-        self.sub = sub
-        self.offset = offset
-        self.addr = addr
-        self.conn = conn
-        self.started = time.monotonic()
 
 
 PulledBatch = tuple[MessageQueue, ProcessQueue, PullResult, "SubscriptionData | None", int]
@@ -127,9 +108,9 @@ class AsyncPullConsumer:
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
         self._requests: dict[MessageQueue, PullRequest] = {}
         """The current PullRequest of each queue being pulled."""
-        self._pulling: dict[MessageQueue, _CallerPull | str] = {}
+        self._pulling: dict[MessageQueue, CallerPull | str] = {}
         """Who has a pull of the queue in flight: :data:`_LOOP` (its pull task) or a
-        :class:`_CallerPull` (a blocking ``commit_sync``). One pull at a time per queue, so its
+        :class:`CallerPull` (a blocking ``commit_sync``). One pull at a time per queue, so its
         batches reach the cache in queue order. Guarded by :attr:`_lock`."""
         self._max_offsets: dict[MessageQueue, int] = {}
         """The broker's max offset of each queue from its latest pull (a backlog is known when it is
@@ -138,15 +119,9 @@ class AsyncPullConsumer:
         self._last_commit = time.monotonic()
         self._tasks_bg: set[asyncio.Task[None]] = set()
         self._running = False
-        self._take_lock = threading.Lock()
-        """Serialises the blocking pollers' take + decode + bookkeeping (RocketMQ's ``poll`` is
-        synchronized): a queue's batches are counted as consumed in the order they were pulled."""
-        self._predecoded: tuple[PulledBatch, list[MessageExt] | None] | None = None
-        """The cache's next batch, taken and decoded by :meth:`commit_blocking` while it waited for
-        the broker (under :attr:`_take_lock`); the next blocking poll returns it."""
         self._lock = threading.RLock()
         """Guards the ProcessQueues, the offset table and ``_committed`` between the loop (pulls,
-        rebalance) and the thread of a blocking :meth:`poll_blocking` / :meth:`commit_blocking`.
+        rebalance) and the thread of a blocking ``poll`` / ``commit_sync`` (:class:`CallerSide`).
         Held only for short sections that never await (re-entrant: a pull answer read by a committer
         is handled under it)."""
 
@@ -270,7 +245,7 @@ class AsyncPullConsumer:
             task.cancel()
         with self._lock:
             self._requests.pop(mq, None)
-            if isinstance(self._pulling.get(mq), _CallerPull):
+            if isinstance(self._pulling.get(mq), CallerPull):
                 del self._pulling[mq]  # its answer is dropped (the queue's ProcessQueue is dropped)
         await self.offset_store.persist(mq)
         with self._lock:
@@ -306,7 +281,7 @@ class AsyncPullConsumer:
             old.cancel()
         with self._lock:
             self._requests[pr.message_queue] = pr
-            if isinstance(self._pulling.get(pr.message_queue), _CallerPull):
+            if isinstance(self._pulling.get(pr.message_queue), CallerPull):
                 del self._pulling[pr.message_queue]  # for the previous PullRequest: its answer is dropped
         self._tasks[pr.message_queue] = asyncio.ensure_future(self._pull_loop(pr))
 
@@ -386,7 +361,7 @@ class AsyncPullConsumer:
             if current is None or current == _LOOP:
                 self._pulling[mq] = _LOOP
                 return True
-            assert isinstance(current, _CallerPull)
+            assert isinstance(current, CallerPull)
             conn = current.conn
         if conn.lock.acquire(blocking=False):  # not in use by a committer: read what has arrived
             try:
@@ -396,7 +371,7 @@ class AsyncPullConsumer:
         with self._lock:
             current = self._pulling.get(mq)
             if (
-                isinstance(current, _CallerPull)
+                isinstance(current, CallerPull)
                 and time.monotonic() - current.started < self.config.consumer_pull_timeout
             ):
                 return False
@@ -432,70 +407,6 @@ class AsyncPullConsumer:
             if msgs:
                 await self._maybe_auto_commit()
                 return msgs
-
-    def poll_blocking(self, timeout: float | None = None) -> list[MessageExt]:
-        """:meth:`poll` for another thread than the loop's: takes from the cache and does the
-        offset bookkeeping on the calling thread (under :attr:`_lock`; no hop to the loop). A due
-        auto-commit is handed to the loop."""
-        timeout = self.config.poll_timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        while True:
-            with self._take_lock:
-                pre, self._predecoded = self._predecoded, None
-                item: PulledBatch | None
-                decoded: list[MessageExt] | None
-                if pre is not None:
-                    item, decoded = pre
-                else:
-                    item, decoded = self.cache.take_blocking(deadline - time.monotonic()), None
-                if item is None:
-                    self._auto_commit_soon()
-                    return []
-                msgs = self._consumed(item, decoded)
-            if msgs:
-                self._auto_commit_soon()
-                return msgs
-
-    def _auto_commit_soon(self) -> None:
-        """From a poller's thread: start a commit on the loop when auto-commit is due."""
-        inst = self._instance
-        if (
-            inst is not None
-            and self._running
-            and self.config.auto_commit
-            and time.monotonic() - self._last_commit >= self.config.auto_commit_interval
-        ):
-            self._last_commit = time.monotonic()
-            try:
-                inst.loop.call_soon_threadsafe(self._start_auto_commit)
-            except RuntimeError:  # the loop is closed: shutting down
-                pass
-
-    def _start_auto_commit(self) -> None:
-        if self._running:
-            task = asyncio.ensure_future(self.commit_sync())
-            self._tasks_bg.add(task)
-            task.add_done_callback(self._tasks_bg.discard)
-
-    def _predecode(self) -> None:
-        """While a blocking commit waits for the broker: take the cache's next batch and decode it
-        for the next :meth:`poll_blocking` (not counted as consumed until that poll returns it).
-        Skipped when a poller is busy or a batch is already waiting; never raises (a batch that
-        does not decode is left for the poll to decode again and report)."""
-        if self._predecoded is not None or not self._take_lock.acquire(blocking=False):
-            return
-        try:
-            if self._predecoded is None and (item := self.cache.take_nowait()) is not None:
-                mq, pq, result, sub, _ = item
-                msgs = None
-                if not pq.dropped:
-                    try:
-                        msgs = process_pull_result(mq, result, sub).msg_found_list
-                    except Exception:  # ProtocolError...: poll() decodes it again and raises
-                        msgs = None
-                self._predecoded = (item, msgs)
-        finally:
-            self._take_lock.release()
 
     def _consumed(self, item: PulledBatch, decoded: list[MessageExt] | None = None) -> list[MessageExt]:
         """Decode a taken batch (tag filter, broker name, MIN/MAX_OFFSET; unless ``decoded``
@@ -551,150 +462,6 @@ class AsyncPullConsumer:
         if await self._store.update_consume_offset_to_broker(mq, offset, oneway=False):
             with self._lock:
                 self._committed[mq] = offset
-
-    def commit_blocking(self, pool: DirectPool) -> list[tuple[MessageQueue, int]]:
-        """:meth:`commit_sync` on the calling thread (not the loop's): the changed offsets go over
-        ``pool``'s blocking connection to each broker, one write per broker (the requests are
-        pipelined). Failures are logged and leave the queue to the next commit, as
-        :meth:`commit_sync`. While the broker answers, the next cached batch is decoded for the
-        next poll (:meth:`_predecode`); the call still returns only after the broker's answers.
-        Returns what must still go through the loop (a broker whose address is not known yet, or
-        whose connection another thread is using)."""
-        self._last_commit = time.monotonic()
-        changed = self._changed_offsets()
-        if not changed:
-            return []
-        inst = self.instance
-        api = inst.api
-        by_addr: dict[str, list[tuple[MessageQueue, int]]] = {}
-        rest: list[tuple[MessageQueue, int]] = []
-        for mq, off in changed:
-            addr = inst.find_broker_address_in_admin(mq.broker_name)
-            if addr is None:
-                rest.append((mq, off))
-            else:
-                by_addr.setdefault(addr, []).append((mq, off))
-        for addr, items in by_addr.items():
-            conn = pool.try_acquire(addr)
-            if conn is None:
-                rest.extend(items)
-                continue
-            pull_conn = pool.try_acquire(addr, lane=1)
-            try:
-                requests = [
-                    api.build_update_consumer_offset_request(self.group_name, mq, off) for mq, off in items
-                ]
-                while_waiting: Callable[[], None] = self._predecode
-                if pull_conn is not None:
-                    pull_conn.read_pending()  # the answers to the pulls sent by earlier commits
-                    along = self._pull_along(addr, pull_conn)
-                    if along:
-                        while_waiting = functools.partial(self._pull_and_predecode, pull_conn, along)
-                responses = conn.invoke_many(requests, self.config.mq_client_api_timeout, while_waiting)
-            except (RemotingError, ClientError) as exc:
-                for mq, off in items:
-                    log.warning("persisting offset %d of %s for %s failed: %s", off, mq, self.group_name, exc)
-                continue
-            finally:
-                conn.lock.release()
-                if pull_conn is not None:
-                    pull_conn.lock.release()
-            for (mq, off), response in zip(items, responses, strict=True):
-                try:
-                    api.check_update_consumer_offset_response(response, addr)
-                except TideMQError as exc:
-                    log.warning("persisting offset %d of %s for %s failed: %s", off, mq, self.group_name, exc)
-                    continue
-                with self._lock:
-                    self._committed[mq] = off
-        return rest
-
-    def _pull_and_predecode(
-        self,
-        conn: DirectConnection,
-        along: list[tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]],
-    ) -> None:
-        """While a blocking commit waits for its answer: write the pull chosen by
-        :meth:`_pull_along` on ``conn``, then :meth:`_predecode`."""
-        conn.send(along, self.config.mq_client_api_timeout)
-        self._predecode()
-
-    def _pull_along(
-        self, addr: str, conn: DirectConnection
-    ) -> list[tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]]:
-        """The next pull a blocking commit to ``addr`` sends right after its offsets, on ``conn``
-        (a second connection to the broker: the broker answers the commit without waiting for the
-        pull's work; the answer is read by the next commit, see :meth:`_caller_pulled`): of the
-        queue with the fewest cached messages among those the loop would pull now (under flow
-        control's thresholds, a backlog known on the broker, no pull in flight, pulled from this
-        master). Queues without a known backlog stay with the loop's long polling. The request is
-        the pull task's. The pull then costs no wake-up of the loop thread and no round trip of
-        its own."""
-        cfg = self.config
-        if len(self.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all:
-            return []
-        with self._lock:
-            best: PullRequest | None = None
-            for mq, pr in self._requests.items():
-                pq = pr.process_queue
-                if (
-                    mq in self._pulling
-                    or pq.dropped
-                    or pq.msg_count > cfg.pull_threshold_for_queue
-                    or self._max_offsets.get(mq, -1) <= pr.next_offset
-                ):
-                    continue
-                if best is None or pq.msg_count < best.process_queue.msg_count:
-                    best = pr
-            if best is None:
-                return []
-            mq = best.message_queue
-            found = self.pull_api.find_broker(mq)
-            if found is None or found.slave or found.broker_addr != addr:
-                return []
-            sub = self.rebalancer.subscription_inner.get(mq.topic)
-            request = self.instance.api.build_pull_message_request(
-                consumer_group=self.group_name,
-                mq=mq,
-                queue_offset=best.next_offset,
-                max_msg_nums=cfg.pull_batch_size,
-                sys_flag=PullSysFlag.build_sys_flag(False, True, True, False),
-                commit_offset=0,
-                suspend_timeout_millis=int(cfg.broker_suspend_max_time * 1000),
-                subscription=sub.sub_string if sub else "*",
-                sub_version=0,
-                expression_type="TAG",
-            )
-            pending = _CallerPull(best, sub, best.next_offset, addr, conn)
-            self._pulling[mq] = pending
-        return [(request, functools.partial(self._caller_pulled, pending))]
-
-    def _caller_pulled(self, pending: _CallerPull, response: RemotingCommand | None) -> None:
-        """The answer to a pull sent by :meth:`_pull_along` (None: the connection closed first),
-        on whichever thread read it. Handled as the pull task handles its own, unless the queue
-        was dropped, re-seeked or given up meanwhile. A failed pull is left to the pull task (the
-        queue is not pulled along again until the task's next answer)."""
-        pr = pending.pr
-        mq = pr.message_queue
-        result: PullResult | None = None
-        if response is not None:
-            try:
-                result = ClientAPI.parse_pull_message_response(response, pending.offset, pending.addr)
-            except TideMQError as exc:
-                log.debug("pull of %s along a commit failed: %s", mq, exc)
-        with self._lock:
-            if self._pulling.get(mq) is not pending:
-                return  # given up: the pull task pulls this range again
-            try:
-                if result is None:
-                    self._max_offsets.pop(mq, None)
-                elif not pr.process_queue.dropped:
-                    self._pulled(pr, result, pending.sub, self.cache.put_from_thread)
-            except Exception:  # a bug: never let it break the connection that read the answer
-                log.exception("handling the pull of %s sent along a commit failed", mq)
-                self._max_offsets.pop(mq, None)
-            finally:
-                del self._pulling[mq]
 
     async def committed(self, mq: MessageQueue) -> int:
         """The offset stored on the broker for ``mq`` (-1 if none). Mirrors ``committed``."""
@@ -761,6 +528,7 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
         self._direct: DirectPool | None = None if signed else DirectPool()
         """Blocking connections for :meth:`commit_sync` on the caller's thread (not with ACL
         signing, which the loop's RPC hook does)."""
+        self._caller = CallerSide(self._core)
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._core.subscribe(topic, expression)
@@ -776,17 +544,17 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
 
     def poll(self, timeout: float | None = None) -> list[MessageExt]:
         """See :meth:`AsyncPullConsumer.poll`; takes from the cache on this thread (no loop hop)."""
-        return self._core.poll_blocking(timeout)
+        return self._caller.poll(timeout)
 
     def commit_sync(self) -> None:
         """See :meth:`AsyncPullConsumer.commit_sync`. Sent on this thread over a blocking connection
-        per broker (:meth:`AsyncPullConsumer.commit_blocking`): no hop to the client loop, which
+        per broker (:meth:`CallerSide.commit`): no hop to the client loop, which
         keeps pulling and decoding meanwhile."""
         core = self._core
         if self._direct is None or core._instance is None:
             self._run(core.commit_sync())
             return
-        rest = core.commit_blocking(self._direct)
+        rest = self._caller.commit(self._direct)
         if rest:
             self._run(core._commit_many(rest))
 
