@@ -1,6 +1,6 @@
 """Benchmark of the ``tidemq`` Spark source against Spark reading a local JSON-lines file.
 
-``python -m bench.spark_source [--count 1000000] [--size 100] [--queues 4] [--reps 3]``
+``python -m bench.spark_source [--count 1000000] [--size 100] [--queues 4] [--reps 3] [--plain-python]``
 
 Setup: ``tidemq serve`` as a child process (the pipelines' embedded broker: store in a temp dir,
 pulls of up to 8,192 messages), ``--count`` messages of ``--size`` random bytes spread over
@@ -14,13 +14,17 @@ warm-up query each, the batch queries interleaved, medians of ``--reps`` runs:
   source cannot, so a given schema is how it learns them);
 * ``json_lines``: the same records (same columns, body base64) in 2 local JSON-lines files, read with
   the full explicit schema, same groupBy;
-* ``available_now`` / ``available_now_projected``: one ``readStream`` each with
-  ``Trigger.AvailableNow`` into the ``noop`` sink, from query start to termination, all columns /
-  the two columns;
+* ``available_now`` / ``available_now_projected``: a ``readStream`` with ``Trigger.AvailableNow`` into
+  the ``noop`` sink (new checkpoint each run), from query start to termination, all columns / the two
+  columns; medians of ``--reps`` runs after the batch queries;
 * ``available_now_empty_wall_s``: the same stream with nothing to read (``startingOffsets=latest``):
-  the fixed cost of starting and stopping a stream of a Python data source, most of it Spark starting
-  a new Python process for the source's driver side (PySpark's modules are compiled from
-  ``pyspark.zip`` in it, there is no bytecode cache for them) and the query's checkpoint writes.
+  the fixed cost of starting and stopping a stream of a Python data source: Spark starts a new Python
+  process for the source's driver side (``python_streaming_source_runner``, one per query), runs one
+  (empty) micro-batch and writes the query's checkpoint files.
+
+Spark's Python processes run ``tidemq.spark.python_launcher`` (what tidemq's session builders set for a
+local master): they import the installed PySpark rather than compiling ``pyspark.zip``'s modules
+(about 0.4 s per process). ``--plain-python`` runs the interpreter itself instead, for comparison.
 
 ``cpu_seconds_per_query`` splits each query's CPU time (mean of the reps) between the broker process,
 the Spark JVM and Spark's Python workers (descendants of this process; Linux /proc). Ratios are
@@ -153,14 +157,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     parser.add_argument("--queues", type=int, default=4, help="queues of the topic (default 4)")
     parser.add_argument("--reps", type=int, default=3, help="timed runs per batch query (default 3)")
+    parser.add_argument(
+        "--plain-python",
+        action="store_true",
+        help="Spark's Python processes run this interpreter directly (PySpark from pyspark.zip), not "
+        "tidemq.spark.python_launcher",
+    )
     args = parser.parse_args(argv)
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    import tidemq.spark
+
+    # What tidemq's session builders do for a local master (tidemq.spark.python_launcher); with
+    # --plain-python Spark runs the interpreter itself and its processes compile pyspark.zip.
+    python = sys.executable if args.plain_python else tidemq.spark.python_launcher(sys.executable)
+    os.environ["PYSPARK_PYTHON"] = python
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    import tidemq.spark
     from tidemq.pipelines.embedded import EmbeddedBroker
     from tidemq.spark.arrow import SOURCE_SCHEMA_DDL
 
@@ -239,9 +253,15 @@ def main(argv: list[str] | None = None) -> None:
             assert rows == expected, f"stream read {rows} rows, expected {expected}"
             return wall, sum(1 for p in progress if p["numInputRows"])
 
-        stream_s, stream_batches = available_now(False, Path(tmp) / "chk-full")
-        stream_p_s, _ = available_now(True, Path(tmp) / "chk-projected")
-        empty_s, _ = available_now(True, Path(tmp) / "chk-empty", start="latest")
+        streams: dict[str, list[float]] = {"full": [], "projected": [], "empty": []}
+        for rep in range(args.reps):
+            wall, stream_batches = available_now(False, Path(tmp) / f"chk-full-{rep}")
+            streams["full"].append(wall)
+            streams["projected"].append(available_now(True, Path(tmp) / f"chk-projected-{rep}")[0])
+            streams["empty"].append(available_now(True, Path(tmp) / f"chk-empty-{rep}", start="latest")[0])
+        stream_s, stream_p_s, empty_s = (
+            statistics.median(streams[k]) for k in ("full", "projected", "empty")
+        )
         spark.stop()
 
     med = {name: statistics.median(ts) for name, ts in times.items()}
@@ -258,9 +278,11 @@ def main(argv: list[str] | None = None) -> None:
                 "queues": args.queues,
                 "spark": "local[2]",
                 "broker": "tidemq serve child process",
+                "pyspark_python": "plain" if args.plain_python else "tidemq.spark.python_launcher",
                 "produce_msgs_per_s": round(produce_rate),
                 **{f"{name}_rows_per_s": round(r) for name, r in rate.items()},
                 **{f"{name}_seconds": [round(t, 3) for t in ts] for name, ts in times.items()},
+                **{f"available_now_{k}_seconds": [round(t, 3) for t in ts] for k, ts in streams.items()},
                 "available_now_wall_s": round(stream_s, 3),
                 "available_now_projected_wall_s": round(stream_p_s, 3),
                 "available_now_empty_wall_s": round(empty_s, 3),

@@ -9,6 +9,11 @@ cannot see installed packages. Example::
           .option("startingOffsets", "earliest").load())
     tidemq.spark.attach_offset_committer(spark, namesrv="127.0.0.1:9876", group="orders-etl")
 
+For a local session, ``os.environ["PYSPARK_PYTHON"] = tidemq.spark.python_launcher()`` before building it
+saves about 0.4 s of every Python process Spark starts (each streaming query starts one for the
+source's driver side): they import the installed PySpark instead of compiling ``pyspark.zip`` again
+(:mod:`tidemq.spark.launcher`).
+
 See docs/spark.md for the options, the schema and the sink's columns.
 """
 
@@ -27,6 +32,7 @@ from tidemq.spark.arrow import (
     SOURCE_SCHEMA_DDL_NO_PROPERTIES,
 )
 from tidemq.spark.conn import DataLossError
+from tidemq.spark.launcher import python_launcher
 from tidemq.spark.listener import OffsetCommitter, attach_offset_committer
 from tidemq.spark.options import OptionError, SinkOptions, SourceOptions, _bool
 from tidemq.spark.sink import TideMQArrowWriter, TideMQStreamArrowWriter, check_sink_schema
@@ -41,6 +47,7 @@ __all__ = [
     "TideMQDataSource",
     "attach_offset_committer",
     "projection",
+    "python_launcher",
     "register",
 ]
 
