@@ -1,6 +1,6 @@
 """Benchmark of the ``tidemq`` Spark source against Spark reading a local JSON-lines file.
 
-``python -m bench.spark_source [--count 1000000] [--size 100] [--queues 4] [--reps 3] [--plain-python]``
+``python -m bench.spark_source [--count 1000000] [--size 100] [--queues 4] [--reps 3] [--plain-python] [--plain-spark]``
 
 Setup: ``tidemq serve`` as a child process (the pipelines' embedded broker: store in a temp dir,
 pulls of up to 8,192 messages), ``--count`` messages of ``--size`` random bytes spread over
@@ -25,6 +25,8 @@ warm-up query each, the batch queries interleaved, medians of ``--reps`` runs:
 Spark's Python processes run ``tidemq.spark.python_launcher`` (what tidemq's session builders set for a
 local master): they import the installed PySpark rather than compiling ``pyspark.zip``'s modules
 (about 0.4 s per process). ``--plain-python`` runs the interpreter itself instead, for comparison.
+The session writes checkpoints with ``tidemq.spark.use_filesystem_checkpoints`` (also the local
+builders' choice: no process starts per checkpoint file); ``--plain-spark`` keeps Spark's default.
 
 ``cpu_seconds_per_query`` splits each query's CPU time (mean of the reps) between the broker process,
 the Spark JVM and Spark's Python workers (descendants of this process; Linux /proc). Ratios are
@@ -163,6 +165,11 @@ def main(argv: list[str] | None = None) -> None:
         help="Spark's Python processes run this interpreter directly (PySpark from pyspark.zip), not "
         "tidemq.spark.python_launcher",
     )
+    parser.add_argument(
+        "--plain-spark",
+        action="store_true",
+        help="Spark's default checkpoint file manager, not tidemq.spark.use_filesystem_checkpoints",
+    )
     args = parser.parse_args(argv)
 
     import tidemq.spark
@@ -196,6 +203,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         tidemq.spark.register(spark)
+        if not args.plain_spark:
+            tidemq.spark.use_filesystem_checkpoints(spark)
 
         def group_by(df: Any) -> int:
             rows = df.groupBy("queueId").agg(F.count("*").alias("n"), F.sum(F.length("body"))).collect()
@@ -279,6 +288,7 @@ def main(argv: list[str] | None = None) -> None:
                 "spark": "local[2]",
                 "broker": "tidemq serve child process",
                 "pyspark_python": "plain" if args.plain_python else "tidemq.spark.python_launcher",
+                "checkpoints": "spark default" if args.plain_spark else "use_filesystem_checkpoints",
                 "produce_msgs_per_s": round(produce_rate),
                 **{f"{name}_rows_per_s": round(r) for name, r in rate.items()},
                 **{f"{name}_seconds": [round(t, 3) for t in ts] for name, ts in times.items()},

@@ -49,6 +49,7 @@ def spark() -> Iterator[object]:
     )
     session.sparkContext.setLogLevel("ERROR")
     tidemq.spark.register(session)
+    assert tidemq.spark.use_filesystem_checkpoints(session)  # as the local session builders do
     yield session
     session.stop()
 

@@ -72,7 +72,8 @@ def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flight
     driver binds to 127.0.0.1 too; executors get 512 MiB, env ``TIDEMQ_EXECUTOR_MEMORY``). Sets ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` to this interpreter unless already set
     (the Python workers need pyarrow and tidemq; for a ``local`` master ``PYSPARK_PYTHON`` is
     :func:`tidemq.spark.python_launcher` of it, so Spark's Python processes import the installed
-    PySpark instead of ``pyspark.zip``), few shuffle partitions (the aggregates are
+    PySpark instead of ``pyspark.zip``, and checkpoints are written by
+    :func:`tidemq.spark.use_filesystem_checkpoints`), few shuffle partitions (the aggregates are
     small), no UI, UTC session time zone and Arrow for pandas conversions.
     """
     if "PYSPARK_PYTHON" not in os.environ:
@@ -117,6 +118,8 @@ def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flight
     spark.sparkContext.setLogLevel("WARN")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     tidemq.spark.register(spark)
+    if master.startswith("local"):
+        tidemq.spark.use_filesystem_checkpoints(spark)  # checkpoints on local disk: no forks per file
     return spark
 
 
