@@ -153,10 +153,15 @@ def test_other_command_lines_run_as_python(tmp_path: Path) -> None:
     assert _run(launcher, ["-VV"], [], tmp_path).startswith("Python 3.")
 
 
-def test_launcher_is_one_file_per_interpreter() -> None:
-    assert python_launcher(sys.executable) == python_launcher(sys.executable)
-    text = Path(python_launcher(sys.executable)).read_text()
+def test_launcher_is_one_file_per_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    launcher = python_launcher(sys.executable)
+    assert python_launcher(sys.executable) == launcher
+    text = Path(launcher).read_text()
     assert sys.executable in text and "launcher.py" in text
+    # PYSPARK_PYTHON already a launcher (set by an earlier call): not wrapped a second time
+    monkeypatch.setenv("PYSPARK_PYTHON", launcher)
+    assert python_launcher() == launcher
+    assert python_launcher(launcher) == launcher
 
 
 def test_stream_through_the_launcher_reads_every_message(spark: Any, cluster: Any, tmp_path: Path) -> None:

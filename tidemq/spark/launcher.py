@@ -152,6 +152,19 @@ def main(argv: Sequence[str]) -> None:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
+_MARK = "# tidemq.spark.launcher: python_launcher()"
+"""The second line of every launcher script."""
+
+
+def _is_launcher(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return False
+    return head.startswith(b"#!/bin/sh\n" + _MARK.encode() + b"\n")
+
+
 def _cache_dir() -> Path:
     from pathlib import Path
 
@@ -170,7 +183,8 @@ def python_launcher(python: str | None = None) -> str:
     running it (``-c pass``).
 
     Args:
-        python: the interpreter to run (default: ``$PYSPARK_PYTHON``, else this interpreter).
+        python: the interpreter to run (default: ``$PYSPARK_PYTHON``, else this interpreter); a
+            launcher is returned as it is.
 
     Returns:
         The launcher's path; ``python`` itself where a launcher cannot work (not POSIX, no
@@ -187,10 +201,13 @@ def python_launcher(python: str | None = None) -> str:
     cached = _cache.get(python)
     if cached is not None:
         return cached
+    if _is_launcher(python):  # e.g. PYSPARK_PYTHON set by an earlier call: no launcher of a launcher
+        _cache[python] = python
+        return python
     result = python
     if os.name == "posix" and os.path.exists("/bin/sh"):
         script = os.path.abspath(__file__)
-        text = f'#!/bin/sh\nexec {shlex.quote(python)} {shlex.quote(script)} "$@"\n'
+        text = f'#!/bin/sh\n{_MARK}\nexec {shlex.quote(python)} {shlex.quote(script)} "$@"\n'
         name = "pyspark-python-" + hashlib.sha256(text.encode()).hexdigest()[:16]
         for directory in (_cache_dir(), Path(tempfile.gettempdir(), f"tidemq-{os.getuid()}")):
             target = directory / name
