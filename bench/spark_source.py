@@ -16,7 +16,7 @@ warm-up query each, the batch queries interleaved, medians of ``--reps`` runs:
   the full explicit schema, same groupBy;
 * ``available_now`` / ``available_now_projected``: a ``readStream`` with ``Trigger.AvailableNow`` into
   the ``noop`` sink (new checkpoint each run), from query start to termination, all columns / the two
-  columns; medians of ``--reps`` runs after the batch queries;
+  columns; medians of ``--reps`` runs after the batch queries and one warm-up stream;
 * ``available_now_empty_wall_s``: the same stream with nothing to read (``startingOffsets=latest``):
   the fixed cost of starting and stopping a stream of a Python data source: Spark starts a new Python
   process for the source's driver side (``python_streaming_source_runner``, one per query), runs one
@@ -29,7 +29,8 @@ The session writes checkpoints with ``tidemq.spark.use_filesystem_checkpoints`` 
 builders' choice: no process starts per checkpoint file); ``--plain-spark`` keeps Spark's default.
 
 ``cpu_seconds_per_query`` splits each query's CPU time (mean of the reps) between the broker process,
-the Spark JVM and Spark's Python workers (descendants of this process; Linux /proc). Ratios are
+the Spark JVM, Spark's live Python processes and the processes that ended meanwhile (``exited``, e.g.
+each stream's source runner; descendants of this process; Linux /proc). Ratios are
 rows/s over ``json_lines``' rows/s (the issue's targets: batch >= 1.0, AvailableNow >= 0.8).
 Prints one JSON line of figures (rows/s) plus the setup.
 """
@@ -126,19 +127,21 @@ def _children() -> dict[int, list[int]]:
 
 
 def cpu_seconds(broker_pid: int) -> dict[str, float]:
-    """CPU seconds (user + system) used so far by the broker process, by this process's Spark JVM and
-    by the Python processes the JVM started (Spark's Python workers); Linux ``/proc`` only."""
+    """CPU seconds (user + system) used so far by the broker process, by this process's Spark JVM, by
+    the live processes the JVM started (Spark's Python workers and daemons) and by those that have
+    ended (``exited``: the children the JVM and the daemons have reaped, e.g. each streaming query's
+    source runner, or processes Hadoop starts); Linux ``/proc`` only."""
     tick = os.sysconf("SC_CLK_TCK")
 
-    def cpu(pid: int) -> float:
+    def cpu(pid: int) -> tuple[float, float]:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / tick
+            return 0.0, 0.0
+        return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
 
     children = _children()
-    out = {"broker": cpu(broker_pid), "spark_jvm": 0.0, "python_workers": 0.0}
+    out = {"broker": cpu(broker_pid)[0], "spark_jvm": 0.0, "python_workers": 0.0, "exited": 0.0}
     stack = [pid for pid in children.get(os.getpid(), []) if pid != broker_pid]
     while stack:
         pid = stack.pop()
@@ -146,7 +149,9 @@ def cpu_seconds(broker_pid: int) -> dict[str, float]:
             exe = os.readlink(f"/proc/{pid}/exe")
         except OSError:
             continue
-        out["spark_jvm" if os.path.basename(exe) == "java" else "python_workers"] += cpu(pid)
+        own, reaped = cpu(pid)
+        out["spark_jvm" if os.path.basename(exe) == "java" else "python_workers"] += own
+        out["exited"] += reaped
         stack.extend(children.get(pid, []))
     return out
 
@@ -263,11 +268,28 @@ def main(argv: list[str] | None = None) -> None:
             return wall, sum(1 for p in progress if p["numInputRows"])
 
         streams: dict[str, list[float]] = {"full": [], "projected": [], "empty": []}
+        stream_names = {
+            "full": "available_now",
+            "projected": "available_now_projected",
+            "empty": "available_now_empty",
+        }
+        stream_batches = 0
+        available_now(False, Path(tmp) / "chk-warm-up")  # warm-up, as for the batch queries
         for rep in range(args.reps):
-            wall, stream_batches = available_now(False, Path(tmp) / f"chk-full-{rep}")
-            streams["full"].append(wall)
-            streams["projected"].append(available_now(True, Path(tmp) / f"chk-projected-{rep}")[0])
-            streams["empty"].append(available_now(True, Path(tmp) / f"chk-empty-{rep}", start="latest")[0])
+            for kind, projected, start in (
+                ("full", False, "earliest"),
+                ("projected", True, "earliest"),
+                ("empty", True, "latest"),
+            ):
+                before = cpu_seconds(broker.proc.pid) if broker.proc else {}
+                wall, batches = available_now(projected, Path(tmp) / f"chk-{kind}-{rep}", start)
+                after = cpu_seconds(broker.proc.pid) if broker.proc else {}
+                parts = cpu.setdefault(stream_names[kind], {})
+                for k, v in after.items():
+                    parts[k] = parts.get(k, 0.0) + (v - before.get(k, 0.0)) / args.reps
+                streams[kind].append(wall)
+                if kind == "full":
+                    stream_batches = batches
         stream_s, stream_p_s, empty_s = (
             statistics.median(streams[k]) for k in ("full", "projected", "empty")
         )
