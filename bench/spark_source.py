@@ -1,6 +1,7 @@
 """Benchmark of the ``tidemq`` Spark source against Spark reading a local JSON-lines file.
 
-``python -m bench.spark_source [--count 1000000] [--size 100] [--queues 4] [--reps 3] [--plain-python] [--plain-spark]``
+``python -m bench.spark_source [--count 1000000] [--size 100] [--queues 4] [--reps 3]
+[--plain-python] [--plain-spark]``
 
 Setup: ``tidemq serve`` as a child process (the pipelines' embedded broker: store in a temp dir,
 pulls of up to 8,192 messages), ``--count`` messages of ``--size`` random bytes spread over

@@ -80,6 +80,9 @@ def test_a_different_version_or_module_is_not_the_same(tmp_path: Path) -> None:
     more_modules = _fake_zip(tmp_path / "more.zip", "4.3.0", {**zip_files, "pyspark/new.py": "pass\n"})
     assert not same_pyspark(str(more_modules), str(installed))
 
+    other_data = _fake_zip(tmp_path / "data.zip", "4.3.0", {**zip_files, "pyspark/tests/test_a.py": "x\n"})
+    assert not same_pyspark(str(other_data), str(installed))  # present in both: compared, even tests
+
     # the PyPI package leaves tests out: a test module missing from the install does not count
     more_tests = _fake_zip(tmp_path / "tests.zip", "4.3.0", {**zip_files, "pyspark/tests/test_b.py": "\n"})
     assert same_pyspark(str(more_tests), str(installed))

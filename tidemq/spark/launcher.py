@@ -8,11 +8,11 @@ source pays it per query (PySpark 4.3 starts a new ``python_streaming_source_run
 each query), which is most of the fixed cost of a short ``Trigger.AvailableNow`` run.
 
 The launcher is a small executable (``/bin/sh`` script, made by :func:`python_launcher`) that runs
-``python <this file> -m <module> ...``. In the process, before the module runs, :func:`prefer_installed`
-moves the zip to the end of ``sys.path`` when the PySpark installed in that interpreter is the same
-PySpark as the zip's (same ``version.py``, and every module of the zip present with the same size,
-test and benchmark modules aside); the modules then load from the installed package's cached
-bytecode. When they differ, or there is no installed PySpark, nothing changes. Any command line
+``python <this file> -m <module> ...``. In the process, before the module runs,
+:func:`prefer_installed` moves the zip to the end of ``sys.path`` when the PySpark installed in that
+interpreter is the same PySpark as the zip's (:func:`same_pyspark`: same ``version.py``, the same
+files, test modules aside); the modules then load from the installed package's cached bytecode.
+When they differ, or there is no installed PySpark, nothing changes. Any command line
 other than ``-m module ...`` (Spark also runs ``python -c ...`` and ``python -VV``) is handed to the
 interpreter unchanged (``exec``).
 
@@ -68,10 +68,10 @@ def same_pyspark(zip_path: str, installed_dir: str) -> bool:
     """Whether the ``pyspark`` package inside ``zip_path`` and the one at ``installed_dir`` (the
     package directory) are the same PySpark.
 
-    Same means: ``pyspark/version.py`` byte-identical, and every ``.py`` file of the zip's
-    ``pyspark/`` exists under ``installed_dir`` with the same size, except files in ``tests`` or
-    ``benchmark`` directories (the PyPI package leaves those out), which may be missing. Any error
-    reading either side answers False.
+    Same means: ``pyspark/version.py`` byte-identical, every file of the zip's ``pyspark/`` that
+    the install has (modules, error-class JSON, ...) of the same size, and no module missing there
+    except in ``tests`` or ``benchmark`` directories (the PyPI package leaves those and a few data
+    files out). Any error reading either side answers False.
     """
     contents = _zip_contents(zip_path)
     if contents is None:
@@ -84,14 +84,14 @@ def same_pyspark(zip_path: str, installed_dir: str) -> bool:
     except OSError:
         return False
     for name, size in entries.items():
-        if not name.startswith("pyspark/") or not name.endswith(".py"):
+        if not name.startswith("pyspark/") or name.endswith("/"):
             continue
         rel = name[len("pyspark/") :]
         try:
             if os.stat(os.path.join(installed_dir, rel)).st_size != size:
                 return False
         except OSError:
-            if _SKIP_DIRS.isdisjoint(rel.split("/")[:-1]):
+            if name.endswith(".py") and _SKIP_DIRS.isdisjoint(rel.split("/")[:-1]):
                 return False
     return True
 
