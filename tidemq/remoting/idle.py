@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import gc
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidemq.remoting.log_limit import bad_frame_log, bad_request_log
 
@@ -30,16 +28,29 @@ __all__ = ["IdleChannelReaper", "release_free_memory"]
 
 log = logging.getLogger(__name__)
 
-_libc: ctypes.CDLL | None = None
-with contextlib.suppress(OSError, TypeError):
-    _name = ctypes.util.find_library("c")
-    _libc = ctypes.CDLL(_name) if _name else None
+_trim: list[Any] = []
+"""``[malloc_trim or None]`` once looked up. Looked up on first use, not at import: every process
+that imports tidemq.remoting (clients, each Spark query's source runner) would otherwise run
+``ctypes.util.find_library("c")``, which starts ``/sbin/ldconfig -p``."""
+
+
+def _malloc_trim() -> Any:
+    if not _trim:
+        trim = None
+        with contextlib.suppress(Exception):
+            import ctypes
+            import ctypes.util
+
+            name = ctypes.util.find_library("c")
+            trim = getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+        _trim.append(trim)
+    return _trim[0]
 
 
 def release_free_memory() -> None:
     """Collect garbage and return free heap pages to the OS (glibc ``malloc_trim(0)``; no-op elsewhere)."""
     gc.collect()
-    trim = getattr(_libc, "malloc_trim", None)
+    trim = _malloc_trim()
     if trim is not None:
         with contextlib.suppress(Exception):
             trim(0)
