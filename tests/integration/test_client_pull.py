@@ -20,6 +20,27 @@ def poll_until(consumer: PullConsumer, n: int, timeout: float) -> list[MessageEx
     return got
 
 
+def one_filled_queue(
+    cluster: ClusterThread, topic: str, n: int, suffix: str, **consumer_options: object
+) -> tuple[Producer, PullConsumer, MessageQueue]:
+    """A started producer that put ``m0`` .. ``m<n-1>`` on one queue of ``topic``, and a started
+    PullConsumer (group ``pcg<suffix>``, from the first offset, no auto-commit) assigned that queue."""
+    producer = Producer(namesrv_addr=cluster.namesrv_addr, producer_group=f"ppg{suffix}")
+    producer.start()
+    q = producer.send(Message(topic, b"m0")).message_queue
+    producer.send_batch([Message(topic, f"m{i}") for i in range(1, n)], queue=q)
+    consumer = PullConsumer(
+        namesrv_addr=cluster.namesrv_addr,
+        consumer_group=f"pcg{suffix}",
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        auto_commit=False,
+        **consumer_options,
+    )
+    consumer.assign([q])
+    consumer.start()
+    return producer, consumer, q
+
+
 def test_pull_consumer_poll_commit_seek(tmp_path: Path) -> None:
     """Poll returns every message once; commit stores the offset; seek_to_begin replays; seek_to_end skips."""
     with ClusterThread(tmp_path) as cluster:
@@ -162,20 +183,7 @@ def test_poll_after_commit_keeps_order_and_seek_drops_the_batch_decoded_meanwhil
     offset once and in order, the committed offset is exactly after what was polled, and a seek
     right after a commit discards the batch decoded for the old position."""
     with ClusterThread(tmp_path) as cluster:
-        addr = cluster.namesrv_addr
-        producer = Producer(namesrv_addr=addr, producer_group="ppg5")
-        producer.start()
-        q = producer.send(Message("PullPre", b"m0")).message_queue
-        producer.send_batch([Message("PullPre", f"m{i}") for i in range(1, 60)], queue=q)
-        consumer = PullConsumer(
-            namesrv_addr=addr,
-            consumer_group="pcg5",
-            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-            auto_commit=False,
-            pull_batch_size=8,
-        )
-        consumer.assign([q])
-        consumer.start()
+        producer, consumer, q = one_filled_queue(cluster, "PullPre", 60, "5", pull_batch_size=8)
         try:
             got: list[int] = []
             deadline = time.monotonic() + 10
@@ -243,21 +251,9 @@ def test_polls_without_commits_after_a_commit_still_get_everything(tmp_path: Pat
     """A pull sent along a commit is answered even when no commit follows: polls alone still
     receive every message in order."""
     with ClusterThread(tmp_path) as cluster:
-        addr = cluster.namesrv_addr
-        producer = Producer(namesrv_addr=addr, producer_group="ppg7")
-        producer.start()
-        q = producer.send(Message("PullOnce", b"m0")).message_queue
-        producer.send_batch([Message("PullOnce", f"m{i}") for i in range(1, 100)], queue=q)
-        consumer = PullConsumer(
-            namesrv_addr=addr,
-            consumer_group="pcg7",
-            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
-            auto_commit=False,
-            pull_batch_size=4,
-            pull_threshold_for_queue=4,
+        producer, consumer, _q = one_filled_queue(
+            cluster, "PullOnce", 100, "7", pull_batch_size=4, pull_threshold_for_queue=4
         )
-        consumer.assign([q])
-        consumer.start()
         try:
             got = [m.queue_offset for m in poll_until(consumer, 1, 10)]
             consumer.commit_sync()
