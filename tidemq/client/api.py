@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from tidemq.errors import BrokerError, NoRouteError
 from tidemq.protocol.body import (
@@ -121,6 +121,22 @@ def send_v2_ext_fields(h: SendMessageRequestHeader) -> dict[str, str]:
     if h.broker_name is not None:
         ext["n"] = h.broker_name
     return ext
+
+
+class PullRequestFields(TypedDict):
+    """The keyword arguments of :meth:`ClientAPI.build_pull_message_request` (the fields of a
+    PULL_MESSAGE request), which :meth:`ClientAPI.pull_message` takes too."""
+
+    consumer_group: str
+    mq: MessageQueue
+    queue_offset: int
+    max_msg_nums: int
+    sys_flag: int
+    commit_offset: int
+    suspend_timeout_millis: int
+    subscription: str | None
+    sub_version: int
+    expression_type: NotRequired[str | None]
 
 
 class ClientAPI:
@@ -250,40 +266,17 @@ class ClientAPI:
     # -- consumer ----------------------------------------------------------------------------
 
     async def pull_message(
-        self,
-        addr: str,
-        *,
-        consumer_group: str,
-        mq: MessageQueue,
-        queue_offset: int,
-        max_msg_nums: int,
-        sys_flag: int,
-        commit_offset: int,
-        suspend_timeout_millis: int,
-        subscription: str | None,
-        sub_version: int,
-        expression_type: str | None = "TAG",
-        timeout: float,
+        self, addr: str, *, timeout: float, **fields: Unpack[PullRequestFields]
     ) -> PullResult:
-        """PULL_MESSAGE (11); the body stays undecoded (see ``pull_service.process_pull_result``).
+        """PULL_MESSAGE (11) of :meth:`build_pull_message_request` ``(**fields)``; the body stays
+        undecoded (see ``pull_service.process_pull_result``).
 
         Raises:
             BrokerError: any code other than FOUND / NOT_FOUND / RETRY_IMMEDIATELY / OFFSET_MOVED.
         """
-        request = self.build_pull_message_request(
-            consumer_group=consumer_group,
-            mq=mq,
-            queue_offset=queue_offset,
-            max_msg_nums=max_msg_nums,
-            sys_flag=sys_flag,
-            commit_offset=commit_offset,
-            suspend_timeout_millis=suspend_timeout_millis,
-            subscription=subscription,
-            sub_version=sub_version,
-            expression_type=expression_type,
-        )
+        request = self.build_pull_message_request(**fields)
         resp = await self._invoke(addr, request, timeout)
-        return self.parse_pull_message_response(resp, queue_offset, addr)
+        return self.parse_pull_message_response(resp, fields["queue_offset"], addr)
 
     def build_pull_message_request(
         self,
