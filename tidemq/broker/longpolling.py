@@ -31,6 +31,7 @@ from typing import Any
 
 from tidemq.errors import RemotingError
 from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import PullMessageRequestHeader
 from tidemq.store.dispatcher import PutRecords, PutRun
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,8 @@ class HeldPullRequest:
         topic / queue_id / pull_from_this_offset: what was asked for.
         tag_codes: tag hash codes the subscription accepts; ``None`` = every message.
         timeout_s: how long it may be held (seconds).
-        header: the request's parsed header (a ``PullMessageRequestHeader``), kept so a wake-up
-            does not parse it again; None when unknown.
+        header: the request's parsed header, kept so a wake-up does not parse it again; None
+            when unknown.
     """
 
     channel: Any
@@ -59,7 +60,7 @@ class HeldPullRequest:
     pull_from_this_offset: int
     tag_codes: frozenset[int] | None
     timeout_s: float
-    header: Any = None
+    header: PullMessageRequestHeader | None = None
     deadline: float = 0.0
     timer: asyncio.TimerHandle | None = field(default=None, repr=False)
 

@@ -121,10 +121,11 @@ class PullMessageProcessor:
         checked = self.check_and_subscription(header)
         if isinstance(checked, RemotingCommand):
             return None
-        result = self.broker.store.get_message_from_put(put, run, header.max_msg_nums, held.tag_codes)
+        codes = tag_codes_of(checked)  # the subscription as of now, as a wake-up would read it
+        result = self.broker.store.get_message_from_put(put, run, header.max_msg_nums, codes)
         if result is None:
             return None
-        return self._answer(held.channel, held.request, header, held.tag_codes, result, False)
+        return self._answer(held.channel, held.request, header, codes, result, False)
 
     # -- decision logic ------------------------------------------------------------------------
 
