@@ -412,7 +412,7 @@ class Channel:
                 await asyncio.wait((drained,), timeout=max(0.0, deadline - self._loop.time()))
             finally:
                 drained.cancel()
-            if not drained.done() or drained.cancelled():
+            if not drained.done():  # still waiting at the deadline (cancel() only asked it to stop)
                 raise RemotingTimeoutError(
                     f"send to <{self.remote_addr}> blocked by backpressure for {budget:g}s, "
                     f"request code {request.code}"
