@@ -175,6 +175,12 @@ class PushConsumerConfig(ClientConfig):
         rebalance_interval: rebalance period, s (20).
         offset_store_dir: LocalFileOffsetStore root (``~/.tidemq_offsets``).
         post_subscription_when_pull: send the expression with each pull (False).
+        queue_lanes: with a plain-function listener and concurrent consumption, each owned queue
+            (up to ``consume_thread_max``) is pulled by a thread of its own over a blocking
+            connection, which also runs the listener on the first messages of each pulled batch:
+            no hop through the client loop between the broker's answer and the listener (True;
+            tidemq only, see ``tidemq.client.consumer.queue_lane``). False: the loop pulls and the
+            pool consumes, as RocketMQ's client does.
         unit_mode / vip_channel_enabled: accepted for compatibility, unused.
     """
 
@@ -199,6 +205,7 @@ class PushConsumerConfig(ClientConfig):
     rebalance_interval: float = 20.0
     offset_store_dir: Path = field(default_factory=lambda: Path.home() / ".tidemq_offsets")
     post_subscription_when_pull: bool = False
+    queue_lanes: bool = True
     unit_mode: bool = False
 
     def validate(self) -> None:

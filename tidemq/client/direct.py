@@ -220,6 +220,35 @@ class DirectConnection:
             return
         self._dispatch_ready()
 
+    def read_answers(self, timeout: float) -> None:
+        """Block until every request written by :meth:`send` has had its answer handed to its
+        callback, for at most ``timeout`` seconds. Never raises an :class:`Exception`: on a
+        timeout or a broken connection the connection is closed and the callbacks still waiting
+        get None. Must be called with :attr:`lock` held."""
+        deadline = time.monotonic() + timeout
+        try:
+            self._dispatch_ready()
+            while self._pending:
+                sock = self._sock
+                if sock is None:
+                    raise RemotingSendRequestError(f"connection to {self.addr} closed")
+                self._ready.extend(self._decoder.feed(self._recv(sock, deadline)))
+                self._dispatch_ready()
+        except BaseException as exc:
+            self._failed(exc, "reading answers")
+            if not isinstance(exc, Exception):
+                raise
+
+    def abort(self) -> None:
+        """From any thread, without :attr:`lock`: shut the socket down so that a thread blocked
+        reading it wakes up (its read then fails and closes the connection)."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def _dispatch_ready(self) -> None:
         """Hand the decoded answers to :meth:`send`'s requests to their callbacks; keep the rest."""
         self._ready[:] = [cmd for cmd in self._ready if not self._dispatch(cmd)]

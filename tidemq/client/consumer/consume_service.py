@@ -111,6 +111,22 @@ class ConsumeMessageConcurrentlyService:
             done.add_done_callback(self._inflight.discard)
             self._runner.submit(self._consume_in_thread, loop, done, msgs[i : i + size], pq, mq)
 
+    def consume_on_lane(
+        self, loop: asyncio.AbstractEventLoop, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue
+    ) -> None:
+        """On a queue lane's thread (``queue_lane.py``; plain-function listeners only): run the
+        first ``consume_message_batch_max_size`` of ``msgs`` here, as a pool thread would, and hand
+        the rest to the loop's :meth:`submit_consume_request` (first, so the pool starts on them
+        meanwhile). The results go back to the loop as a pool thread's do."""
+        size = self.batch_size
+        if len(msgs) > size:
+            try:
+                loop.call_soon_threadsafe(self.submit_consume_request, msgs[size:], pq, mq)
+            except RuntimeError:  # the loop is closed: the consumer is gone
+                return
+            msgs = msgs[:size]
+        self._consume_in_thread(loop, asyncio.Future(loop=loop), msgs, pq, mq)
+
     def _consume_in_thread(
         self,
         loop: asyncio.AbstractEventLoop,

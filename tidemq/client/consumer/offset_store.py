@@ -78,6 +78,11 @@ class OffsetStore(ABC):
         if old is None or not increase_only or offset > old:
             self.offset_table[mq] = offset
 
+    def read_offset_in_memory(self, mq: MessageQueue) -> int:
+        """``read_offset(mq, READ_FROM_MEMORY)`` without a coroutine (for any thread): the
+        in-memory offset, or -1 when there is none."""
+        return self.offset_table.get(mq, -1)
+
     async def read_offset(self, mq: MessageQueue, read_type: ReadOffsetType) -> int:
         """The offset for ``mq``: >= 0, -1 when none is stored, -2 on a transport error. Mirrors ``readOffset``."""
         if read_type is not ReadOffsetType.READ_FROM_STORE:

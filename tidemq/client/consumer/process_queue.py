@@ -1,9 +1,12 @@
 """ProcessQueue: messages pulled from one queue but not yet consumed (pure bookkeeping).
 
 Mirrors RocketMQ's ``ProcessQueue``. One per owned ``MessageQueue``; touched on the
-ClientInstance's event-loop thread (listener threads hand results back to the loop), so it has
-no locks of its own. The one exception, the blocking lite ``PullConsumer`` whose ``poll()`` does
-its bookkeeping on the caller's thread, guards every access with the consumer's lock.
+ClientInstance's event-loop thread (listener threads hand results back to the loop). Two
+exceptions: the blocking lite ``PullConsumer``, whose ``poll()`` does its bookkeeping on the
+caller's thread, guards every access with the consumer's lock; a push consumer's queue lane
+(``queue_lane.py``) caches what it pulls on its own thread, so :meth:`put_messages`,
+:meth:`remove_messages`, :meth:`get_max_span` and :meth:`clear` take :attr:`ProcessQueue.lock`
+(RocketMQ's ``treeMapLock``).
 
 Rule 1 (the one that keeps "nothing lost"): the offset a consumer may commit for a queue is
 the smallest queue offset still cached here (pulled, not yet acknowledged), or
@@ -16,6 +19,7 @@ Timestamps are milliseconds (``now_ms``), passed in so tests need no clock.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -70,6 +74,8 @@ class ProcessQueue:
         self.last_lock_timestamp = start
         self.msg_acc_cnt = 0
         self.try_unlock_times = 0
+        self.lock = threading.Lock()
+        """Guards the cache against a queue lane's thread (see the module docstring)."""
 
     # -- concurrent consumption -------------------------------------------------------------
 
@@ -80,6 +86,10 @@ class ProcessQueue:
             True when an orderly consumer should start a consume task (cache non-empty and no
             task running); concurrent consumers dispatch every batch anyway.
         """
+        with self.lock:
+            return self._put_messages(msgs)
+
+    def _put_messages(self, msgs: Iterable[MessageExt]) -> bool:
         tree = self._tree
         added = size = 0
         top = self.queue_offset_max
@@ -118,6 +128,10 @@ class ProcessQueue:
         Mirrors ``removeMessage``: the smallest offset still cached, ``queue_offset_max + 1``
         when the cache became empty, or -1 when it was already empty.
         """
+        with self.lock:
+            return self._remove_messages(msgs, now)
+
+    def _remove_messages(self, msgs: Iterable[MessageExt], now: int | None) -> int:
         self.last_consume_timestamp = now_ms() if now is None else now
         if not self._tree:
             return -1
@@ -157,9 +171,10 @@ class ProcessQueue:
 
     def get_max_span(self) -> int:
         """Largest minus smallest cached offset (0 when empty). Mirrors ``getMaxSpan``."""
-        if not self._tree:
-            return 0
-        return next(reversed(self._tree)) - next(iter(self._tree))
+        with self.lock:
+            if not self._tree:
+                return 0
+            return next(reversed(self._tree)) - next(iter(self._tree))
 
     def min_offset(self) -> int | None:
         """Smallest cached (unconsumed) offset, or None."""
@@ -175,10 +190,11 @@ class ProcessQueue:
 
     def clear(self) -> None:
         """Drop all cached messages (queue offset bookkeeping is kept). Mirrors ``clear``."""
-        self._tree.clear()
-        self._consuming.clear()
-        self.msg_count = 0
-        self.msg_size = 0
+        with self.lock:
+            self._tree.clear()
+            self._consuming.clear()
+            self.msg_count = 0
+            self.msg_size = 0
 
     # -- orderly consumption ----------------------------------------------------------------
 

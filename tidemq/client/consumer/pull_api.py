@@ -28,6 +28,7 @@ from tidemq.client.route import FindBrokerResult, find_broker_in_subscribe
 from tidemq.errors import BrokerError, ClientError, RemotingConnectError
 from tidemq.protocol.body import SubscriptionData
 from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import is_tag_matched
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageQueue
@@ -258,6 +259,42 @@ class PullAPIWrapper:
                 )
                 self.mark_unreachable(found.broker_addr)
             raise
+
+    def build_pull_request(
+        self,
+        mq: MessageQueue,
+        *,
+        sub_expression: str | None,
+        expression_type: str | None,
+        sub_version: int,
+        offset: int,
+        max_nums: int,
+        sys_flag: int,
+        commit_offset: int,
+        broker_suspend_max_time_millis: int,
+    ) -> tuple[str, RemotingCommand] | None:
+        """What :meth:`pull_kernel_impl` sends, for a caller that writes it itself (a push
+        consumer's queue lane): ``(broker address, PULL_MESSAGE request)``, or None when the
+        broker group has no known address (the caller leaves that pull to :meth:`pull_kernel_impl`,
+        which refreshes the route). Same node choice and slave rule. Any thread."""
+        found = self.find_broker(mq)
+        if found is None:
+            return None
+        if found.slave:
+            sys_flag &= ~PullSysFlag.FLAG_COMMIT_OFFSET
+        request = self.instance.api.build_pull_message_request(
+            consumer_group=self.consumer_group,
+            mq=mq,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset,
+            suspend_timeout_millis=broker_suspend_max_time_millis,
+            subscription=sub_expression,
+            sub_version=sub_version,
+            expression_type=expression_type,
+        )
+        return found.broker_addr, request
 
     def process_pull_result(
         self, mq: MessageQueue, result: PullResult, subscription: SubscriptionData | None

@@ -37,12 +37,14 @@ from tidemq.client.consumer.offset_store import (
 from tidemq.client.consumer.process_queue import ProcessQueue, check_flow_control
 from tidemq.client.consumer.pull_api import PullAPIWrapper
 from tidemq.client.consumer.pull_service import PullMessageService, PullRequest
+from tidemq.client.consumer.queue_lane import QueueLane
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.start_offset import compute_pull_from_where
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
 from tidemq.errors import ClientError, TideMQError
-from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, SubscriptionData
+from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import build_subscription_data
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import Message, MessageConst, MessageExt, MessageQueue
@@ -103,6 +105,9 @@ class AsyncPushConsumer:
         self._running = False
         self._paused = False
         self._background: set[asyncio.Task[None]] = set()
+        self._lanes: dict[MessageQueue, QueueLane] = {}
+        """Queues pulled and consumed by a thread of their own (``queue_lane.py``); loop only."""
+        self._lanes_enabled = False
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -223,6 +228,12 @@ class AsyncPushConsumer:
         inst.register_consumer(self.group_name, self)
         self._instance = inst
         self._pull_api = PullAPIWrapper(inst, self.group_name)
+        self._lanes_enabled = (
+            cfg.queue_lanes
+            and isinstance(self._consume, ConsumeMessageConcurrentlyService)
+            and not self._consume.is_async
+            and cfg.pull_interval <= 0
+        )
         self._running = True
         await inst.start()
         if isinstance(self._consume, ConsumeMessageOrderlyService):
@@ -241,7 +252,12 @@ class AsyncPushConsumer:
         if not self._running:
             return
         self._running = False
+        lanes = list(self._lanes.values())
+        for lane in lanes:
+            lane.stop()
         await self._pull_service.shutdown()
+        if lanes:  # a lane may be running the listener: it finishes that call first
+            await asyncio.get_running_loop().run_in_executor(None, _join_lanes, lanes, timeout)
         if self._consume is not None and not await self._consume.shutdown(timeout):
             log.warning("%s: in-flight messages did not finish within %gs", self.group_name, timeout)
         await self.persist_consumer_offset(oneway=False)
@@ -319,6 +335,9 @@ class AsyncPushConsumer:
             await self.offset_store.persist(mq)
             self.offset_store.remove_offset(mq)
 
+        lane = self._lanes.get(mq)
+        if lane is not None and lane.pr.process_queue is pq:
+            lane.stop()
         if isinstance(self._consume, ConsumeMessageOrderlyService) and not self.is_broadcasting:
             return await self._consume.remove_process_queue(mq, pq, persist)
         await persist()
@@ -354,21 +373,10 @@ class AsyncPushConsumer:
     async def pull_message(self, pr: PullRequest) -> None:
         """One pull of one queue, then schedule the next. Mirrors ``DefaultMQPushConsumerImpl.pullMessage``."""
         pq, mq, cfg = pr.process_queue, pr.message_queue, self.config
-        if pq.dropped or not self._running:
-            return
-        pq.last_pull_timestamp = int(time.time() * 1000)
-        if self._paused:
-            self._pull_service.execute_pull_request_later(pr, 1.0)
-            return
-        fc = check_flow_control(
-            pq,
-            pull_threshold_for_queue=cfg.pull_threshold_for_queue,
-            pull_threshold_size_for_queue_mib=cfg.pull_threshold_size_for_queue,
-            consume_concurrently_max_span=cfg.consume_concurrently_max_span,
-            orderly=self.consume_orderly,
-        )
-        if fc is not None:
-            self._pull_service.execute_pull_request_later(pr, fc.delay)
+        delay = self.lane_pull_delay(pr)
+        if delay is not None:
+            if delay >= 0:
+                self._pull_service.execute_pull_request_later(pr, delay)
             return
         if self.consume_orderly and not self.is_broadcasting:
             if not pq.locked:  # wait for the lock (renewed every 20 s)
@@ -386,9 +394,7 @@ class AsyncPushConsumer:
         if sub is None:
             self._pull_service.execute_pull_request_later(pr, cfg.pull_time_delay_when_exception)
             return
-        commit_offset = 0
-        if not self.is_broadcasting:
-            commit_offset = max(0, await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY))
+        commit_offset = self._commit_offset(mq)
         post_sub = cfg.post_subscription_when_pull
         sys_flag = PullSysFlag.build_sys_flag(commit_offset > 0, True, post_sub, False)
         try:
@@ -432,12 +438,12 @@ class AsyncPushConsumer:
             if self.config.pull_interval > 0:
                 self._pull_service.execute_pull_request_later(pr, self.config.pull_interval)
             else:
-                self._pull_service.execute_pull_request_immediately(pr)
+                self._pull_next(pr)
         elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
             pr.next_offset = result.next_begin_offset
             if pq.msg_count == 0:  # correctTagsOffset
                 self.offset_store.update_offset(mq, pr.next_offset, True)
-            self._pull_service.execute_pull_request_immediately(pr)
+            self._pull_next(pr)
         else:  # OFFSET_ILLEGAL
             log.warning("the pull request offset illegal, %s next offset %d", mq, result.next_begin_offset)
             pr.next_offset = result.next_begin_offset
@@ -450,6 +456,105 @@ class AsyncPushConsumer:
                 self.instance.rebalance_immediately()
 
             self._pull_service.execute_task_later(fix, 10.0)
+
+    def _commit_offset(self, mq: MessageQueue) -> int:
+        """The offset a pull of ``mq`` commits along (0: none). Any thread."""
+        if self.is_broadcasting:
+            return 0
+        return max(0, self.offset_store.read_offset_in_memory(mq))
+
+    def _pull_next(self, pr: PullRequest) -> None:
+        """After a good pull on the loop: the next one goes to a queue lane of its own when lanes
+        are on and one is free (at most ``consume_thread_max``), else to the loop's pull service."""
+        mq = pr.message_queue
+        if (
+            self._lanes_enabled
+            and mq not in self._lanes
+            and len(self._lanes) < self.config.consume_thread_max
+            and self._running
+        ):
+            lane = QueueLane(
+                self, pr, asyncio.get_running_loop(), retry_delay=self.config.pull_time_delay_when_exception
+            )
+            self._lanes[mq] = lane
+            lane.start()
+            return
+        self._pull_service.execute_pull_request_immediately(pr)
+
+    # -- LaneHost (queue_lane.py) -----------------------------------------------------------------
+
+    def lane_pull_delay(self, pr: PullRequest) -> float | None:
+        """The checks before a pull that need no I/O, on any thread: None to pull now, else the
+        seconds to wait (suspended, flow control), or -1.0 when the queue is no longer pulled."""
+        pq, cfg = pr.process_queue, self.config
+        if pq.dropped or not self._running:
+            return -1.0
+        pq.last_pull_timestamp = int(time.time() * 1000)
+        if self._paused:
+            return 1.0
+        fc = check_flow_control(
+            pq,
+            pull_threshold_for_queue=cfg.pull_threshold_for_queue,
+            pull_threshold_size_for_queue_mib=cfg.pull_threshold_size_for_queue,
+            consume_concurrently_max_span=cfg.consume_concurrently_max_span,
+            orderly=self.consume_orderly,
+        )
+        return None if fc is None else fc.delay
+
+    def lane_pull_request(self, pr: PullRequest) -> tuple[str, RemotingCommand, SubscriptionData] | None:
+        mq, cfg = pr.message_queue, self.config
+        sub = self.rebalancer.subscription_inner.get(mq.topic)
+        if sub is None:
+            return None
+        commit_offset = self._commit_offset(mq)
+        post_sub = cfg.post_subscription_when_pull
+        built = self.pull_api.build_pull_request(
+            mq,
+            sub_expression=sub.sub_string if post_sub else None,
+            expression_type=sub.expression_type,
+            sub_version=sub.sub_version,
+            offset=pr.next_offset,
+            max_nums=cfg.pull_batch_size,
+            sys_flag=PullSysFlag.build_sys_flag(commit_offset > 0, True, post_sub, False),
+            commit_offset=commit_offset,
+            broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
+        )
+        return None if built is None else (built[0], built[1], sub)
+
+    def lane_process_pull_result(self, mq: MessageQueue, result: Any, sub: SubscriptionData) -> Any:
+        return self.pull_api.process_pull_result(mq, result, sub)
+
+    def lane_consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        consume, inst = self._consume, self._instance
+        assert isinstance(consume, ConsumeMessageConcurrentlyService)
+        if inst is not None:  # else shut down meanwhile: the messages stay unconsumed (uncommitted)
+            consume.consume_on_lane(inst.loop, msgs, pq, mq)
+
+    def lane_pull_timeout(self) -> float:
+        return self.config.consumer_pull_timeout
+
+    def lane_handed_back(self, pr: PullRequest, delay: float) -> None:
+        if not self._running or pr.process_queue.dropped:
+            return
+        if delay > 0:
+            self._pull_service.execute_pull_request_later(pr, delay)
+        else:
+            self._pull_service.execute_pull_request_immediately(pr)
+
+    def lane_pull_result(self, pr: PullRequest, result: Any) -> None:
+        if self._running and not pr.process_queue.dropped:
+            task = asyncio.ensure_future(self._on_pull_result(pr, result))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    def lane_empty_pull(self, mq: MessageQueue, offset: int) -> None:
+        if self._offset_store is not None:
+            self._offset_store.update_offset(mq, offset, True)
+
+    def lane_exited(self, lane: QueueLane) -> None:
+        mq = lane.pr.message_queue
+        if self._lanes.get(mq) is lane:
+            del self._lanes[mq]
 
     # -- OrderlyConsumerHost --------------------------------------------------------------------
 
@@ -514,6 +619,13 @@ class AsyncPushConsumer:
         except TideMQError as exc:
             log.warning("resending %s to the retry topic failed: %s", msg.msg_id, exc)
             return False
+
+
+def _join_lanes(lanes: list[QueueLane], timeout: float) -> None:
+    """Wait up to ``timeout`` seconds in all for the lanes' threads to end."""
+    deadline = time.monotonic() + timeout
+    for lane in lanes:
+        lane.thread.join(max(0.0, deadline - time.monotonic()))
 
 
 class PushConsumer(BlockingFacade[AsyncPushConsumer]):
