@@ -112,20 +112,26 @@ class ConsumeMessageConcurrentlyService:
             self._runner.submit(self._consume_in_thread, loop, done, msgs[i : i + size], pq, mq)
 
     def consume_on_lane(
-        self, loop: asyncio.AbstractEventLoop, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue
+        self,
+        loop: asyncio.AbstractEventLoop,
+        msgs: list[MessageExt],
+        pq: ProcessQueue,
+        mq: MessageQueue,
+        inline: bool,
     ) -> None:
-        """On a queue lane's thread (``queue_lane.py``; plain-function listeners only): run the
-        first ``consume_message_batch_max_size`` of ``msgs`` here, as a pool thread would, and hand
-        the rest to the loop's :meth:`submit_consume_request` (first, so the pool starts on them
-        meanwhile). The results go back to the loop as a pool thread's do."""
+        """From a queue lane's thread (``queue_lane.py``; plain-function listeners only): consume
+        ``msgs`` in one listener call right here when ``inline`` (the lane checked that they fit
+        in one), else submit them to the pool in chunks, as :meth:`submit_consume_request` does on
+        the loop. The results go back to the loop as a pool thread's do."""
+        if inline:
+            self._consume_in_thread(loop, asyncio.Future(loop=loop), msgs, pq, mq)
+            return
         size = self.batch_size
-        if len(msgs) > size:
-            try:
-                loop.call_soon_threadsafe(self.submit_consume_request, msgs[size:], pq, mq)
-            except RuntimeError:  # the loop is closed: the consumer is gone
-                return
-            msgs = msgs[:size]
-        self._consume_in_thread(loop, asyncio.Future(loop=loop), msgs, pq, mq)
+        for i in range(0, len(msgs), size):
+            done: asyncio.Future[None] = asyncio.Future(loop=loop)
+            done.add_done_callback(self._inflight.discard)
+            self._inflight.add(done)  # one set.add: atomic under the GIL
+            self._runner.submit(self._consume_in_thread, loop, done, msgs[i : i + size], pq, mq)
 
     def _consume_in_thread(
         self,

@@ -474,7 +474,11 @@ class AsyncPushConsumer:
             and self._running
         ):
             lane = QueueLane(
-                self, pr, asyncio.get_running_loop(), retry_delay=self.config.pull_time_delay_when_exception
+                self,
+                pr,
+                asyncio.get_running_loop(),
+                retry_delay=self.config.pull_time_delay_when_exception,
+                batch_size=self.config.consume_message_batch_max_size,
             )
             self._lanes[mq] = lane
             lane.start()
@@ -524,11 +528,11 @@ class AsyncPushConsumer:
     def lane_process_pull_result(self, mq: MessageQueue, result: Any, sub: SubscriptionData) -> Any:
         return self.pull_api.process_pull_result(mq, result, sub)
 
-    def lane_consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+    def lane_consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, inline: bool) -> None:
         consume, inst = self._consume, self._instance
         assert isinstance(consume, ConsumeMessageConcurrentlyService)
         if inst is not None:  # else shut down meanwhile: the messages stay unconsumed (uncommitted)
-            consume.consume_on_lane(inst.loop, msgs, pq, mq)
+            consume.consume_on_lane(inst.loop, msgs, pq, mq, inline)
 
     def lane_pull_timeout(self) -> float:
         return self.config.consumer_pull_timeout

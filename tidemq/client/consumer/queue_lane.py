@@ -9,10 +9,16 @@ about 0.1 ms of every message's produce-to-consume latency, more than the broker
 A :class:`QueueLane` removes both hops in the steady state. Its thread owns one queue's
 ``PullRequest`` and a blocking connection (:class:`~tidemq.client.direct.DirectConnection`) to the
 queue's broker, and repeats: read the (long-polled) answer of its pull, decode it, cache the
-messages in the ProcessQueue, send the next pull (so the broker works on it meanwhile), then run
-the listener on the first ``consume_message_batch_max_size`` messages itself; the rest of the batch
-goes to the consume pool through the loop, as before. Results (offsets, send-back of failures)
-are handled on the loop exactly as a pool thread's are.
+messages in the ProcessQueue, send the next pull (so the broker works on it meanwhile), then
+consume. Results (offsets, send-back of failures) are handled on the loop exactly as a pool
+thread's are.
+
+Where the listener runs: on the lane's own thread when the pulled batch is one listener call
+(``consume_message_batch_max_size``) and nothing else of the queue is cached (waiting or being
+consumed) -- the latency case; otherwise every call goes to the consume pool, straight from the
+lane's thread (one hop, as from the loop). While the lane runs the listener it does not read its
+next pull's answer, so a slow listener would hold the queue back: after an inline call longer
+than :data:`INLINE_SLOW_S` the lane sends everything to the pool for :data:`INLINE_COOLDOWN_S`.
 
 The loop stays in charge of everything else, and a lane hands its queue back to the loop's pull
 path whenever it meets something other than the steady state: a failed or timed-out pull, a broker
@@ -30,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -45,6 +52,12 @@ from tidemq.protocol.message import MessageExt, MessageQueue
 __all__ = ["LaneHost", "QueueLane"]
 
 log = logging.getLogger(__name__)
+
+INLINE_SLOW_S = 0.01
+"""A listener call on a lane's thread longer than this (seconds) turns inline calls off for a while."""
+
+INLINE_COOLDOWN_S = 60.0
+"""Seconds a lane sends every pulled message to the consume pool after a slow inline call."""
 
 
 class LaneHost(Protocol):
@@ -66,8 +79,9 @@ class LaneHost(Protocol):
         """Remember the suggested node, decode and filter (``PullAPIWrapper.process_pull_result``)."""
         ...
 
-    def lane_consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
-        """Consume ``msgs`` (already cached in ``pq``) starting on this thread."""
+    def lane_consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, inline: bool) -> None:
+        """Consume ``msgs`` (already cached in ``pq``): in one listener call on this thread when
+        ``inline``, else through the consume pool."""
         ...
 
     def lane_pull_timeout(self) -> float:
@@ -114,15 +128,25 @@ class QueueLane:
         loop: the ClientInstance's loop, where results and hand-backs go.
         retry_delay: seconds before the loop pulls a queue the lane handed back after a failure
             (``pull_time_delay_when_exception``).
+        batch_size: messages per listener call (``consume_message_batch_max_size``).
     """
 
     def __init__(
-        self, host: LaneHost, pr: PullRequest, loop: asyncio.AbstractEventLoop, *, retry_delay: float
+        self,
+        host: LaneHost,
+        pr: PullRequest,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        retry_delay: float,
+        batch_size: int,
     ) -> None:
         self.host = host
         self.pr = pr
         self.loop = loop
         self.retry_delay = retry_delay
+        self.batch_size = batch_size
+        self.inline_after = 0.0
+        """``time.monotonic()`` before which the listener does not run on this lane's thread."""
         self._stop = threading.Event()
         self._conn: DirectConnection | None = None
         mq = pr.message_queue
@@ -203,12 +227,30 @@ class QueueLane:
                 # the broker works on the next pull while the listener runs, unless flow
                 # control holds it: then it waits until after the listener
                 ahead = self._send_next(wait=False)
-                host.lane_consume(msgs, pq, mq)
+                self._consume(msgs)
                 inflight = self._send_next() if ahead is _LATER else ahead
             else:
                 if pq.msg_count == 0:  # correctTagsOffset
                     self._to_loop(host.lane_empty_pull, mq, pr.next_offset)
                 inflight = self._send_next()
+
+    def _consume(self, msgs: list[MessageExt]) -> None:
+        pq, mq = self.pr.process_queue, self.pr.message_queue
+        n = len(msgs)
+        if n > self.batch_size or pq.msg_count != n or time.monotonic() < self.inline_after:
+            self.host.lane_consume(msgs, pq, mq, False)
+            return
+        start = time.monotonic()
+        self.host.lane_consume(msgs, pq, mq, True)
+        took = time.monotonic() - start
+        if took > INLINE_SLOW_S:
+            self.inline_after = start + took + INLINE_COOLDOWN_S
+            log.info(
+                "listener of %s took %.3fs on its queue lane; consuming in the pool for %gs",
+                mq,
+                took,
+                INLINE_COOLDOWN_S,
+            )
 
     def _send_next(self, *, wait: bool = True) -> _Pull | None:
         """Write the queue's next pull, after waiting out flow control or a suspension (with
