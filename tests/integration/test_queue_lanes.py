@@ -141,9 +141,10 @@ async def test_a_broken_lane_connection_hands_the_queue_back_and_nothing_is_lost
             await producer.shutdown()
 
 
-async def test_a_lane_keeps_to_flow_control_while_the_listener_is_slow(tmp_path: Path) -> None:
-    """A backlog and a blocked listener on a one-queue topic: the lane stops pulling once more than
-    ``pull_threshold_for_queue`` messages are cached, and goes on once they are consumed."""
+async def test_a_backlog_is_pulled_by_the_loop_and_keeps_to_flow_control(tmp_path: Path) -> None:
+    """A backlog and a blocked listener on a one-queue topic: no lane takes a queue with messages
+    waiting on the broker; pulling stops once more than ``pull_threshold_for_queue`` messages are
+    cached and goes on once they are consumed; a lane takes over when the queue is caught up."""
     async with run_cluster(tmp_path) as cluster:
         producer = AsyncProducer(
             namesrv_addr=cluster.namesrv_addr, producer_group="pg", default_topic_queue_nums=1
@@ -170,14 +171,19 @@ async def test_a_lane_keeps_to_flow_control_while_the_listener_is_slow(tmp_path:
             consume_thread_min=1,
         )
         try:
-            await wait_for(lambda: lanes_of(consumer, "Slow") == {0}, 10, "a lane")
-            (pq,) = [pq for mq, pq in consumer.rebalancer.process_queue_table.items() if mq.topic == "Slow"]
+            table = consumer.rebalancer.process_queue_table
+            await wait_for(lambda: any(mq.topic == "Slow" for mq in table), 10, "the queue assigned")
+            (pq,) = [pq for mq, pq in table.items() if mq.topic == "Slow"]
             await wait_for(lambda: pq.msg_count > 10, 10, "the cache past the threshold")
-            # not a synchronisation: a window in which the lane must NOT pull more
+            # not a synchronisation: a window in which the consumer must NOT pull more
             await asyncio.sleep(0.3)
             assert 10 < pq.msg_count <= 10 + 4
+            assert lanes_of(consumer, "Slow") == set()
             release.set()
             await wait_for(lambda: all(got[b] for b in bodies), 15, "every message")
+            await producer.send(Message("Slow", b"caught-up"))
+            await wait_for(lambda: got[b"caught-up"] == 1, 10, "a message after the backlog")
+            await wait_for(lambda: lanes_of(consumer, "Slow") == {0}, 10, "a lane once caught up")
         finally:
             release.set()
             await consumer.shutdown()

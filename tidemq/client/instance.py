@@ -120,6 +120,7 @@ class ClientInstance:
         self.topic_route_table: dict[str, TopicRouteData] = {}
         self.broker_addr_table: dict[str, dict[int, str]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
         self._rebalance_wakeup = asyncio.Event()
         self._started = False
         self._route_lock = asyncio.Lock()
@@ -206,6 +207,7 @@ class ClientInstance:
         if self._started:
             return
         self._started = True
+        self._closing = False
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, _ClientProcessor(self))
         self.remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, _ClientProcessor(self))
         self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, _ClientProcessor(self))
@@ -234,10 +236,14 @@ class ClientInstance:
             await asyncio.sleep(interval)
 
     async def _rebalance_service(self) -> None:
-        """Mirrors ``RebalanceService``: wait up to the interval (or a wakeup), rebalance."""
-        while True:
+        """Mirrors ``RebalanceService``: wait up to the interval (or a wakeup), rebalance. Ends at
+        :meth:`shutdown` even when the cancel meets a wakeup (Python 3.11's ``wait_for`` then
+        returns the wakeup and drops the cancel)."""
+        while not self._closing:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._rebalance_wakeup.wait(), self.rebalance_interval)
+            if self._closing:
+                return
             self._rebalance_wakeup.clear()
             try:
                 await self.do_rebalance()
@@ -265,6 +271,7 @@ class ClientInstance:
         with self._registry_lock:
             if self._instances.get(self.client_id) is self:
                 del self._instances[self.client_id]
+        self._closing = True
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()

@@ -438,12 +438,12 @@ class AsyncPushConsumer:
             if self.config.pull_interval > 0:
                 self._pull_service.execute_pull_request_later(pr, self.config.pull_interval)
             else:
-                self._pull_next(pr)
+                self._pull_next(pr, caught_up=result.max_offset <= result.next_begin_offset)
         elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
             pr.next_offset = result.next_begin_offset
             if pq.msg_count == 0:  # correctTagsOffset
                 self.offset_store.update_offset(mq, pr.next_offset, True)
-            self._pull_next(pr)
+            self._pull_next(pr, caught_up=True)
         else:  # OFFSET_ILLEGAL
             log.warning("the pull request offset illegal, %s next offset %d", mq, result.next_begin_offset)
             pr.next_offset = result.next_begin_offset
@@ -463,12 +463,14 @@ class AsyncPushConsumer:
             return 0
         return max(0, self.offset_store.read_offset_in_memory(mq))
 
-    def _pull_next(self, pr: PullRequest) -> None:
+    def _pull_next(self, pr: PullRequest, *, caught_up: bool) -> None:
         """After a good pull on the loop: the next one goes to a queue lane of its own when lanes
-        are on and one is free (at most ``consume_thread_max``), else to the loop's pull service."""
+        are on, the queue is ``caught_up`` (the broker had nothing past this answer) and a lane is
+        free (at most ``consume_thread_max``), else to the loop's pull service."""
         mq = pr.message_queue
         if (
-            self._lanes_enabled
+            caught_up
+            and self._lanes_enabled
             and mq not in self._lanes
             and len(self._lanes) < self.config.consume_thread_max
             and self._running

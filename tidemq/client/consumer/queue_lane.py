@@ -20,11 +20,15 @@ lane's thread (one hop, as from the loop). While the lane runs the listener it d
 next pull's answer, so a slow listener would hold the queue back: after an inline call longer
 than :data:`INLINE_SLOW_S` the lane sends everything to the pool for :data:`INLINE_COOLDOWN_S`.
 
-The loop stays in charge of everything else, and a lane hands its queue back to the loop's pull
-path whenever it meets something other than the steady state: a failed or timed-out pull, a broker
-error, an unknown broker address or subscription, OFFSET_ILLEGAL. The loop path retries, recovers,
-and starts a lane again after its next good pull (``AsyncPushConsumer._pull_next``). Flow control
-and ``suspend()`` make the lane wait on its own thread.
+Lanes are for a queue that is caught up (each answer leaves nothing more on the broker): a
+message reaches the listener soonest. A backlog is read faster by the loop's single pull path
+(measured: 141k vs 129k msg/s, batches of 32, eight queues; eight threads waking for every batch
+cost more than the hops they save), so a lane whose answer shows more messages waiting hands the
+queue back to the loop, which starts a lane again once a pull finds the queue caught up
+(``AsyncPushConsumer._pull_next``). The loop also takes over whatever is not the steady state: a
+failed or timed-out pull, a broker error, an unknown broker address or subscription,
+OFFSET_ILLEGAL; it retries and recovers. Flow control and ``suspend()`` make the lane wait on
+its own thread.
 
 A lane ends when its queue is dropped (rebalance), the consumer shuts down (its socket is shut
 down so that a held pull does not keep it), or it hands the queue back.
@@ -222,6 +226,11 @@ class QueueLane:
                 return
             pr.next_offset = result.next_begin_offset
             msgs = result.msg_found_list if status is PullStatus.FOUND else None
+            if msgs and result.max_offset > result.next_begin_offset:  # a backlog: the loop's job
+                pq.put_messages(msgs)
+                host.lane_consume(msgs, pq, mq, False)
+                self._hand_back(0.0)
+                return
             if msgs:
                 pq.put_messages(msgs)
                 # the broker works on the next pull while the listener runs, unless flow
