@@ -201,3 +201,112 @@ def test_stream_through_the_launcher_reads_every_message(spark: Any, cluster: An
     files = spark.sparkContext.parallelize(range(2), 2).map(pyspark_file).distinct().collect()
     if REAL_ZIP.exists():
         assert files == [str(INSTALLED / "__init__.py")]
+
+
+BYTECODE_PROBE = """
+import sys
+from tidemq.spark.launcher import install_bytecode_cache
+print(install_bytecode_cache(sys.argv[1], ("fakepkg",)))
+import fakepkg.mod
+print(fakepkg.mod.X)
+print(fakepkg.mod.__cached__)
+"""
+
+
+def _probe_bytecode(cache: Path, src: Path, *, dont_write: bool = True) -> list[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), *sys.path]))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if dont_write:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", BYTECODE_PROBE, str(cache)],
+        env=env,
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_bytecode_cache_keeps_bytecode_of_the_packages_out_of_the_sources(tmp_path: Path) -> None:
+    from importlib.util import MAGIC_NUMBER
+
+    src = tmp_path / "src"
+    (src / "fakepkg").mkdir(parents=True)
+    (src / "fakepkg" / "__init__.py").write_text("")
+    module = src / "fakepkg" / "mod.py"
+    module.write_text("X = 'source'\n")
+    cache = tmp_path / "cache"
+
+    installed, value, cached = _probe_bytecode(cache, src)
+    assert (installed, value) == ("True", "source")
+    pyc = Path(cached)
+    assert pyc.is_relative_to(cache) and pyc.exists()
+    assert pyc.name == f"mod.{sys.implementation.cache_tag}.pyc"
+    assert not list(src.rglob("*.pyc")), "bytecode written next to the sources"
+    assert oct(cache.stat().st_mode & 0o777) == oct(0o700)
+
+    # the next process reads the cached bytecode instead of compiling: plant other code under the
+    # same header (the header names the source's modification time and size) and it runs
+    header = pyc.read_bytes()[:16]
+    assert header[:4] == MAGIC_NUMBER
+    import marshal
+
+    pyc.write_bytes(header + marshal.dumps(compile("X = 'cached'\n", str(module), "exec")))
+    assert _probe_bytecode(cache, src)[1] == "cached"
+
+    # a changed source (another size) is compiled again and its new bytecode cached
+    module.write_text("X = 'changed'\n")
+    assert _probe_bytecode(cache, src)[1] == "changed"
+    assert pyc.read_bytes()[:16] != header
+
+
+def test_bytecode_cache_only_under_dont_write_bytecode_and_in_a_private_dir(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "fakepkg").mkdir(parents=True)
+    (src / "fakepkg" / "__init__.py").write_text("")
+    (src / "fakepkg" / "mod.py").write_text("X = 'source'\n")
+
+    # Python caches bytecode itself: nothing to do
+    installed, _, cached = _probe_bytecode(tmp_path / "cache", src, dont_write=False)
+    assert installed == "False"
+    assert not Path(cached).is_relative_to(tmp_path / "cache")
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)  # others may write there: its bytecode is not trusted
+    installed, value, cached = _probe_bytecode(shared, src)
+    assert (installed, value) == ("False", "source")
+    assert not list(shared.rglob("*.pyc"))
+
+
+def test_launched_process_gets_one_omp_thread_and_tidemq_bytecode_cache(tmp_path: Path) -> None:
+    (tmp_path / "probe_env.py").write_text(
+        "import os, tidemq.spark.source as s\nprint(os.environ['OMP_NUM_THREADS'], s.__cached__)\n"
+    )
+    launcher = python_launcher(sys.executable)
+    assert launcher != sys.executable, "no launcher could be made on this machine"
+    pycache = Path(launcher).parent / "pycache"
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]), PYTHONDONTWRITEBYTECODE="1"
+    )
+    env.pop("OMP_NUM_THREADS", None)
+
+    def run(**extra: str) -> list[str]:
+        done = subprocess.run(
+            [launcher, "-m", "probe_env"],
+            env={**env, **extra},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    threads, cached = run()
+    assert threads == "1"  # as Spark sets it for its task workers
+    assert Path(cached).is_relative_to(pycache) and Path(cached).exists()
+    assert run(OMP_NUM_THREADS="3")[0] == "3"  # a setting of the user's own stays

@@ -16,6 +16,20 @@ When they differ, or there is no installed PySpark, nothing changes. Any command
 other than ``-m module ...`` (Spark also runs ``python -c ...`` and ``python -VV``) is handed to the
 interpreter unchanged (``exec``).
 
+Two more things happen before the module runs, both for the same fixed cost:
+
+* ``OMP_NUM_THREADS`` is set to 1 when it is not set. Spark sets it (to the task's cores) for the
+  Python workers that run tasks, but not for the processes it starts for a query's driver side, where
+  importing numpy (pyarrow imports it) then starts an OpenBLAS thread per core: about 0.1 s of CPU per
+  streaming query for threads nothing uses.
+* Under ``PYTHONDONTWRITEBYTECODE`` (``sys.dont_write_bytecode``) Python compiles every module that
+  has no bytecode cached next to its source each time it imports it; for tidemq itself (an editable or
+  source checkout) that is about 0.1 s per process. :func:`install_bytecode_cache` keeps the bytecode
+  of tidemq's own modules (``tidemq``, ``pyspark_tidemq``) in the launcher's cache directory instead
+  (``<cache>/pycache``, laid out as ``PYTHONPYCACHEPREFIX`` would be): never next to the sources,
+  checked against each source's modification time and size as Python checks its own ``.pyc`` files.
+  Other modules, and processes without ``PYTHONDONTWRITEBYTECODE``, load as usual.
+
 This file is run as a script by path (stdlib only, nothing of tidemq imported in the launched
 process); :func:`python_launcher` is the driver-side helper that writes the executable.
 """
@@ -24,7 +38,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,7 +46,7 @@ if TYPE_CHECKING:
 
 # Only os and sys at the top: this file runs at the start of every Python process Spark launches.
 
-__all__ = ["prefer_installed", "python_launcher", "same_pyspark"]
+__all__ = ["install_bytecode_cache", "prefer_installed", "python_launcher", "same_pyspark"]
 
 _SKIP_DIRS = frozenset({"tests", "benchmark"})
 """Directories of ``pyspark.zip`` the PyPI package leaves out (never imported by Spark's workers)."""
@@ -119,14 +133,121 @@ def prefer_installed(path: list[str]) -> bool:
     return True
 
 
+_PACKAGES = ("tidemq", "pyspark_tidemq")
+"""Top-level packages whose bytecode :func:`install_bytecode_cache` keeps."""
+
+
+def _bytecode_path(cache_dir: str, source: str, tag: str) -> str:
+    """Where the bytecode of ``source`` lives in ``cache_dir``: the ``PYTHONPYCACHEPREFIX`` layout
+    (the source's absolute directory under the cache, ``name.<cache tag>.pyc``)."""
+    head, name = os.path.split(os.path.abspath(source))
+    rest = os.path.splitdrive(head)[1]
+    return os.path.join(cache_dir, rest.lstrip(os.sep), f"{os.path.splitext(name)[0]}.{tag}.pyc")
+
+
+def _own_private_dir(path: str) -> bool:
+    """Whether ``path`` is a directory of this user that no one else may write to (its bytecode is
+    code this process will run)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    getuid = getattr(os, "getuid", None)
+    return getuid is not None and st.st_uid == getuid() and not st.st_mode & 0o022
+
+
+def install_bytecode_cache(cache_dir: str, packages: Sequence[str] = _PACKAGES) -> bool:
+    """Keep the bytecode of ``packages``' modules in ``cache_dir`` when Python itself would not cache
+    it (``sys.dont_write_bytecode``, from ``PYTHONDONTWRITEBYTECODE`` or ``-B``); returns whether it
+    did (puts a finder first on ``sys.meta_path``).
+
+    A module's bytecode is read from ``cache_dir`` when its header matches the source (Python's own
+    check: magic number, source modification time and size); otherwise the module loads as usual (the
+    ``.pyc`` next to it if valid, else compiled) and its bytecode is written to ``cache_dir`` (write
+    to a temporary file, then rename). ``cache_dir`` is created private to this user; a directory
+    that others can write to, or that belongs to someone else, is not used. Modules found by other
+    means than the path finder's source loader (zip, namespace, extension, editable-install finders)
+    are left alone.
+    """
+    import importlib.machinery
+
+    tag = sys.implementation.cache_tag
+    if not sys.dont_write_bytecode or tag is None or not packages:
+        return False
+    try:
+        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+    except OSError:
+        return False
+    if not _own_private_dir(cache_dir):
+        return False
+    roots = frozenset(packages)
+    import marshal
+    from importlib.util import MAGIC_NUMBER
+
+    class CachedSourceLoader(importlib.machinery.SourceFileLoader):
+        def get_code(self, fullname: str) -> Any:
+            source = self.get_filename(fullname)
+            try:
+                st = os.stat(source)
+            except OSError:
+                return super().get_code(fullname)
+            header = b"".join(
+                [
+                    MAGIC_NUMBER,
+                    (0).to_bytes(4, "little"),  # flags: a timestamp-checked pyc
+                    (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little"),
+                    (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"),
+                ]
+            )
+            cached = _bytecode_path(cache_dir, source, tag)
+            try:
+                with open(cached, "rb") as f:
+                    data = f.read()
+                if data[:16] == header:
+                    return marshal.loads(memoryview(data)[16:])
+            except (OSError, ValueError, EOFError, TypeError):
+                pass
+            code = super().get_code(fullname)
+            try:
+                os.makedirs(os.path.dirname(cached), mode=0o700, exist_ok=True)
+                tmp = f"{cached}.{os.getpid()}.tmp"
+                with open(tmp, "wb") as f:
+                    f.write(header + marshal.dumps(code))
+                os.replace(tmp, cached)
+            except (OSError, ValueError):
+                pass
+            return code
+
+    class BytecodeCacheFinder:
+        @staticmethod
+        def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+            if fullname.partition(".")[0] not in roots:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            loader = getattr(spec, "loader", None)
+            if spec is None or type(loader) is not importlib.machinery.SourceFileLoader:
+                return spec
+            spec.loader = CachedSourceLoader(loader.name, loader.path)
+            spec.cached = _bytecode_path(cache_dir, loader.path, tag)  # the module's __cached__
+            return spec
+
+    sys.meta_path.insert(0, BytecodeCacheFinder)  # type: ignore[arg-type]
+    return True
+
+
 def main(argv: Sequence[str]) -> None:
     """Run ``argv`` (a Python command line without the interpreter) as ``python`` would.
 
-    ``-m module args...``: :func:`prefer_installed` on ``sys.path``, then the module as ``__main__``
-    (``sys.path[0]`` the working directory, as ``python -m`` sets it). Anything else: ``exec`` of
-    this interpreter with the same arguments.
+    ``[--bytecode-cache DIR] -m module args...``: ``OMP_NUM_THREADS=1`` unless set,
+    :func:`install_bytecode_cache` with ``DIR`` when given, :func:`prefer_installed` on ``sys.path``,
+    then the module as ``__main__`` (``sys.path[0]`` the working directory, as ``python -m`` sets it).
+    Anything else: ``exec`` of this interpreter with the same arguments (``--bytecode-cache DIR``
+    left out).
     """
     args = list(argv)
+    bytecode_cache = None
+    if len(args) >= 2 and args[0] == "--bytecode-cache":
+        bytecode_cache, args = args[1], args[2:]
     if len(args) < 2 or args[0] != "-m":
         exe = sys.executable or "python3"
         os.execv(exe, [exe, *args])
@@ -138,7 +259,11 @@ def main(argv: Sequence[str]) -> None:
         del sys.path[0]
     if not getattr(sys.flags, "safe_path", False):
         sys.path.insert(0, os.getcwd())
+    # what Spark's PythonRunner sets for task workers (SPARK-28843); see the module docstring
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:
+        if bytecode_cache:
+            install_bytecode_cache(bytecode_cache)
         prefer_installed(sys.path)
     except Exception:  # never stop Spark's process over an optimisation
         pass
@@ -178,9 +303,10 @@ def python_launcher(python: str | None = None) -> str:
 
     Meant for ``PYSPARK_PYTHON`` (or ``spark.pyspark.python``) of a *local* session, set before the
     session is built; on a cluster the path must exist on every worker, which this helper does not
-    arrange. The executable is a two-line ``/bin/sh`` script written once per interpreter under
+    arrange. The executable is a small ``/bin/sh`` script written once per interpreter under
     ``$XDG_CACHE_HOME/tidemq`` (default ``~/.cache/tidemq``, else the temp dir) and checked by
-    running it (``-c pass``).
+    running it (``-c pass``); under ``PYTHONDONTWRITEBYTECODE`` the processes it starts keep the
+    bytecode of tidemq's modules in ``pycache`` there (:func:`install_bytecode_cache`).
 
     Args:
         python: the interpreter to run (default: ``$PYSPARK_PYTHON``, else this interpreter); a
@@ -207,9 +333,13 @@ def python_launcher(python: str | None = None) -> str:
     result = python
     if os.name == "posix" and os.path.exists("/bin/sh"):
         script = os.path.abspath(__file__)
-        text = f'#!/bin/sh\n{_MARK}\nexec {shlex.quote(python)} {shlex.quote(script)} "$@"\n'
-        name = "pyspark-python-" + hashlib.sha256(text.encode()).hexdigest()[:16]
         for directory in (_cache_dir(), Path(tempfile.gettempdir(), f"tidemq-{os.getuid()}")):
+            pycache = shlex.quote(str(directory / "pycache"))
+            text = (
+                f"#!/bin/sh\n{_MARK}\n"
+                f'exec {shlex.quote(python)} {shlex.quote(script)} --bytecode-cache {pycache} "$@"\n'
+            )
+            name = "pyspark-python-" + hashlib.sha256(text.encode()).hexdigest()[:16]
             target = directory / name
             try:
                 if not target.exists() or target.read_text() != text:
