@@ -315,9 +315,12 @@ def test_launched_process_gets_one_omp_thread_and_tidemq_bytecode_cache(tmp_path
 ZYGOTE_PROBE = """
 import os, sys
 
+import numpy.random  # imported by the zygote: a child must not draw its siblings' numbers
+
 def main():
     line = sys.stdin.readline().strip()
-    got = (os.getpid(), os.getppid(), __name__, sys.argv[1:], os.getcwd(), os.environ.get("PROBE_VAR"), line)
+    got = (os.getpid(), os.getppid(), __name__, sys.argv[1:], os.getcwd(), os.environ.get("PROBE_VAR"), line,
+           float(numpy.random.random()))
     print(repr(got))
     sys.stdout.flush()
     if sys.argv[1:2] == ["sleep"]:
@@ -369,6 +372,7 @@ def test_zygote_child_runs_the_module_with_the_clients_env_cwd_args_and_stdio(tm
     try:
         other = tmp_path / "other"
         other.mkdir()
+        draws = set()
         for round_ in range(2):  # one zygote, a child per request
             done = subprocess.run(
                 [sys.executable, "-c", CLIENT, address, "probe_zyg", "a", str(round_)],
@@ -381,7 +385,8 @@ def test_zygote_child_runs_the_module_with_the_clients_env_cwd_args_and_stdio(tm
             )
             assert done.returncode == 0, done.stderr
             child, status = done.stdout.splitlines()
-            pid, ppid, name, argv, cwd, var, line = eval(child)
+            pid, ppid, name, argv, cwd, var, line, draw = eval(child)
+            draws.add(draw)
             assert ppid == zygote.pid and pid != zygote.pid
             assert (name, argv, cwd, var, line) == (
                 "__main__",
@@ -392,6 +397,7 @@ def test_zygote_child_runs_the_module_with_the_clients_env_cwd_args_and_stdio(tm
             )
             assert status == "status 3"
             assert "Warning" not in done.stderr
+        assert len(draws) == 2
     finally:
         zygote.terminate()
         zygote.wait(30)

@@ -520,6 +520,18 @@ def zygote(address: str, owner: int, module: str, idle_exit: float = ZYGOTE_IDLE
         listener.close()
 
 
+def _reseed() -> None:
+    """New seeds for the random generators a forked child would otherwise share with its siblings
+    (``random`` reseeds itself after a fork; numpy's global generator does not)."""
+    for name in ("numpy.random",):
+        module = sys.modules.get(name)
+        if module is not None:
+            try:
+                module.seed()
+            except Exception:
+                pass
+
+
 def _fork_child(conn: Any, listener: Any, selector: Any, others: Iterable[Any]) -> int:
     """Read a request from ``conn`` and fork its child (see :func:`zygote`); returns the child's pid.
     The child closes ``listener`` and ``others`` (the zygote's other sockets)."""
@@ -560,6 +572,7 @@ def _fork_child(conn: Any, listener: Any, selector: Any, others: Iterable[Any]) 
                 os.chdir(request["cwd"])
                 os.environ.clear()
                 os.environ.update(request["env"])
+                _reseed()
                 argv = request["argv"]
                 try:
                     _run_module(argv[0], argv[1:])
