@@ -542,6 +542,7 @@ def _fork_child(conn: Any, listener: Any, selector: Any, others: Iterable[Any]) 
     import struct
 
     fds = array.array("i")
+    conn.settimeout(10.0)  # a client writes its request at once: never let one hold the zygote up
     head, ancillary, _flags, _addr = conn.recvmsg(4, socket.CMSG_LEN(3 * fds.itemsize))
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -562,6 +563,7 @@ def _fork_child(conn: Any, listener: Any, selector: Any, others: Iterable[Any]) 
                     other.close()
                 for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
                     signal.signal(sig, signal.SIG_DFL)
+                conn.settimeout(None)
                 conn.sendall(struct.pack(">q", os.getpid()))
                 if conn.recv(1) != b"G":
                     os._exit(1)
