@@ -155,16 +155,21 @@ class PullSocket:
 
     Args:
         addr: the broker's ``host:port``.
-        timeout: seconds a connect, a write or the wait for more of an answer may take.
+        timeout: seconds a write or the wait for more of an answer may take (the connect: at most
+            ``connect_timeout``).
         max_frame_size: largest accepted answer (16 MiB, as the event loop's connections).
+        connect_timeout: seconds for the TCP connect (3, as the event loop's connections: RocketMQ's
+            ``connectTimeoutMillis``).
     """
 
-    def __init__(self, addr: str, timeout: float, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+    def __init__(
+        self, addr: str, timeout: float, max_frame_size: int = MAX_FRAME_SIZE, connect_timeout: float = 3.0
+    ) -> None:
         self.addr = addr
         self.max_frame_size = max_frame_size
         host, port = parse_addr(addr)
         try:
-            sock = socket.create_connection((host, port), timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=min(timeout, connect_timeout))
         except OSError as exc:
             raise RemotingConnectError(f"connect to {addr} failed: {exc}") from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
