@@ -25,13 +25,17 @@ warm-up query each, the batch queries interleaved, medians of ``--reps`` runs:
 
 Spark's Python processes run ``tidemq.spark.python_launcher`` (what tidemq's session builders set for a
 local master): they import the installed PySpark rather than compiling ``pyspark.zip``'s modules
-(about 0.4 s per process). ``--plain-python`` runs the interpreter itself instead, for comparison.
+(about 0.4 s per process), keep tidemq's bytecode under ``PYTHONDONTWRITEBYTECODE``, and each stream's
+source runner after the first (the warm-up's) is forked from the launcher's zygote, which has imported
+PySpark's runner and ``tidemq.spark`` already. ``--plain-python`` runs the interpreter itself instead,
+for comparison.
 The session writes checkpoints with ``tidemq.spark.use_filesystem_checkpoints`` (also the local
 builders' choice: no process starts per checkpoint file); ``--plain-spark`` keeps Spark's default.
 
 ``cpu_seconds_per_query`` splits each query's CPU time (mean of the reps) between the broker process,
-the Spark JVM, Spark's live Python processes and the processes that ended meanwhile (``exited``, e.g.
-each stream's source runner; descendants of this process; Linux /proc). Ratios are
+the Spark JVM, Spark's live Python processes (the launcher's zygote included) and the processes that
+ended meanwhile (``exited``, e.g. each stream's source runner; descendants of this process and the
+zygote; Linux /proc). Ratios are
 rows/s over ``json_lines``' rows/s (the issue's targets: batch >= 1.0, AvailableNow >= 0.8).
 Prints one JSON line of figures (rows/s) plus the setup.
 """
@@ -127,11 +131,29 @@ def _children() -> dict[int, list[int]]:
     return out
 
 
+def _zygotes(owners: set[int]) -> list[int]:
+    """The launcher's zygotes (``tidemq.spark.launcher``) serving the JVMs ``owners``: they run in a
+    session of their own, outside this process's tree."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--zygote" in argv:
+                at = argv.index(b"--zygote")
+                if len(argv) > at + 2 and argv[at + 2].isdigit() and int(argv[at + 2]) in owners:
+                    out.append(int(entry))
+    return out
+
+
 def cpu_seconds(broker_pid: int) -> dict[str, float]:
     """CPU seconds (user + system) used so far by the broker process, by this process's Spark JVM, by
-    the live processes the JVM started (Spark's Python workers and daemons) and by those that have
-    ended (``exited``: the children the JVM and the daemons have reaped, e.g. each streaming query's
-    source runner, or processes Hadoop starts); Linux ``/proc`` only."""
+    the live processes the JVM started (Spark's Python workers and daemons, and the launcher's zygote)
+    and by those that have ended (``exited``: the children the JVM, the daemons and the zygote have
+    reaped, e.g. each streaming query's source runner, or processes Hadoop starts); Linux ``/proc``
+    only."""
     tick = os.sysconf("SC_CLK_TCK")
 
     def cpu(pid: int) -> tuple[float, float]:
@@ -144,16 +166,26 @@ def cpu_seconds(broker_pid: int) -> dict[str, float]:
     children = _children()
     out = {"broker": cpu(broker_pid)[0], "spark_jvm": 0.0, "python_workers": 0.0, "exited": 0.0}
     stack = [pid for pid in children.get(os.getpid(), []) if pid != broker_pid]
+    jvms: set[int] = set()
+    seen: set[int] = set()
     while stack:
         pid = stack.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
         try:
             exe = os.readlink(f"/proc/{pid}/exe")
         except OSError:
             continue
         own, reaped = cpu(pid)
+        if os.path.basename(exe) == "java":
+            jvms.add(pid)
         out["spark_jvm" if os.path.basename(exe) == "java" else "python_workers"] += own
         out["exited"] += reaped
         stack.extend(children.get(pid, []))
+        if not stack and jvms:  # then the zygotes of those JVMs, and their children
+            stack.extend(_zygotes(jvms))
+            jvms = set()
     return out
 
 

@@ -185,3 +185,27 @@ def test_decoded_rows_equal_the_message_codec(records: list[bytes], end: int) ->
          m.store_timestamp, m.reconsume_times, m.queue_id, m.topic)
         for m in expected
     ]  # fmt: skip
+
+
+def _split_like_rocketmq(text: str | None) -> list[tuple[str, str]]:
+    """``string2messageProperties``: split at ``\\x02``, each piece at its first ``\\x01``; pieces
+    without one are skipped."""
+    out = []
+    for piece in (text or "").split("\x02"):
+        key, sep, value = piece.partition("\x01")
+        if sep:
+            out.append((key, value))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(alphabet="ab\x01\x02é", max_size=12)), max_size=10))
+def test_properties_split_as_rocketmq_does(strings: list[str | None]) -> None:
+    """Any property strings, not only the usual key/value pairs: empty pieces, trailing separators,
+    ``\\x01`` inside values, pieces without a key, nulls; and lookup gives a key's first value."""
+    from tidemq.spark.arrow import Properties
+
+    props = Properties(pa.array(strings, pa.string()))
+    expected = [_split_like_rocketmq(s) for s in strings]
+    assert props.to_map().to_pylist() == expected
+    assert props.lookup("a").to_pylist() == [next((v for k, v in e if k == "a"), None) for e in expected]

@@ -201,3 +201,336 @@ def test_stream_through_the_launcher_reads_every_message(spark: Any, cluster: An
     files = spark.sparkContext.parallelize(range(2), 2).map(pyspark_file).distinct().collect()
     if REAL_ZIP.exists():
         assert files == [str(INSTALLED / "__init__.py")]
+
+
+BYTECODE_PROBE = """
+import sys
+from tidemq.spark.launcher import install_bytecode_cache
+print(install_bytecode_cache(sys.argv[1], ("fakepkg",)))
+import fakepkg.mod
+print(fakepkg.mod.X)
+print(fakepkg.mod.__cached__)
+"""
+
+
+def _probe_bytecode(cache: Path, src: Path, *, dont_write: bool = True) -> list[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(src), *sys.path]))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if dont_write:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", BYTECODE_PROBE, str(cache)],
+        env=env,
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_bytecode_cache_keeps_bytecode_of_the_packages_out_of_the_sources(tmp_path: Path) -> None:
+    from importlib.util import MAGIC_NUMBER
+
+    src = tmp_path / "src"
+    (src / "fakepkg").mkdir(parents=True)
+    (src / "fakepkg" / "__init__.py").write_text("")
+    module = src / "fakepkg" / "mod.py"
+    module.write_text("X = 'source'\n")
+    cache = tmp_path / "cache"
+
+    installed, value, cached = _probe_bytecode(cache, src)
+    assert (installed, value) == ("True", "source")
+    pyc = Path(cached)
+    assert pyc.is_relative_to(cache) and pyc.exists()
+    assert pyc.name == f"mod.{sys.implementation.cache_tag}.pyc"
+    assert not list(src.rglob("*.pyc")), "bytecode written next to the sources"
+    assert oct(cache.stat().st_mode & 0o777) == oct(0o700)
+
+    # the next process reads the cached bytecode instead of compiling: plant other code under the
+    # same header (the header names the source's modification time and size) and it runs
+    header = pyc.read_bytes()[:16]
+    assert header[:4] == MAGIC_NUMBER
+    import marshal
+
+    pyc.write_bytes(header + marshal.dumps(compile("X = 'cached'\n", str(module), "exec")))
+    assert _probe_bytecode(cache, src)[1] == "cached"
+
+    # a changed source (another size) is compiled again and its new bytecode cached
+    module.write_text("X = 'changed'\n")
+    assert _probe_bytecode(cache, src)[1] == "changed"
+    assert pyc.read_bytes()[:16] != header
+
+
+def test_bytecode_cache_only_under_dont_write_bytecode_and_in_a_private_dir(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "fakepkg").mkdir(parents=True)
+    (src / "fakepkg" / "__init__.py").write_text("")
+    (src / "fakepkg" / "mod.py").write_text("X = 'source'\n")
+
+    # Python caches bytecode itself: nothing to do
+    installed, _, cached = _probe_bytecode(tmp_path / "cache", src, dont_write=False)
+    assert installed == "False"
+    assert not Path(cached).is_relative_to(tmp_path / "cache")
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)  # others may write there: its bytecode is not trusted
+    installed, value, cached = _probe_bytecode(shared, src)
+    assert (installed, value) == ("False", "source")
+    assert not list(shared.rglob("*.pyc"))
+
+
+def test_launched_process_gets_one_omp_thread_and_tidemq_bytecode_cache(tmp_path: Path) -> None:
+    (tmp_path / "probe_env.py").write_text(
+        "import os, tidemq.spark.source as s\nprint(os.environ['OMP_NUM_THREADS'], s.__cached__)\n"
+    )
+    launcher = python_launcher(sys.executable)
+    assert launcher != sys.executable, "no launcher could be made on this machine"
+    pycache = Path(launcher).parent / "pycache"
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]), PYTHONDONTWRITEBYTECODE="1"
+    )
+    env.pop("OMP_NUM_THREADS", None)
+
+    def run(**extra: str) -> list[str]:
+        done = subprocess.run(
+            [launcher, "-m", "probe_env"],
+            env={**env, **extra},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    threads, cached = run()
+    assert threads == "1"  # as Spark sets it for its task workers
+    assert Path(cached).is_relative_to(pycache) and Path(cached).exists()
+    assert run(OMP_NUM_THREADS="3")[0] == "3"  # a setting of the user's own stays
+
+
+ZYGOTE_PROBE = """
+import os, sys
+
+import numpy.random  # imported by the zygote: a child must not draw its siblings' numbers
+
+def main():
+    line = sys.stdin.readline().strip()
+    got = (os.getpid(), os.getppid(), __name__, sys.argv[1:], os.getcwd(), os.environ.get("PROBE_VAR"), line,
+           float(numpy.random.random()))
+    print(repr(got))
+    sys.stdout.flush()
+    if sys.argv[1:2] == ["sleep"]:
+        import time
+        time.sleep(60)
+    sys.exit(int(os.environ.get("PROBE_EXIT", "0")))
+
+if __name__ == "__main__":  # as PySpark's runner: importing it runs nothing
+    main()
+"""
+
+CLIENT = """
+import sys
+from tidemq.spark.launcher import run_forked
+status = run_forked(sys.argv[1], sys.argv[2], sys.argv[3:])
+print("status", status, flush=True)
+"""
+
+
+def _wait_for(condition: Any, what: str, timeout: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def _zygote(tmp_path: Path, module: str, owner: int) -> tuple[subprocess.Popen[bytes], str, dict[str, str]]:
+    """A zygote for ``module`` (a probe in ``tmp_path``) started as main() starts one, and its socket."""
+    import tidemq.spark.launcher as launcher
+
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    address = str(run / "z.sock")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path]))
+    proc = subprocess.Popen(
+        [sys.executable, launcher.__file__, "--zygote", address, str(owner), module],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    return proc, address, env
+
+
+def test_zygote_child_runs_the_module_with_the_clients_env_cwd_args_and_stdio(tmp_path: Path) -> None:
+    (tmp_path / "probe_zyg.py").write_text(ZYGOTE_PROBE)
+    zygote, address, env = _zygote(tmp_path, "probe_zyg", os.getpid())
+    try:
+        other = tmp_path / "other"
+        other.mkdir()
+        draws = set()
+        for round_ in range(2):  # one zygote, a child per request
+            done = subprocess.run(
+                [sys.executable, "-c", CLIENT, address, "probe_zyg", "a", str(round_)],
+                input=f"line {round_}\n",
+                env=dict(env, PROBE_VAR=f"var {round_}", PROBE_EXIT="3"),
+                cwd=other,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+            child, status = done.stdout.splitlines()
+            pid, ppid, name, argv, cwd, var, line, draw = eval(child)
+            draws.add(draw)
+            assert ppid == zygote.pid and pid != zygote.pid
+            assert (name, argv, cwd, var, line) == (
+                "__main__",
+                ["a", str(round_)],
+                str(other),
+                f"var {round_}",
+                f"line {round_}",
+            )
+            assert status == "status 3"
+            assert "Warning" not in done.stderr
+        assert len(draws) == 2
+    finally:
+        zygote.terminate()
+        zygote.wait(30)
+
+
+def test_a_signal_to_the_client_reaches_the_child(tmp_path: Path) -> None:
+    import signal
+
+    (tmp_path / "probe_zyg.py").write_text(ZYGOTE_PROBE)
+    zygote, address, env = _zygote(tmp_path, "probe_zyg", os.getpid())
+    try:
+        client = subprocess.Popen(
+            [sys.executable, "-c", CLIENT, address, "probe_zyg", "sleep"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=tmp_path,
+            text=True,
+        )
+        assert client.stdin is not None and client.stdout is not None
+        client.stdin.write("x\n")
+        client.stdin.flush()
+        pid = eval(client.stdout.readline())[0]
+        client.send_signal(signal.SIGTERM)  # what Spark's JVM does to stop the process it started
+        assert client.stdout.readline().strip() == f"status {-signal.SIGTERM}"
+        assert client.wait(30) == 0
+        _wait_for(lambda: not Path(f"/proc/{pid}").exists(), "the child to end")
+    finally:
+        zygote.terminate()
+        zygote.wait(30)
+
+
+def test_zygote_ends_with_its_owner_and_a_module_it_cannot_import(tmp_path: Path) -> None:
+    (tmp_path / "probe_zyg.py").write_text(ZYGOTE_PROBE)
+    owner = subprocess.Popen(["sleep", "60"])
+    zygote, address, env = _zygote(tmp_path, "probe_zyg", owner.pid)
+    try:
+        _wait_for(lambda: Path(address).exists(), "the zygote's socket")
+        owner.kill()
+        owner.wait()
+        assert zygote.wait(30) == 0
+        assert not Path(address).exists()
+    finally:
+        owner.kill()
+        zygote.kill()
+
+    (tmp_path / "run").rmdir()
+    zygote, address, env = _zygote(tmp_path, "no_such_module_here", os.getpid())
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CLIENT, address, "no_such_module_here"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        # nothing ran: the launcher then runs the module itself
+        assert done.stdout.strip() == "status None", done.stderr
+        assert zygote.wait(30) == 0
+    finally:
+        zygote.kill()
+
+
+def _zygotes_of(owner: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--zygote" in argv and argv[argv.index(b"--zygote") + 2] == str(owner).encode():
+                out.append(int(entry))
+    return out
+
+
+def test_streams_after_the_first_run_their_source_in_a_zygote_child(
+    spark: Any, cluster: Any, tmp_path: Path
+) -> None:
+    """The suite's session runs Spark's Python processes through the launcher: each streaming query's
+    source runner after the first is forked from a zygote of Spark's JVM, and reads as before."""
+    topic = "SparkLauncherZygote"
+    create_topic(cluster.namesrv_addr, topic, 2)
+    sent = sorted(
+        (s["queueId"], s["queueOffset"], s["body"]) for s in produce(cluster.namesrv_addr, topic, 40)
+    )
+    for run in range(3):
+        query = (
+            spark.readStream.format("tidemq")
+            .option("namesrv", cluster.namesrv_addr)
+            .option("topic", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+            .writeStream.format("memory")
+            .queryName(f"zygote_stream_{run}")
+            .option("checkpointLocation", str(tmp_path / f"chk{run}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        assert query.exception() is None
+        rows = spark.sql(f"select queueId, queueOffset, body from zygote_stream_{run}").collect()
+        assert sorted((r.queueId, r.queueOffset, bytes(r.body)) for r in rows) == sent
+    jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    _wait_for(lambda: len(_zygotes_of(jvm)) == 1, "one zygote of the session's JVM")
+    (zygote,) = _zygotes_of(jvm)
+
+    def children() -> list[int]:
+        out = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == zygote:
+                    out.append(int(entry))
+        return out
+
+    query = (
+        spark.readStream.format("tidemq")
+        .option("namesrv", cluster.namesrv_addr)
+        .option("topic", topic)
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "chk-running"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        _wait_for(lambda: query.lastProgress is not None, "the running query's first batch")
+        assert len(children()) == 1  # the running query's source runner
+    finally:
+        query.stop()
+    _wait_for(lambda: not children(), "the runner of the stopped query to end")

@@ -38,3 +38,47 @@ def test_window_reads_exactly_the_range(cluster: Any, depth: int) -> None:
     assert offsets("*") == list(range(5, 110))
     assert offsets("a") == [o for o in range(5, 110) if tag_at[o] == "a"]
     assert offsets("b || c") == [o for o in range(5, 110) if tag_at[o] in ("b", "c")]
+
+
+def test_a_range_whose_broker_address_is_stale_is_read_from_the_address_resolved_again(cluster: Any) -> None:
+    import socket
+
+    topic = "SparkPullMoved"
+    (mq,) = create_topic(cluster.namesrv_addr, topic, 1)
+    produce(cluster.namesrv_addr, topic, 30)
+    with socket.socket() as unused:  # an address nobody listens on
+        unused.bind(("127.0.0.1", 0))
+        stale = f"127.0.0.1:{unused.getsockname()[1]}"
+    settings = ReadSettings(namesrv=cluster.namesrv_addr, group="spark-window-test", columns=("queueOffset",))
+    rows = [
+        r["queueOffset"]
+        for b in read_queue_range(QueueRange(mq, 0, 30, stale), settings)
+        for r in b.to_pylist()
+    ]
+    assert rows == list(range(30))
+
+
+def test_pull_sockets_are_reused_when_idle_and_closed_when_left_mid_range(cluster: Any) -> None:
+    from tidemq.spark.conn import connections
+
+    topic = "SparkPullReuse"
+    (mq,) = create_topic(cluster.namesrv_addr, topic, 1)
+    produce(cluster.namesrv_addr, topic, 40)
+    settings = ReadSettings(
+        namesrv=cluster.namesrv_addr, group="spark-window-test", pull_batch_size=5, columns=("queueOffset",)
+    )
+    pool = connections().extras.setdefault("pull_sockets", {})
+    pool.pop(cluster.broker_addr, None)
+    rng = QueueRange(mq, 0, 40, cluster.broker_addr)
+    assert sum(b.num_rows for b in read_queue_range(rng, settings)) == 40
+    (first,) = pool[cluster.broker_addr]
+    assert first.idle
+    assert sum(b.num_rows for b in read_queue_range(rng, settings)) == 40
+    assert pool[cluster.broker_addr] == [first]  # the same connection served the second read
+
+    reader = read_queue_range(rng, settings)
+    next(reader)  # pulls still in flight
+    assert pool[cluster.broker_addr] == []
+    reader.close()
+    assert pool[cluster.broker_addr] == []
+    assert not first.idle  # closed: its unread answers could never be taken for another request's

@@ -11,9 +11,10 @@ cannot see installed packages. Example::
 
 For a local session, ``os.environ["PYSPARK_PYTHON"] = tidemq.spark.python_launcher()`` before building it
 saves about 0.4 s of every Python process Spark starts (each streaming query starts one for the
-source's driver side): they import the installed PySpark instead of compiling ``pyspark.zip`` again
-(:mod:`tidemq.spark.launcher`); :func:`use_filesystem_checkpoints` (``tidemq.spark.session``) saves
-60-100 ms of each micro-batch's checkpoint writes on local disk.
+source's driver side): they import the installed PySpark instead of compiling ``pyspark.zip`` again,
+and each streaming query's source process after the first is forked from a zygote that has imported
+it already (:mod:`tidemq.spark.launcher`); :func:`use_filesystem_checkpoints` (``tidemq.spark.session``)
+saves 60-100 ms of each micro-batch's checkpoint writes on local disk.
 
 See docs/spark.md for the options, the schema and the sink's columns.
 """

@@ -248,13 +248,23 @@ class Properties:
         region = data[lo:hi]
         seps = np.flatnonzero(region == 2) + lo
         ones = np.flatnonzero(region == 1) + lo
-        # segments: from a string's start or after a \x02, to a \x02 or the string's end
-        seg_start = np.sort(np.concatenate([bounds[:-1], seps + 1]))
-        seg_end = np.sort(np.concatenate([ends, seps]))
-        first_one = np.searchsorted(ones, seg_start)
-        at = ones[np.minimum(first_one, len(ones) - 1)] if len(ones) else np.zeros(len(seg_start), np.int64)
-        pair = (first_one < len(ones)) & (at < seg_end)
-        seg_start, seg_end, at = seg_start[pair], seg_end[pair], at[pair]
+        # segments: from a string's start or after a \x02, to a \x02 or the string's end (two sorted
+        # runs each: a stable sort merges them in one pass)
+        seg_start = np.concatenate([bounds[:-1], seps + 1])
+        seg_start.sort(kind="stable")
+        seg_end = np.concatenate([ends, seps])
+        seg_end.sort(kind="stable")
+        nonempty = seg_start < seg_end
+        start_ne, end_ne = seg_start[nonempty], seg_end[nonempty]
+        if len(ones) == len(start_ne) and (ones >= start_ne).all() and (ones < end_ne).all():
+            # the usual case: one \x01 in every non-empty segment (pairs of a key and a value
+            # without \x01), the i-th one in the i-th segment
+            seg_start, seg_end, at = start_ne, end_ne, ones
+        else:
+            first_one = np.searchsorted(ones, seg_start)
+            at = ones[np.minimum(first_one, len(ones) - 1)] if len(ones) else np.zeros(len(seg_start), np.int64)
+            pair = (first_one < len(ones)) & (at < seg_end)
+            seg_start, seg_end, at = seg_start[pair], seg_end[pair], at[pair]
         parents = np.searchsorted(bounds, seg_start, side="right") - 1
         m = len(seg_start)
         # pieces [key | \x01 | value | up to the next key] of one zero-copy array over the bytes

@@ -8,15 +8,20 @@ batches. A forked child gets its own (the cache is keyed by pid).
 :func:`read_queue_range` pulls ``[start, end)`` of one queue straight from its broker: large pulls,
 no long polling (``suspendTimeoutMillis`` 0, no suspend flag), no commit flag (reading never moves a
 group's offset), a window of pulls in flight (``pulls_in_flight``) while a body is decoded into Arrow.
+The pulls go over a :class:`PullSocket`, a blocking connection the task's own thread writes and
+reads (kept per process and broker between tasks): the answers are read straight into one buffer per
+answer and their bodies decoded from there, with no event loop, thread hand-off or copy in between
+(a third less CPU per message than the event loop's connections, which the rest still use).
 """
 
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import gc
 import logging
 import os
+import socket
+import struct
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,12 +31,26 @@ import pyarrow as pa
 
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.client.api import ClientAPI, PullResult, PullStatus
-from tidemq.errors import RemotingError
+from tidemq.errors import (
+    RemotingCommandError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+)
 from tidemq.protocol import record_layout
+from tidemq.protocol.codes import SerializeType
+from tidemq.protocol.command import (
+    MAX_FRAME_SIZE,
+    RemotingCommand,
+    decode_json_header,
+    decode_rocketmq_header,
+    encode_command,
+)
 from tidemq.protocol.filter import SUB_ALL
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageQueue
-from tidemq.remoting.client import RemotingClient
+from tidemq.remoting.client import RemotingClient, parse_addr
 from tidemq.remoting.loop import LoopThread
 from tidemq.spark.arrow import RecordBatchBuilder, tag_predicate
 from tidemq.spark.offsets import QueueRange
@@ -121,12 +140,159 @@ def _data_loss(rng: QueueRange, lost_from: int, lost_to: int, reason: str, setti
     log.warning("%s; skipping them because failOnDataLoss=false", text)
 
 
+_FRAME_HEAD = struct.Struct(">iI")
+
+
+class PullSocket:
+    """A blocking TCP connection to one broker for an executor's pulls, used by one thread at a time.
+
+    :meth:`send` writes a request without waiting (several can be in flight); :meth:`read` blocks for
+    the answer to one of them and returns its header and its body as a memoryview of the one buffer
+    the answer was received into (no other copy). Answers that come before the one asked for are
+    kept for their own :meth:`read`; frames that are not answers to this connection's requests are
+    skipped. Every failure (connect, write, timeout, closed or malformed stream) raises a
+    :class:`~tidemq.errors.RemotingError` and leaves the socket closed.
+
+    Args:
+        addr: the broker's ``host:port``.
+        timeout: seconds a write or the wait for more of an answer may take (the connect: at most
+            ``connect_timeout``).
+        max_frame_size: largest accepted answer (16 MiB, as the event loop's connections).
+        connect_timeout: seconds for the TCP connect (3, as the event loop's connections: RocketMQ's
+            ``connectTimeoutMillis``).
+    """
+
+    def __init__(
+        self, addr: str, timeout: float, max_frame_size: int = MAX_FRAME_SIZE, connect_timeout: float = 3.0
+    ) -> None:
+        self.addr = addr
+        self.max_frame_size = max_frame_size
+        host, port = parse_addr(addr)
+        try:
+            sock = socket.create_connection((host, port), timeout=min(timeout, connect_timeout))
+        except OSError as exc:
+            raise RemotingConnectError(f"connect to {addr} failed: {exc}") from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock: socket.socket | None = sock
+        self._waiting: set[int] = set()
+        self._early: dict[int, tuple[RemotingCommand, memoryview]] = {}
+
+    @property
+    def idle(self) -> bool:
+        """Open, with no request waiting for its answer (fit for the next task)."""
+        return self._sock is not None and not self._waiting and not self._early
+
+    def close(self) -> None:
+        """Close the connection (idempotent); answers not read yet are dropped."""
+        sock, self._sock = self._sock, None
+        self._waiting.clear()
+        self._early.clear()
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _fail(self, exc: BaseException, what: str) -> RemotingError:
+        self.close()
+        if isinstance(exc, RemotingError):
+            return exc
+        if isinstance(exc, TimeoutError):
+            return RemotingTimeoutError(f"wait response on the channel <{self.addr}> timeout, {what}")
+        error = RemotingSendRequestError(f"connection to {self.addr} failed while {what}: {exc}")
+        error.__cause__ = exc
+        return error
+
+    def send(self, request: RemotingCommand, timeout: float) -> None:
+        """Write ``request`` (its answer is for :meth:`read`)."""
+        sock = self._sock
+        if sock is None:
+            raise RemotingSendRequestError(f"connection to {self.addr} is closed")
+        frame = encode_command(request, self.max_frame_size)
+        try:
+            sock.settimeout(timeout)
+            sock.sendall(frame)
+        except OSError as exc:
+            raise self._fail(exc, "writing a request") from None
+        self._waiting.add(request.opaque)
+
+    def _fill(self, sock: socket.socket, view: memoryview) -> None:
+        got = 0
+        while got < len(view):
+            n = sock.recv_into(view[got:])
+            if not n:
+                raise RemotingSendRequestError(f"connection to {self.addr} closed by the peer")
+            got += n
+
+    def read(self, opaque: int, timeout: float) -> tuple[RemotingCommand, memoryview]:
+        """The answer to the request ``opaque`` sent by :meth:`send`: its command (``body`` empty)
+        and its body."""
+        early = self._early.pop(opaque, None)
+        if early is not None:
+            return early
+        sock = self._sock
+        if sock is None or opaque not in self._waiting:
+            raise RemotingSendRequestError(f"no request {opaque} waits on the connection to {self.addr}")
+        try:
+            sock.settimeout(timeout)
+            head = bytearray(_FRAME_HEAD.size)
+            while True:
+                self._fill(sock, memoryview(head))
+                length, word = _FRAME_HEAD.unpack(head)
+                header_length = word & 0xFFFFFF
+                if length > self.max_frame_size or not 4 + header_length <= length:
+                    raise RemotingCommandError(
+                        f"frame of {length} bytes with a {header_length}-byte header from {self.addr}"
+                    )
+                frame = bytearray(length - 4)
+                view = memoryview(frame)
+                self._fill(sock, view)
+                raw = bytes(view[:header_length])
+                if word >> 24 == SerializeType.ROCKETMQ:
+                    cmd = decode_rocketmq_header(raw, b"")
+                elif word >> 24 == SerializeType.JSON:
+                    cmd = decode_json_header(raw, b"")
+                else:
+                    raise RemotingCommandError(f"unknown serialize type {word >> 24} from {self.addr}")
+                if not cmd.is_response or cmd.opaque not in self._waiting:
+                    continue  # not an answer to this connection's requests
+                self._waiting.discard(cmd.opaque)
+                body = view[header_length:]
+                if cmd.opaque == opaque:
+                    return cmd, body
+                self._early[cmd.opaque] = (cmd, body)
+        except (OSError, RemotingError) as exc:
+            raise self._fail(exc, "reading an answer") from None
+
+
+def _pull_socket(conns: ProcessConnections, addr: str, timeout: float) -> PullSocket:
+    """An idle pull socket to ``addr`` from this process's pool, else a new one."""
+    with _lock:
+        pool: dict[str, list[PullSocket]] = conns.extras.setdefault("pull_sockets", {})
+        free = pool.get(addr)
+        while free:
+            sock = free.pop()
+            if sock.idle:
+                return sock
+    return PullSocket(addr, timeout)
+
+
+def _release(conns: ProcessConnections, sock: PullSocket) -> None:
+    """Back to the pool when idle (every answer read), else closed."""
+    if not sock.idle:
+        sock.close()
+        return
+    with _lock:
+        conns.extras.setdefault("pull_sockets", {}).setdefault(sock.addr, []).append(sock)
+
+
 def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.RecordBatch]:
     """Yield the messages of ``rng`` as RecordBatches (:data:`tidemq.spark.arrow.ARROW_SCHEMA`).
 
     Raises:
         DataLossError: offsets of the range were deleted or truncated and ``fail_on_data_loss``.
-        BrokerError / RemotingError: the broker refused or could not be reached.
+        BrokerError / RemotingError: the broker refused or could not be reached (a pull that fails
+            on the transport is sent again once, to the broker's address resolved anew).
     """
     if rng.size <= 0:
         return
@@ -139,13 +305,13 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
         columns=settings.columns,
     )
     addr = rng.broker_addr
+    timeout = settings.pull_timeout
 
     async def resolve_addr() -> str:
         return await conns.admin(settings.namesrv).broker_addr(rng.mq.broker_name, topic=rng.mq.topic)
 
-    async def pull_from(broker_addr: str, offset: int) -> PullResult:
-        return await conns.api.pull_message(
-            broker_addr,
+    def request(offset: int) -> RemotingCommand:
+        return conns.api.build_pull_message_request(
             consumer_group=settings.group,
             mq=rng.mq,
             queue_offset=offset,
@@ -155,50 +321,67 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
             suspend_timeout_millis=0,
             subscription=expression,
             sub_version=0,
-            timeout=settings.pull_timeout,
         )
 
-    async def pull(offset: int) -> PullResult:
-        nonlocal addr
-        if not addr:
-            addr = await resolve_addr()
-        try:
-            return await pull_from(addr, offset)
-        except RemotingError:
-            # the broker may have moved: resolve its address again once
-            addr = await resolve_addr()
-            return await pull_from(addr, offset)
-
     # A window of pulls in flight: the next ones start where the previous would end if it returns a
-    # full batch (the usual case), so the broker always has a request queued while this process
+    # full batch (the usual case), so the broker always has a request queued while this thread
     # decodes. A result is used only when it starts exactly where the previous one ended; after a
     # short answer (tag filter, byte cap, data loss) the window is dropped and refilled from there.
-    window: collections.deque[tuple[int, concurrent.futures.Future[PullResult]]] = collections.deque()
+    window: collections.deque[tuple[int, int]] = collections.deque()  # (offset, opaque)
     depth = max(1, settings.pulls_in_flight)
     step = settings.pull_batch_size
+    sock: PullSocket | None = None
 
     def fill(after: int) -> None:
+        assert sock is not None
         while len(window) < depth and after < rng.end:
-            window.append((after, conns.loop.submit(pull(after))))
+            pull = request(after)
+            sock.send(pull, timeout)
+            window.append((after, pull.opaque))
             after += step
 
     def drop_window() -> None:
+        assert sock is not None
         while window:
-            window.popleft()[1].cancel()
+            sock.read(window.popleft()[1], timeout)  # answers nobody uses: read past them
+
+    def restart(offset: int, resolve: bool) -> None:
+        """A new connection (the broker's address resolved again if ``resolve``), the window
+        refilled from ``offset``."""
+        nonlocal sock, addr
+        if sock is not None:
+            sock.close()
+        sock = None
+        window.clear()
+        if resolve or not addr:
+            addr = conns.loop.run(resolve_addr(), timeout * 3)
+        sock = _pull_socket(conns, addr, timeout)
+        fill(offset)
 
     offset = rng.start
-    fill(offset)
     try:
+        try:
+            restart(offset, False)
+        except RemotingError:
+            # the broker may have moved: resolve its address again once
+            restart(offset, True)
         while offset < rng.end:
-            if not window or window[0][0] != offset:
-                drop_window()
-                fill(offset)
-            _, pending = window.popleft()
-            result = pending.result(settings.pull_timeout * 3)
+            assert sock is not None
+            try:
+                if not window or window[0][0] != offset:
+                    drop_window()
+                    fill(offset)
+                _, opaque = window.popleft()
+                response, answer = sock.read(opaque, timeout)
+            except RemotingError:
+                restart(offset, True)  # once; a second failure of this pull raises
+                _, opaque = window.popleft()
+                response, answer = sock.read(opaque, timeout)
+            result = ClientAPI.parse_pull_message_response(response, offset, addr)
             status = result.pull_status
-            body: bytes = b""
+            body: memoryview | None = None
             if status is PullStatus.FOUND:
-                body = result.body
+                body = answer
                 nxt = max(result.next_begin_offset, offset + 1)
             elif status is PullStatus.NO_MATCHED_MSG:
                 nxt = (
@@ -224,9 +407,12 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
                     settings,
                 )
                 nxt = rng.end
-            if window and window[0][0] != nxt:
-                drop_window()
-            fill(window[-1][0] + step if window else nxt)  # keep the broker busy while this body is decoded
+            try:
+                if window and window[0][0] != nxt:
+                    drop_window()
+                fill(window[-1][0] + step if window else nxt)  # keep the broker busy while this is decoded
+            except RemotingError:
+                pass  # the connection is closed: the next pull starts over on a new one
             if body:
                 builder.add_body(body, rng.end)  # one RecordBatch per pull body (up to pullBatchSize rows)
                 batch = builder.flush()
@@ -234,7 +420,11 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
                     yield batch
             offset = nxt
     finally:
-        drop_window()
+        if sock is not None:
+            if window:  # left early (an error, or the consumer stopped reading): answers still due
+                sock.close()
+            else:
+                _release(conns, sock)
     batch = builder.flush()
     if batch is not None:
         yield batch
