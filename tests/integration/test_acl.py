@@ -68,6 +68,30 @@ async def test_good_credentials_produce_and_consume(tmp_path: Path, acl_file: Pa
         assert {m.body for m in got.values()} == {f"m{i}".encode() for i in range(10)}
 
 
+async def test_plain_listener_under_acl_pulls_on_the_signed_loop_path(tmp_path: Path, acl_file: Path) -> None:
+    """A plain-function listener with ACL keys: no queue lane (its connection would not sign the
+    pulls); messages sent before and after the queues are caught up all arrive."""
+    async with run_cluster(tmp_path, acl_enable=True, acl_file=str(acl_file)) as cluster:
+        producer = AsyncProducer(namesrv_addr=cluster.namesrv_addr, producer_group="acl-pg", **APP)
+        await producer.start()
+        first = {(await producer.send(Message("AclTopic", f"a{i}", tags="T"))).msg_id for i in range(10)}
+        got: dict[str, MessageExt] = {}
+
+        def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
+            for m in msgs:
+                got[m.msg_id] = m
+
+        consumer = await start_push_consumer(cluster.namesrv_addr, "acl-cg2", "AclTopic", listener, **APP)
+        try:
+            await wait_for(lambda: set(got) >= first, 10, "the first messages under ACL")
+            later = {(await producer.send(Message("AclTopic", f"b{i}", tags="T"))).msg_id for i in range(10)}
+            await wait_for(lambda: set(got) >= later, 10, "the later messages under ACL")
+            assert consumer._lanes == {}
+        finally:
+            await consumer.shutdown()
+            await producer.shutdown()
+
+
 async def send_refused(namesrv: str, topic: str, **creds: Any) -> BrokerError:
     producer = AsyncProducer(namesrv_addr=namesrv, producer_group="bad-pg", **creds)
     await producer.start()

@@ -179,8 +179,9 @@ class PushConsumerConfig(ClientConfig):
             (up to ``consume_thread_max``) is pulled by a thread of its own over a blocking
             connection, which also runs the listener on the first messages of each pulled batch:
             no hop through the client loop between the broker's answer and the listener (True;
-            tidemq only, see ``tidemq.client.consumer.queue_lane``). False: the loop pulls and the
-            pool consumes, as RocketMQ's client does.
+            tidemq only, see ``tidemq.client.consumer.queue_lane``; off with ACL keys, as its
+            connection does not sign requests). False: the loop pulls and the pool consumes, as
+            RocketMQ's client does.
         unit_mode / vip_channel_enabled: accepted for compatibility, unused.
     """
 

@@ -230,6 +230,7 @@ class AsyncPushConsumer:
         self._pull_api = PullAPIWrapper(inst, self.group_name)
         self._lanes_enabled = (
             cfg.queue_lanes
+            and not (cfg.access_key and cfg.secret_key)  # a lane's connection does not sign requests
             and isinstance(self._consume, ConsumeMessageConcurrentlyService)
             and not self._consume.is_async
             and cfg.pull_interval <= 0

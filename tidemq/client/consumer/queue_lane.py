@@ -291,6 +291,9 @@ class QueueLane:
         answer: list[RemotingCommand | None] = []
         with conn.lock:
             conn.send([(request, answer.append)], host.lane_pull_timeout())
+            if self._stop.is_set():  # stop() came while this connection was being made
+                conn.close()
+                return None
         return _Pull(addr, pr.next_offset, sub, answer)
 
     def _read_answer(self, pull: _Pull) -> RemotingCommand | None:
