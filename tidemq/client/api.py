@@ -275,8 +275,15 @@ class ClientAPI:
             BrokerError: any code other than FOUND / NOT_FOUND / RETRY_IMMEDIATELY / OFFSET_MOVED.
         """
         request = self.build_pull_message_request(**fields)
+        return await self.invoke_pull_message(addr, request, fields["queue_offset"], timeout)
+
+    async def invoke_pull_message(
+        self, addr: str, request: RemotingCommand, queue_offset: int, timeout: float
+    ) -> PullResult:
+        """Send a PULL_MESSAGE ``request`` (of :meth:`build_pull_message_request`, for
+        ``queue_offset``) and parse its answer; errors as :meth:`pull_message`."""
         resp = await self._invoke(addr, request, timeout)
-        return self.parse_pull_message_response(resp, fields["queue_offset"], addr)
+        return self.parse_pull_message_response(resp, queue_offset, addr)
 
     def build_pull_message_request(
         self,

@@ -44,7 +44,13 @@ class FakeAPI:
         self.unknown_group: set[str] = set()
         self.suggest = 0
 
-    async def pull_message(self, addr: str, **kw: Any) -> PullResult:
+    def build_pull_message_request(self, **kw: Any) -> dict[str, Any]:
+        return kw  # the request's fields stand for the request
+
+    async def invoke_pull_message(
+        self, addr: str, request: dict[str, Any], queue_offset: int, timeout: float
+    ) -> PullResult:
+        kw = request
         self.calls.append({"addr": addr, **kw})
         if addr in self.refuse:
             raise RemotingConnectError(f"connect to {addr} failed")

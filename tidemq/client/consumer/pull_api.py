@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, TypedDict, Unpack
 
 from tidemq.client.api import ClientAPI, PullResult, PullStatus
 from tidemq.client.route import FindBrokerResult, find_broker_in_subscribe
@@ -35,7 +35,14 @@ from tidemq.protocol.message import MessageQueue
 from tidemq.protocol.message_codec import decode_messages
 from tidemq.protocol.topic import MASTER_ID
 
-__all__ = ["UNREACHABLE_BACKOFF_S", "BrokerTable", "PullAPIWrapper", "process_pull_result", "pull_messages"]
+__all__ = [
+    "UNREACHABLE_BACKOFF_S",
+    "BrokerTable",
+    "PullAPIWrapper",
+    "PullKernelFields",
+    "process_pull_result",
+    "pull_messages",
+]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +51,20 @@ _GROUP_UNKNOWN_CODES = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseC
 
 UNREACHABLE_BACKOFF_S = 5.0
 """Seconds a broker address whose connect failed is skipped by pulls (when its group has another node)."""
+
+
+class PullKernelFields(TypedDict):
+    """The keyword arguments of :meth:`PullAPIWrapper.pull_kernel_impl` /
+    :meth:`PullAPIWrapper.build_pull_request` (``pullKernelImpl``'s parameters)."""
+
+    sub_expression: str | None
+    expression_type: str | None
+    sub_version: int
+    offset: int
+    max_nums: int
+    sys_flag: int
+    commit_offset: int
+    broker_suspend_max_time_millis: int
 
 
 class BrokerTable(Protocol):
@@ -196,51 +217,28 @@ class PullAPIWrapper:
     # -- pulling -----------------------------------------------------------------------------
 
     async def pull_kernel_impl(
-        self,
-        mq: MessageQueue,
-        *,
-        sub_expression: str | None,
-        expression_type: str | None,
-        sub_version: int,
-        offset: int,
-        max_nums: int,
-        sys_flag: int,
-        commit_offset: int,
-        broker_suspend_max_time_millis: int,
-        timeout: float,
+        self, mq: MessageQueue, *, timeout: float, **fields: Unpack[PullKernelFields]
     ) -> PullResult:
-        """PULL_MESSAGE of ``mq`` from the chosen node of its broker group. Mirrors ``pullKernelImpl``.
+        """PULL_MESSAGE of ``mq`` from the chosen node of its broker group (:meth:`build_pull_request`;
+        ``timeout`` in seconds). Mirrors ``pullKernelImpl``.
 
-        The route is refreshed once when the group has no known address. When the node is a slave
-        the commit-offset flag is cleared (a slave does not take offset commits).
+        The route is refreshed once when the group has no known address.
 
         Raises:
             ClientError: the broker group has no known address.
             RemotingConnectError: the connect failed (the address is then avoided for a while).
             BrokerError / RemotingError: from the request.
         """
-        found = self.find_broker(mq)
-        if found is None:
+        built = self.build_pull_request(mq, **fields)
+        if built is None:
             await self.instance.update_topic_route_info_from_name_server(mq.topic)
-            found = self.find_broker(mq)
-        if found is None:
+            built = self.build_pull_request(mq, **fields)
+        if built is None:
             raise ClientError(f"the broker[{mq.broker_name}] not exist")
-        if found.slave:
-            sys_flag &= ~PullSysFlag.FLAG_COMMIT_OFFSET
+        found, request = built
         try:
-            return await self.instance.api.pull_message(
-                found.broker_addr,
-                consumer_group=self.consumer_group,
-                mq=mq,
-                queue_offset=offset,
-                max_msg_nums=max_nums,
-                sys_flag=sys_flag,
-                commit_offset=commit_offset,
-                suspend_timeout_millis=broker_suspend_max_time_millis,
-                subscription=sub_expression,
-                sub_version=sub_version,
-                expression_type=expression_type,
-                timeout=timeout,
+            return await self.instance.api.invoke_pull_message(
+                found.broker_addr, request, fields["offset"], timeout
             )
         except BrokerError as exc:
             if exc.code in _GROUP_UNKNOWN_CODES:  # a restarted broker forgot us: re-register now
@@ -261,40 +259,31 @@ class PullAPIWrapper:
             raise
 
     def build_pull_request(
-        self,
-        mq: MessageQueue,
-        *,
-        sub_expression: str | None,
-        expression_type: str | None,
-        sub_version: int,
-        offset: int,
-        max_nums: int,
-        sys_flag: int,
-        commit_offset: int,
-        broker_suspend_max_time_millis: int,
-    ) -> tuple[str, RemotingCommand] | None:
-        """What :meth:`pull_kernel_impl` sends, for a caller that writes it itself (a push
-        consumer's queue lane): ``(broker address, PULL_MESSAGE request)``, or None when the
-        broker group has no known address (the caller leaves that pull to :meth:`pull_kernel_impl`,
-        which refreshes the route). Same node choice and slave rule. Any thread."""
+        self, mq: MessageQueue, **fields: Unpack[PullKernelFields]
+    ) -> tuple[FindBrokerResult, RemotingCommand] | None:
+        """The node to pull ``mq`` from and the PULL_MESSAGE request for it, or None when the broker
+        group has no known address. When the node is a slave the commit-offset flag is cleared (a
+        slave does not take offset commits). Any thread (a push consumer's queue lane writes the
+        request itself)."""
         found = self.find_broker(mq)
         if found is None:
             return None
+        sys_flag = fields["sys_flag"]
         if found.slave:
             sys_flag &= ~PullSysFlag.FLAG_COMMIT_OFFSET
         request = self.instance.api.build_pull_message_request(
             consumer_group=self.consumer_group,
             mq=mq,
-            queue_offset=offset,
-            max_msg_nums=max_nums,
+            queue_offset=fields["offset"],
+            max_msg_nums=fields["max_nums"],
             sys_flag=sys_flag,
-            commit_offset=commit_offset,
-            suspend_timeout_millis=broker_suspend_max_time_millis,
-            subscription=sub_expression,
-            sub_version=sub_version,
-            expression_type=expression_type,
+            commit_offset=fields["commit_offset"],
+            suspend_timeout_millis=fields["broker_suspend_max_time_millis"],
+            subscription=fields["sub_expression"],
+            sub_version=fields["sub_version"],
+            expression_type=fields["expression_type"],
         )
-        return found.broker_addr, request
+        return found, request
 
     def process_pull_result(
         self, mq: MessageQueue, result: PullResult, subscription: SubscriptionData | None

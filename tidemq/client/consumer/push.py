@@ -35,7 +35,7 @@ from tidemq.client.consumer.offset_store import (
     RemoteBrokerOffsetStore,
 )
 from tidemq.client.consumer.process_queue import ProcessQueue, check_flow_control
-from tidemq.client.consumer.pull_api import PullAPIWrapper
+from tidemq.client.consumer.pull_api import PullAPIWrapper, PullKernelFields
 from tidemq.client.consumer.pull_service import PullMessageService, PullRequest
 from tidemq.client.consumer.queue_lane import QueueLane
 from tidemq.client.consumer.rebalance import Rebalancer
@@ -395,21 +395,9 @@ class AsyncPushConsumer:
         if sub is None:
             self._pull_service.execute_pull_request_later(pr, cfg.pull_time_delay_when_exception)
             return
-        commit_offset = self._commit_offset(mq)
-        post_sub = cfg.post_subscription_when_pull
-        sys_flag = PullSysFlag.build_sys_flag(commit_offset > 0, True, post_sub, False)
         try:
             result = await self.pull_api.pull_kernel_impl(
-                mq,
-                sub_expression=sub.sub_string if post_sub else None,
-                expression_type=sub.expression_type,
-                sub_version=sub.sub_version,
-                offset=pr.next_offset,
-                max_nums=cfg.pull_batch_size,
-                sys_flag=sys_flag,
-                commit_offset=commit_offset,
-                broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
-                timeout=cfg.consumer_pull_timeout,
+                mq, timeout=cfg.consumer_pull_timeout, **self._pull_fields(pr, sub)
             )
         except TideMQError as exc:
             if self._running and not pq.dropped:
@@ -458,11 +446,22 @@ class AsyncPushConsumer:
 
             self._pull_service.execute_task_later(fix, 10.0)
 
-    def _commit_offset(self, mq: MessageQueue) -> int:
-        """The offset a pull of ``mq`` commits along (0: none). Any thread."""
-        if self.is_broadcasting:
-            return 0
-        return max(0, self.offset_store.read_offset_in_memory(mq))
+    def _pull_fields(self, pr: PullRequest, sub: SubscriptionData) -> PullKernelFields:
+        """The fields of ``pr``'s next pull (``pullMessage``'s call of ``pullKernelImpl``): the
+        offset to commit along is the in-memory one (0: none; never in BROADCASTING). Any thread."""
+        cfg, mq = self.config, pr.message_queue
+        commit_offset = 0 if self.is_broadcasting else max(0, self.offset_store.read_offset_in_memory(mq))
+        post_sub = cfg.post_subscription_when_pull
+        return PullKernelFields(
+            sub_expression=sub.sub_string if post_sub else None,
+            expression_type=sub.expression_type,
+            sub_version=sub.sub_version,
+            offset=pr.next_offset,
+            max_nums=cfg.pull_batch_size,
+            sys_flag=PullSysFlag.build_sys_flag(commit_offset > 0, True, post_sub, False),
+            commit_offset=commit_offset,
+            broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
+        )
 
     def _pull_next(self, pr: PullRequest, *, caught_up: bool) -> None:
         """After a good pull on the loop: the next one goes to a queue lane of its own when lanes
@@ -509,24 +508,11 @@ class AsyncPushConsumer:
         return None if fc is None else fc.delay
 
     def lane_pull_request(self, pr: PullRequest) -> tuple[str, RemotingCommand, SubscriptionData] | None:
-        mq, cfg = pr.message_queue, self.config
-        sub = self.rebalancer.subscription_inner.get(mq.topic)
+        sub = self.rebalancer.subscription_inner.get(pr.message_queue.topic)
         if sub is None:
             return None
-        commit_offset = self._commit_offset(mq)
-        post_sub = cfg.post_subscription_when_pull
-        built = self.pull_api.build_pull_request(
-            mq,
-            sub_expression=sub.sub_string if post_sub else None,
-            expression_type=sub.expression_type,
-            sub_version=sub.sub_version,
-            offset=pr.next_offset,
-            max_nums=cfg.pull_batch_size,
-            sys_flag=PullSysFlag.build_sys_flag(commit_offset > 0, True, post_sub, False),
-            commit_offset=commit_offset,
-            broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
-        )
-        return None if built is None else (built[0], built[1], sub)
+        built = self.pull_api.build_pull_request(pr.message_queue, **self._pull_fields(pr, sub))
+        return None if built is None else (built[0].broker_addr, built[1], sub)
 
     def lane_process_pull_result(self, mq: MessageQueue, result: Any, sub: SubscriptionData) -> Any:
         return self.pull_api.process_pull_result(mq, result, sub)
