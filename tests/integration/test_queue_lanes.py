@@ -18,6 +18,19 @@ from tidemq.protocol.message import Message, MessageExt
 from tidemq.testing import run_cluster
 
 
+class Recorder:
+    """A plain-function listener that counts the bodies it got and names the threads it ran on."""
+
+    def __init__(self) -> None:
+        self.got: Counter[bytes] = Counter()
+        self.threads: set[str] = set()
+
+    def listener(self, msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
+        self.threads.add(threading.current_thread().name)
+        for m in msgs:
+            self.got[m.body] += 1
+
+
 def lane_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("tidemq-lane-") and t.is_alive()]
 
@@ -42,14 +55,8 @@ async def test_every_owned_queue_gets_a_lane_and_shutdown_ends_them_during_held_
         )
         await producer.start()
         await producer.send(Message("Lanes", b"warmup"))
-        got: Counter[bytes] = Counter()
-        threads: set[str] = set()
-
-        def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
-            threads.add(threading.current_thread().name)
-            for m in msgs:
-                got[m.body] += 1
-
+        rec = Recorder()
+        got, threads, listener = rec.got, rec.threads, rec.listener
         consumer = await start_push_consumer(
             cluster.namesrv_addr, "cg-lanes", "Lanes", listener, broker_suspend_max_time=15.0
         )
@@ -78,14 +85,8 @@ async def test_lanes_off_consume_through_the_loop(tmp_path: Path) -> None:
         await producer.start()
         bodies = [f"m-{i}".encode() for i in range(100)]
         await send(producer, "NoLanes", bodies)
-        got: Counter[bytes] = Counter()
-        threads: set[str] = set()
-
-        def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
-            threads.add(threading.current_thread().name)
-            for m in msgs:
-                got[m.body] += 1
-
+        rec = Recorder()
+        got, threads, listener = rec.got, rec.threads, rec.listener
         consumer = await start_push_consumer(
             cluster.namesrv_addr, "cg-nolanes", "NoLanes", listener, queue_lanes=False
         )
