@@ -9,8 +9,9 @@ about 0.1 ms of every message's produce-to-consume latency, more than the broker
 A :class:`QueueLane` removes both hops in the steady state. Its thread owns one queue's
 ``PullRequest`` and a blocking connection (:class:`~tidemq.client.direct.DirectConnection`) to the
 queue's broker, and repeats: read the (long-polled) answer of its pull, decode it, cache the
-messages in the ProcessQueue, send the next pull (so the broker works on it meanwhile), then
-consume. Results (offsets, send-back of failures) are handled on the loop exactly as a pool
+messages in the ProcessQueue, consume them and send the next pull (in that order when the
+listener runs on the lane, which is what the message waits for; the other way round when the pool
+consumes, so that the broker works on the next pull meanwhile). Results (offsets, send-back of failures) are handled on the loop exactly as a pool
 thread's are.
 
 Where the listener runs: on the lane's own thread when the pulled batch is one listener call
@@ -233,22 +234,32 @@ class QueueLane:
                 return
             if msgs:
                 pq.put_messages(msgs)
-                # the broker works on the next pull while the listener runs, unless flow
-                # control holds it: then it waits until after the listener
+                if self._inline_ok(msgs):  # the listener first: it is what the message waits for
+                    self._consume_inline(msgs)
+                    inflight = self._send_next()
+                    continue
+                # the pool consumes while the broker works on the next pull, unless flow control
+                # holds that pull: then it waits until the batch is handed to the pool
                 ahead = self._send_next(wait=False)
-                self._consume(msgs)
+                host.lane_consume(msgs, pq, mq, False)
                 inflight = self._send_next() if ahead is _LATER else ahead
             else:
                 if pq.msg_count == 0:  # correctTagsOffset
                     self._to_loop(host.lane_empty_pull, mq, pr.next_offset)
                 inflight = self._send_next()
 
-    def _consume(self, msgs: list[MessageExt]) -> None:
-        pq, mq = self.pr.process_queue, self.pr.message_queue
+    def _inline_ok(self, msgs: list[MessageExt]) -> bool:
+        """Whether ``msgs`` (just cached) are consumed on this thread: one listener call, nothing
+        else of the queue cached, no slow call lately."""
         n = len(msgs)
-        if n > self.batch_size or pq.msg_count != n or time.monotonic() < self.inline_after:
-            self.host.lane_consume(msgs, pq, mq, False)
-            return
+        return (
+            n <= self.batch_size
+            and self.pr.process_queue.msg_count == n
+            and time.monotonic() >= self.inline_after
+        )
+
+    def _consume_inline(self, msgs: list[MessageExt]) -> None:
+        pq, mq = self.pr.process_queue, self.pr.message_queue
         start = time.monotonic()
         self.host.lane_consume(msgs, pq, mq, True)
         took = time.monotonic() - start
