@@ -104,12 +104,7 @@ class ConsumeMessageConcurrentlyService:
             for i in range(0, len(msgs), size):
                 self._spawn(self._consume(msgs[i : i + size], pq, mq))
             return
-        loop = asyncio.get_running_loop()
-        for i in range(0, len(msgs), size):
-            done: asyncio.Future[None] = loop.create_future()
-            self._inflight.add(done)
-            done.add_done_callback(self._inflight.discard)
-            self._runner.submit(self._consume_in_thread, loop, done, msgs[i : i + size], pq, mq)
+        self._submit_to_pool(asyncio.get_running_loop(), msgs, pq, mq)
 
     def consume_on_lane(
         self,
@@ -125,12 +120,20 @@ class ConsumeMessageConcurrentlyService:
         the loop. The results go back to the loop as a pool thread's do."""
         if inline:
             self._consume_in_thread(loop, asyncio.Future(loop=loop), msgs, pq, mq)
-            return
+        else:
+            self._submit_to_pool(loop, msgs, pq, mq)
+
+    def _submit_to_pool(
+        self, loop: asyncio.AbstractEventLoop, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue
+    ) -> None:
+        """Plain-function listener: ``msgs`` to the pool in chunks of ``consume_message_batch_max_size``,
+        each tracked in :attr:`_inflight` until the loop has its result. Any thread (from a queue
+        lane's, the ``set.add`` is atomic under the GIL)."""
         size = self.batch_size
         for i in range(0, len(msgs), size):
             done: asyncio.Future[None] = asyncio.Future(loop=loop)
+            self._inflight.add(done)
             done.add_done_callback(self._inflight.discard)
-            self._inflight.add(done)  # one set.add: atomic under the GIL
             self._runner.submit(self._consume_in_thread, loop, done, msgs[i : i + size], pq, mq)
 
     def _consume_in_thread(

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tidemq.client.api import PullStatus
+from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.config import PushConsumerConfig, apply_overrides
 from tidemq.client.consumer.consume_orderly import ConsumeMessageOrderlyService
 from tidemq.client.consumer.consume_service import ConsumeMessageConcurrentlyService
@@ -481,6 +481,7 @@ class AsyncPushConsumer:
                 asyncio.get_running_loop(),
                 retry_delay=self.config.pull_time_delay_when_exception,
                 batch_size=self.config.consume_message_batch_max_size,
+                pull_timeout=self.config.consumer_pull_timeout,
             )
             self._lanes[mq] = lane
             lane.start()
@@ -514,7 +515,9 @@ class AsyncPushConsumer:
         built = self.pull_api.build_pull_request(pr.message_queue, **self._pull_fields(pr, sub))
         return None if built is None else (built[0].broker_addr, built[1], sub)
 
-    def lane_process_pull_result(self, mq: MessageQueue, result: Any, sub: SubscriptionData) -> Any:
+    def lane_process_pull_result(
+        self, mq: MessageQueue, result: PullResult, sub: SubscriptionData
+    ) -> PullResult:
         return self.pull_api.process_pull_result(mq, result, sub)
 
     def lane_consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, inline: bool) -> None:
@@ -522,9 +525,6 @@ class AsyncPushConsumer:
         assert isinstance(consume, ConsumeMessageConcurrentlyService)
         if inst is not None:  # else shut down meanwhile: the messages stay unconsumed (uncommitted)
             consume.consume_on_lane(inst.loop, msgs, pq, mq, inline)
-
-    def lane_pull_timeout(self) -> float:
-        return self.config.consumer_pull_timeout
 
     def lane_handed_back(self, pr: PullRequest, delay: float) -> None:
         if not self._running or pr.process_queue.dropped:
@@ -534,7 +534,7 @@ class AsyncPushConsumer:
         else:
             self._pull_service.execute_pull_request_immediately(pr)
 
-    def lane_pull_result(self, pr: PullRequest, result: Any) -> None:
+    def lane_pull_result(self, pr: PullRequest, result: PullResult) -> None:
         if self._running and not pr.process_queue.dropped:
             task = asyncio.ensure_future(self._on_pull_result(pr, result))
             self._background.add(task)

@@ -89,10 +89,6 @@ class LaneHost(Protocol):
         ``inline``, else through the consume pool."""
         ...
 
-    def lane_pull_timeout(self) -> float:
-        """Seconds to wait for a pull's answer (``consumer_pull_timeout``)."""
-        ...
-
     def lane_handed_back(self, pr: PullRequest, delay: float) -> None:
         """On the loop: pull ``pr`` on the loop's path after ``delay`` seconds."""
         ...
@@ -134,6 +130,7 @@ class QueueLane:
         retry_delay: seconds before the loop pulls a queue the lane handed back after a failure
             (``pull_time_delay_when_exception``).
         batch_size: messages per listener call (``consume_message_batch_max_size``).
+        pull_timeout: seconds to wait for a pull's answer (``consumer_pull_timeout``).
     """
 
     def __init__(
@@ -144,12 +141,14 @@ class QueueLane:
         *,
         retry_delay: float,
         batch_size: int,
+        pull_timeout: float,
     ) -> None:
         self.host = host
         self.pr = pr
         self.loop = loop
         self.retry_delay = retry_delay
         self.batch_size = batch_size
+        self.pull_timeout = pull_timeout
         self.inline_after = 0.0
         """``time.monotonic()`` before which the listener does not run on this lane's thread."""
         self._stop = threading.Event()
@@ -168,10 +167,6 @@ class QueueLane:
         conn = self._conn
         if conn is not None:
             conn.abort()
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
 
     # -- on the lane's thread -----------------------------------------------------------------
 
@@ -227,13 +222,12 @@ class QueueLane:
                 return
             pr.next_offset = result.next_begin_offset
             msgs = result.msg_found_list if status is PullStatus.FOUND else None
-            if msgs and result.max_offset > result.next_begin_offset:  # a backlog: the loop's job
-                pq.put_messages(msgs)
-                host.lane_consume(msgs, pq, mq, False)
-                self._hand_back(0.0)
-                return
             if msgs:
                 pq.put_messages(msgs)
+                if result.max_offset > result.next_begin_offset:  # a backlog: the loop's job
+                    host.lane_consume(msgs, pq, mq, False)
+                    self._hand_back(0.0)
+                    return
                 if self._inline_ok(msgs):  # the listener first: it is what the message waits for
                     self._consume_inline(msgs)
                     inflight = self._send_next()
@@ -301,7 +295,7 @@ class QueueLane:
                 return None
         answer: list[RemotingCommand | None] = []
         with conn.lock:
-            conn.send([(request, answer.append)], host.lane_pull_timeout())
+            conn.send([(request, answer.append)], self.pull_timeout)
             if self._stop.is_set():  # stop() came while this connection was being made
                 conn.close()
                 return None
@@ -311,5 +305,5 @@ class QueueLane:
         conn = self._conn
         if not pull.answer and conn is not None:
             with conn.lock:
-                conn.read_answers(self.host.lane_pull_timeout())
+                conn.read_answers(self.pull_timeout)
         return pull.answer[0] if pull.answer else None
