@@ -119,41 +119,14 @@ def write_json_lines(path: Path, count: int, size: int, queues: int) -> None:
                 )
 
 
-def _children() -> dict[int, list[int]]:
-    out: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            out.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-    return out
-
-
-def _zygotes(owners: set[int]) -> list[int]:
-    """The launcher's zygotes (``tidemq.spark.launcher``) serving the JVMs ``owners``: they run in a
-    session of their own, outside this process's tree."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"--zygote" in argv:
-                at = argv.index(b"--zygote")
-                if len(argv) > at + 2 and argv[at + 2].isdigit() and int(argv[at + 2]) in owners:
-                    out.append(int(entry))
-    return out
-
-
 def cpu_seconds(broker_pid: int) -> dict[str, float]:
     """CPU seconds (user + system) used so far by the broker process, by this process's Spark JVM, by
     the live processes the JVM started (Spark's Python workers and daemons, and the launcher's zygote)
     and by those that have ended (``exited``: the children the JVM, the daemons and the zygote have
     reaped, e.g. each streaming query's source runner, or processes Hadoop starts); Linux ``/proc``
     only."""
+    from tidemq.testing import child_pids, zygote_pids
+
     tick = os.sysconf("SC_CLK_TCK")
 
     def cpu(pid: int) -> tuple[float, float]:
@@ -163,7 +136,7 @@ def cpu_seconds(broker_pid: int) -> dict[str, float]:
             return 0.0, 0.0
         return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
 
-    children = _children()
+    children = child_pids()
     out = {"broker": cpu(broker_pid)[0], "spark_jvm": 0.0, "python_workers": 0.0, "exited": 0.0}
     stack = [pid for pid in children.get(os.getpid(), []) if pid != broker_pid]
     jvms: set[int] = set()
@@ -184,7 +157,7 @@ def cpu_seconds(broker_pid: int) -> dict[str, float]:
         out["exited"] += reaped
         stack.extend(children.get(pid, []))
         if not stack and jvms:  # then the zygotes of those JVMs, and their children
-            stack.extend(_zygotes(jvms))
+            stack.extend(zygote_pids(jvms))
             jvms = set()
     return out
 

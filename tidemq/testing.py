@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -295,3 +296,37 @@ class ServeProcess:
 def serve_subprocess(store: str | Path, *, flush: str = "async", **kwargs: Any) -> ServeProcess:
     """Start ``tidemq serve`` on ``store`` and return the running :class:`ServeProcess`."""
     return ServeProcess(store, flush=flush, **kwargs).start()
+
+
+# -- processes (Linux /proc), for benches and tests of the Spark launcher -------------------------
+
+
+def child_pids() -> dict[int, list[int]]:
+    """Every live process's children: parent pid -> child pids (Linux ``/proc``)."""
+    out: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            out.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    return out
+
+
+def zygote_pids(owners: set[int]) -> list[int]:
+    """The Spark launcher's zygotes (``tidemq.spark.launcher``, command line ``--zygote ADDRESS
+    OWNER``) serving the processes ``owners`` (Spark JVMs); they run in a session of their own,
+    outside their owner's process tree (Linux ``/proc``)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--zygote" in argv:
+                at = argv.index(b"--zygote")
+                if len(argv) > at + 2 and argv[at + 2].isdigit() and int(argv[at + 2]) in owners:
+                    out.append(int(entry))
+    return out

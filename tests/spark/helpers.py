@@ -1,4 +1,4 @@
-"""Producing test data and reading it back outside Spark."""
+"""Producing test data, reading it back outside Spark, and the tests' stream queries."""
 
 from __future__ import annotations
 
@@ -61,3 +61,25 @@ def path_without_java(bin_dir: Path) -> str:
             if name != "java" and not link.exists():
                 link.symlink_to(Path(d) / name)
     return str(bin_dir)
+
+
+def tidemq_stream(spark: Any, namesrv: str, **options: str) -> Any:
+    """``spark.readStream.format("tidemq")`` from ``namesrv`` with ``options``, loaded."""
+    reader = spark.readStream.format("tidemq").option("namesrv", namesrv)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def available_now_into_memory(df: Any, name: str, checkpoint: Path) -> Any:
+    """Run the streaming ``df`` into the memory table ``name`` with ``Trigger.AvailableNow`` until it
+    ends (at most 120 s); returns the query."""
+    query = (
+        df.writeStream.format("memory")
+        .queryName(name)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    return query

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMinRows
 
 from tests.helpers import wait_for_sync as wait_until
-from tests.spark.helpers import create_topic, produce
+from tests.spark.helpers import available_now_into_memory, create_topic, produce, tidemq_stream
 from tidemq.spark.arrow import SOURCE_SCHEMA_DDL, SOURCE_SCHEMA_DDL_NO_PROPERTIES
 from tidemq.spark.options import SourceOptions
 from tidemq.spark.source import TideMQStreamReader
@@ -173,19 +173,8 @@ def test_empty_reads_return_the_schema(spark: Any, cluster: Any, tmp_path: Path)
     ):
         assert df.schema == schema
         assert df.collect() == []
-    query = (
-        spark.readStream.format("tidemq")
-        .option("namesrv", ns)
-        .option("subscribe", "SparkEmpty")
-        .option("startingOffsets", "earliest")
-        .load()
-        .writeStream.format("memory")
-        .queryName("tidemq_empty_stream")
-        .option("checkpointLocation", str(tmp_path / "chk"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination(120)
+    df = tidemq_stream(spark, ns, subscribe="SparkEmpty", startingOffsets="earliest")
+    query = available_now_into_memory(df, "tidemq_empty_stream", tmp_path / "chk")
     assert query.exception() is None
     out = spark.table("tidemq_empty_stream")
     assert out.schema == schema and out.count() == 0

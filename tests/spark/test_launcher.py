@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.spark.helpers import create_topic, produce
+from tests.spark.helpers import available_now_into_memory, create_topic, produce, tidemq_stream
 from tidemq.spark.launcher import prefer_installed, python_launcher, same_pyspark
+from tidemq.testing import child_pids, zygote_pids
 
 pyspark = pytest.importorskip("pyspark")
 INSTALLED = Path(pyspark.__file__).parent
@@ -175,19 +176,8 @@ def test_stream_through_the_launcher_reads_every_message(spark: Any, cluster: An
     topic = "SparkLauncherStream"
     create_topic(cluster.namesrv_addr, topic, 2)
     sent = produce(cluster.namesrv_addr, topic, 60)
-    query = (
-        spark.readStream.format("tidemq")
-        .option("namesrv", cluster.namesrv_addr)
-        .option("topic", topic)
-        .option("startingOffsets", "earliest")
-        .load()
-        .writeStream.format("memory")
-        .queryName("launcher_stream")
-        .option("checkpointLocation", str(tmp_path / "chk"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    df = tidemq_stream(spark, cluster.namesrv_addr, topic=topic, startingOffsets="earliest")
+    available_now_into_memory(df, "launcher_stream", tmp_path / "chk")
     rows = spark.sql("select queueId, queueOffset, body from launcher_stream").collect()
     assert sorted((r.queueId, r.queueOffset, bytes(r.body)) for r in rows) == sorted(
         (s["queueId"], s["queueOffset"], s["body"]) for s in sent
@@ -462,19 +452,6 @@ def test_zygote_ends_with_its_owner_and_a_module_it_cannot_import(tmp_path: Path
         zygote.kill()
 
 
-def _zygotes_of(owner: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"--zygote" in argv and argv[argv.index(b"--zygote") + 2] == str(owner).encode():
-                out.append(int(entry))
-    return out
-
-
 def test_streams_after_the_first_run_their_source_in_a_zygote_child(
     spark: Any, cluster: Any, tmp_path: Path
 ) -> None:
@@ -486,37 +463,17 @@ def test_streams_after_the_first_run_their_source_in_a_zygote_child(
         (s["queueId"], s["queueOffset"], s["body"]) for s in produce(cluster.namesrv_addr, topic, 40)
     )
     for run in range(3):
-        query = (
-            spark.readStream.format("tidemq")
-            .option("namesrv", cluster.namesrv_addr)
-            .option("topic", topic)
-            .option("startingOffsets", "earliest")
-            .load()
-            .writeStream.format("memory")
-            .queryName(f"zygote_stream_{run}")
-            .option("checkpointLocation", str(tmp_path / f"chk{run}"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
+        df = tidemq_stream(spark, cluster.namesrv_addr, topic=topic, startingOffsets="earliest")
+        query = available_now_into_memory(df, f"zygote_stream_{run}", tmp_path / f"chk{run}")
         assert query.exception() is None
         rows = spark.sql(f"select queueId, queueOffset, body from zygote_stream_{run}").collect()
         assert sorted((r.queueId, r.queueOffset, bytes(r.body)) for r in rows) == sent
     jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    _wait_for(lambda: len(_zygotes_of(jvm)) == 1, "one zygote of the session's JVM")
-    (zygote,) = _zygotes_of(jvm)
+    _wait_for(lambda: len(zygote_pids({jvm})) == 1, "one zygote of the session's JVM")
+    (zygote,) = zygote_pids({jvm})
 
     def children() -> list[int]:
-        out = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                except OSError:
-                    continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == zygote:
-                    out.append(int(entry))
-        return out
+        return child_pids().get(zygote, [])
 
     query = (
         spark.readStream.format("tidemq")

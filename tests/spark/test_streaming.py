@@ -8,16 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers import wait_for_sync
-from tests.spark.helpers import create_topic, produce
+from tests.spark.helpers import available_now_into_memory, create_topic, produce, tidemq_stream
 from tidemq.admin import AdminClient
 from tidemq.spark import attach_offset_committer
-
-
-def _stream(spark: Any, namesrv: str, topic: str, **options: str) -> Any:
-    reader = spark.readStream.format("tidemq").option("namesrv", namesrv).option("topic", topic)
-    for k, v in options.items():
-        reader = reader.option(k, v)
-    return reader.load()
 
 
 def test_stop_and_restart_from_checkpoint_is_exactly_once(spark: Any, cluster: Any, tmp_path: Path) -> None:
@@ -35,8 +28,8 @@ def test_stop_and_restart_from_checkpoint_is_exactly_once(spark: Any, cluster: A
         tmp.replace(out / f"batch-{batch_id}.json")  # idempotent by batch id
 
     def start() -> Any:
-        df = _stream(
-            spark, cluster.namesrv_addr, topic, startingOffsets="earliest", maxOffsetsPerTrigger="40"
+        df = tidemq_stream(
+            spark, cluster.namesrv_addr, topic=topic, startingOffsets="earliest", maxOffsetsPerTrigger="40"
         )
         return (
             df.writeStream.foreachBatch(sink)
@@ -77,22 +70,15 @@ def test_available_now_with_rate_limit_and_group_commit(spark: Any, cluster: Any
     produce(cluster.namesrv_addr, topic, 90)
     committer = attach_offset_committer(spark, namesrv=cluster.namesrv_addr, group=group, topics=[topic])
     try:
-        df = _stream(
+        df = tidemq_stream(
             spark,
             cluster.namesrv_addr,
-            topic,
+            topic=topic,
             startingOffsets="earliest",
             maxOffsetsPerTrigger="25",
             group=group,
         )
-        query = (
-            df.writeStream.format("memory")
-            .queryName("group_run")
-            .option("checkpointLocation", str(tmp_path / "cp1"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination(120)
+        query = available_now_into_memory(df, "group_run", tmp_path / "cp1")
         assert spark.table("group_run").count() == 90
         batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
         assert len(batches) >= 4  # 90 rows at about 25 per trigger
@@ -113,15 +99,10 @@ def test_available_now_with_rate_limit_and_group_commit(spark: Any, cluster: Any
             .load()
         )
         assert sorted(r.body for r in batch.collect()) == sorted(s["body"] for s in new)  # type: ignore[type-var]
-        resumed = _stream(spark, cluster.namesrv_addr, topic, startingOffsets="group", group=group)
-        q2 = (
-            resumed.writeStream.format("memory")
-            .queryName("group_resume")
-            .option("checkpointLocation", str(tmp_path / "cp2"))
-            .trigger(availableNow=True)
-            .start()
+        resumed = tidemq_stream(
+            spark, cluster.namesrv_addr, topic=topic, startingOffsets="group", group=group
         )
-        q2.awaitTermination(120)
+        available_now_into_memory(resumed, "group_resume", tmp_path / "cp2")
         assert spark.table("group_resume").count() == 12
         assert committer.wait_for({mq: 34 for mq in mqs}, 30), committer.errors
     finally:
@@ -134,7 +115,7 @@ def test_new_queues_are_picked_up(spark: Any, cluster: Any, tmp_path: Path) -> N
     create_topic(cluster.namesrv_addr, topic, 1)
     produce(cluster.namesrv_addr, topic, 5)
     query = (
-        _stream(spark, cluster.namesrv_addr, topic, startingOffsets="earliest")
+        tidemq_stream(spark, cluster.namesrv_addr, topic=topic, startingOffsets="earliest")
         .writeStream.format("memory")
         .queryName("grow")
         .option("checkpointLocation", str(tmp_path / "cp"))
