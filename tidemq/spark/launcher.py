@@ -23,27 +23,24 @@ Two more things happen before the module runs, both for the same fixed cost:
   importing numpy (pyarrow imports it) then starts an OpenBLAS thread per core: about 0.1 s of CPU per
   streaming query for threads nothing uses.
 * Under ``PYTHONDONTWRITEBYTECODE`` (``sys.dont_write_bytecode``) Python compiles every module that
-  has no bytecode cached next to its source each time it imports it; for tidemq itself (an editable or
-  source checkout) that is about 0.1 s per process. :func:`install_bytecode_cache` keeps the bytecode
-  of tidemq's own modules (``tidemq``, ``pyspark_tidemq``) in the launcher's cache directory instead
-  (``<cache>/pycache``, laid out as ``PYTHONPYCACHEPREFIX`` would be): never next to the sources,
-  checked against each source's modification time and size as Python checks its own ``.pyc`` files.
-  Other modules, and processes without ``PYTHONDONTWRITEBYTECODE``, load as usual.
+  has no bytecode cached next to its source each time it imports it: about 0.1 s per process for
+  tidemq itself (an editable or source checkout). :func:`install_bytecode_cache` keeps the bytecode
+  of tidemq's own modules in the launcher's cache directory instead (``<cache>/pycache``); see
+  :mod:`tidemq.spark._bytecode`.
 
 PySpark's streaming source runner (:data:`PREFORKED_MODULES`) runs in a process forked from a
-*zygote* that has imported it, and ``tidemq.spark``, already (as ``pyspark.daemon`` does for task
-workers; Python's ``multiprocessing`` calls it a fork server): PySpark starts one such process per
+*zygote* that has imported it, and ``tidemq.spark``, already: PySpark starts one such process per
 query, and importing them is about 0.2 s before the query can plan anything. The first launch of the
-runner for an interpreter, environment and working directory runs it itself and starts the zygote in
-the background (its own session, a Unix socket in a private ``run`` directory of the cache); later
-launches (:func:`run_forked`) hand the zygote their environment, working directory, arguments and
-stdin/stdout/stderr, forward the signals they get to the child and exit with its status. The zygote
-ends when Spark's JVM (the first launch's parent) has, or after :data:`ZYGOTE_IDLE_EXIT` seconds
-without a request. ``TIDEMQ_SPARK_PREFORK=0`` turns this off.
+runner for an interpreter, environment and working directory (:func:`zygote_address`) runs it itself
+and starts the zygote in the background (:func:`_start_zygote`); later launches hand the zygote
+their process and exit with its child's status. The zygote itself, and how a launch hands it over,
+is :mod:`tidemq.spark._zygote`. ``TIDEMQ_SPARK_PREFORK=0`` turns this off.
 
 This file is run as a script by path (stdlib only, nothing of tidemq imported in the launched
 process, except by a zygote); :func:`python_launcher` is the driver-side helper that writes the
-executable.
+executable. The bytecode cache and the zygote, which only some launched processes need, are the
+modules ``_bytecode.py`` and ``_zygote.py`` of this directory, stdlib only too, imported at first use
+(:class:`_Sibling`); their public names are importable from here as well.
 """
 
 from __future__ import annotations
@@ -53,8 +50,11 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Sequence
     from pathlib import Path
+
+    from tidemq.spark import _bytecode, _zygote
+    from tidemq.spark._bytecode import install_bytecode_cache as install_bytecode_cache
 
 # Only os and sys at the top: this file runs at the start of every Python process Spark launches.
 
@@ -145,108 +145,6 @@ def prefer_installed(path: list[str]) -> bool:
     return True
 
 
-_PACKAGES = ("tidemq", "pyspark_tidemq")
-"""Top-level packages whose bytecode :func:`install_bytecode_cache` keeps."""
-
-
-def _bytecode_path(cache_dir: str, source: str, tag: str) -> str:
-    """Where the bytecode of ``source`` lives in ``cache_dir``: the ``PYTHONPYCACHEPREFIX`` layout
-    (the source's absolute directory under the cache, ``name.<cache tag>.pyc``)."""
-    head, name = os.path.split(os.path.abspath(source))
-    rest = os.path.splitdrive(head)[1]
-    return os.path.join(cache_dir, rest.lstrip(os.sep), f"{os.path.splitext(name)[0]}.{tag}.pyc")
-
-
-def _own_private_dir(path: str) -> bool:
-    """Whether ``path`` is a directory of this user that no one else may write to (its bytecode is
-    code this process will run)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return False
-    getuid = getattr(os, "getuid", None)
-    return getuid is not None and st.st_uid == getuid() and not st.st_mode & 0o022
-
-
-def install_bytecode_cache(cache_dir: str, packages: Sequence[str] = _PACKAGES) -> bool:
-    """Keep the bytecode of ``packages``' modules in ``cache_dir`` when Python itself would not cache
-    it (``sys.dont_write_bytecode``, from ``PYTHONDONTWRITEBYTECODE`` or ``-B``); returns whether it
-    did (puts a finder first on ``sys.meta_path``).
-
-    A module's bytecode is read from ``cache_dir`` when its header matches the source (Python's own
-    check: magic number, source modification time and size); otherwise the module loads as usual (the
-    ``.pyc`` next to it if valid, else compiled) and its bytecode is written to ``cache_dir`` (write
-    to a temporary file, then rename). ``cache_dir`` is created private to this user; a directory
-    that others can write to, or that belongs to someone else, is not used. Modules found by other
-    means than the path finder's source loader (zip, namespace, extension, editable-install finders)
-    are left alone.
-    """
-    import importlib.machinery
-
-    tag = sys.implementation.cache_tag
-    if not sys.dont_write_bytecode or tag is None or not packages:
-        return False
-    try:
-        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-    except OSError:
-        return False
-    if not _own_private_dir(cache_dir):
-        return False
-    roots = frozenset(packages)
-    import marshal
-    from importlib.util import MAGIC_NUMBER
-
-    class CachedSourceLoader(importlib.machinery.SourceFileLoader):
-        def get_code(self, fullname: str) -> Any:
-            source = self.get_filename(fullname)
-            try:
-                st = os.stat(source)
-            except OSError:
-                return super().get_code(fullname)
-            header = b"".join(
-                [
-                    MAGIC_NUMBER,
-                    (0).to_bytes(4, "little"),  # flags: a timestamp-checked pyc
-                    (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little"),
-                    (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"),
-                ]
-            )
-            cached = _bytecode_path(cache_dir, source, tag)
-            try:
-                with open(cached, "rb") as f:
-                    data = f.read()
-                if data[:16] == header:
-                    return marshal.loads(memoryview(data)[16:])
-            except (OSError, ValueError, EOFError, TypeError):
-                pass
-            code = super().get_code(fullname)
-            try:
-                os.makedirs(os.path.dirname(cached), mode=0o700, exist_ok=True)
-                tmp = f"{cached}.{os.getpid()}.tmp"
-                with open(tmp, "wb") as f:
-                    f.write(header + marshal.dumps(code))
-                os.replace(tmp, cached)
-            except (OSError, ValueError):
-                pass
-            return code
-
-    class BytecodeCacheFinder:
-        @staticmethod
-        def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
-            if fullname.partition(".")[0] not in roots:
-                return None
-            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-            loader = getattr(spec, "loader", None)
-            if spec is None or type(loader) is not importlib.machinery.SourceFileLoader:
-                return spec
-            spec.loader = CachedSourceLoader(loader.name, loader.path)
-            spec.cached = _bytecode_path(cache_dir, loader.path, tag)  # the module's __cached__
-            return spec
-
-    sys.meta_path.insert(0, BytecodeCacheFinder)  # type: ignore[arg-type]
-    return True
-
-
 PREFORKED_MODULES = frozenset({"pyspark.sql.streaming.python_streaming_source_runner"})
 """Modules run in a process forked from a zygote that has imported them (see :func:`main`)."""
 
@@ -259,12 +157,47 @@ differ in; any other difference means another zygote."""
 PREFORK_ENV = "TIDEMQ_SPARK_PREFORK"
 """Set to ``0`` to run every module in the launched process itself (no zygote)."""
 
-ZYGOTE_IDLE_EXIT = 600.0
-"""Seconds a zygote waits for a request before it exits (it also exits when the process that started
-its first client, Spark's JVM, is gone)."""
 
-_PREWARM = ("tidemq.spark",)
-"""Imported by a zygote besides its module (what a tidemq source's pickled reader needs)."""
+class _Sibling:
+    """A module of this file's directory, imported at the first use of one of its names (not every
+    launched process needs ``_bytecode`` or ``_zygote``: no import for those that do not).
+
+    Imported as ``tidemq.spark.launcher``, the module is ``tidemq.spark.<name>``. Run as a script,
+    this file imports nothing of tidemq: the module is imported under its own name from this
+    directory, put first on ``sys.path`` for the import (the script's directory is not there under
+    ``-P`` or ``PYTHONSAFEPATH``, nor after :func:`_setup_path`); its name begins with ``_`` so that it
+    is no one's top-level module.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        if __package__:
+            import importlib
+
+            module = importlib.import_module(f"{__package__}.{self._name}")
+        else:
+            here = os.path.dirname(os.path.abspath(__file__))
+            sys.path.insert(0, here)
+            try:
+                module = __import__(self._name)
+            finally:
+                sys.path.remove(here)
+        return getattr(module, attr)
+
+
+if not TYPE_CHECKING:
+    _bytecode, _zygote = _Sibling("_bytecode"), _Sibling("_zygote")
+
+
+def __getattr__(name: str) -> Any:
+    """The public names that moved to ``_bytecode`` and ``_zygote``, still importable from here."""
+    if name == "install_bytecode_cache":
+        return _bytecode.install_bytecode_cache
+    if name in ("ZYGOTE_IDLE_EXIT", "run_forked", "zygote"):
+        return getattr(_zygote, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _setup_path() -> None:
@@ -306,68 +239,7 @@ def zygote_address(cache_dir: str, module: str, env: dict[str, str], cwd: str) -
         os.makedirs(run_dir, mode=0o700, exist_ok=True)
     except OSError:
         return None
-    return path if _own_private_dir(run_dir) else None
-
-
-def _recv_exact(conn: Any, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = conn.recv(n - len(data))
-        if not chunk:
-            raise EOFError("connection closed")
-        data += chunk
-    return data
-
-
-def run_forked(address: str, module: str, args: Sequence[str]) -> int | None:
-    """Run ``module`` in a child of the zygote at ``address``: this process's stdin, stdout, stderr,
-    environment and working directory, signals forwarded to it. Returns its exit status (negative:
-    the signal that ended it), or None when no zygote answered before the child could start (then
-    nothing ran)."""
-    import array
-    import json
-    import signal
-    import socket
-    import struct
-
-    request = json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "argv": [module, *args]}).encode()
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(address)
-        fds = array.array("i", [0, 1, 2])
-        head = struct.pack(">I", len(request))
-        conn.sendmsg([head + request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds.tobytes())])
-        (pid,) = struct.unpack(">q", _recv_exact(conn, 8))
-    except (OSError, EOFError, struct.error):
-        conn.close()
-        return None  # the child, if forked, gets no go-ahead and exits without running anything
-
-    def forward(signum: int, _frame: Any) -> None:
-        try:
-            os.kill(pid, signum)
-        except OSError:
-            pass
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(sig, forward)
-    try:
-        conn.sendall(b"G")
-        (status,) = struct.unpack(">i", _recv_exact(conn, 4))
-        return int(status)
-    except (OSError, EOFError):
-        # the zygote is gone before it could report: wait for the child itself
-        import time
-
-        while True:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return 1
-            except OSError:
-                pass
-            time.sleep(0.05)
-    finally:
-        conn.close()
+    return path if _bytecode.own_private_dir(run_dir) else None
 
 
 def _start_zygote(address: str, module: str, cache_dir: str | None) -> None:
@@ -389,222 +261,6 @@ def _start_zygote(address: str, module: str, cache_dir: str | None) -> None:
     )
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists and has not ended (a zombie waiting to be reaped has)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        pass
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _listen(address: str) -> Any:
-    """A socket listening at ``address`` (a stale socket file replaced), or None when another
-    zygote serves it or it cannot be bound."""
-    import socket
-
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        listener.bind(address)
-    except OSError:
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(address)
-            listener.close()
-            return None  # another zygote serves this address
-        except OSError:
-            pass
-        finally:
-            probe.close()
-        try:
-            os.unlink(address)
-            listener.bind(address)
-        except OSError:
-            listener.close()
-            return None
-    os.chmod(address, 0o600)
-    listener.listen(16)
-    return listener
-
-
-def zygote(address: str, owner: int, module: str, idle_exit: float = ZYGOTE_IDLE_EXIT) -> None:
-    """Serve forks of a process that has imported ``module`` at ``address`` until ``owner`` (a pid) is
-    gone or no request came for ``idle_exit`` seconds.
-
-    The socket listens before the imports, so a client that comes meanwhile waits for them rather
-    than starting another zygote. Each request (from :func:`run_forked`) carries the client's
-    environment, working directory, arguments and stdio; the child adopts them, tells the client its
-    pid, waits for its go-ahead and runs ``module`` as ``__main__``; the zygote reports the child's
-    exit status to the client. When ``module`` cannot be imported the zygote ends at once (its
-    clients then run the module themselves).
-    """
-    import gc
-    import importlib
-    import selectors
-    import signal
-    import socket
-    import struct
-    import time
-
-    listener = _listen(address)
-    if listener is None:
-        return
-    inode = os.stat(address).st_ino
-    try:
-        for name in (module, *_PREWARM):
-            try:
-                importlib.import_module(name)
-            except Exception:
-                if name == module:
-                    return
-        # A child runs the module as __main__ (runpy executes it again; what it imports stays loaded)
-        sys.modules.pop(module, None)
-        gc.collect()
-        gc.freeze()  # the children share these pages and never collect them
-        children: dict[int, socket.socket] = {}
-        selector = selectors.DefaultSelector()
-        selector.register(listener, selectors.EVENT_READ)
-        # a child's end wakes the loop at once (its client is waiting for the status)
-        wake_r, wake_w = socket.socketpair()
-        wake_r.setblocking(False)
-        wake_w.setblocking(False)
-        signal.set_wakeup_fd(wake_w.fileno())
-        signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
-        selector.register(wake_r, selectors.EVENT_READ)
-        last = time.monotonic()
-        while True:
-            for key, _ in selector.select(1.0):
-                if key.fileobj is wake_r:
-                    try:
-                        wake_r.recv(4096)
-                    except OSError:
-                        pass
-                    continue
-                conn, _ = listener.accept()
-                last = time.monotonic()
-                try:
-                    pid = _fork_child(conn, listener, selector, [*children.values(), wake_r, wake_w])
-                except (OSError, EOFError, ValueError, struct.error):
-                    conn.close()
-                    continue
-                children[pid] = conn
-            while children:
-                try:
-                    pid, status = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if pid == 0:
-                    break
-                done = children.pop(pid, None)
-                if done is not None:
-                    try:
-                        done.sendall(struct.pack(">i", os.waitstatus_to_exitcode(status)))
-                    except OSError:
-                        pass
-                    done.close()
-                last = time.monotonic()
-            if not children and (not _alive(owner) or time.monotonic() - last > idle_exit):
-                break
-    finally:
-        try:
-            if os.stat(address).st_ino == inode:
-                os.unlink(address)
-        except OSError:
-            pass
-        listener.close()
-
-
-def _reseed() -> None:
-    """New seeds for the random generators a forked child would otherwise share with its siblings
-    (``random`` reseeds itself after a fork; numpy's global generator does not)."""
-    for name in ("numpy.random",):
-        module = sys.modules.get(name)
-        if module is not None:
-            try:
-                module.seed()
-            except Exception:
-                pass
-
-
-def _fork_child(conn: Any, listener: Any, selector: Any, others: Iterable[Any]) -> int:
-    """Read a request from ``conn`` and fork its child (see :func:`zygote`); returns the child's pid.
-    The child closes ``listener`` and ``others`` (the zygote's other sockets)."""
-    import array
-    import json
-    import signal
-    import socket
-    import struct
-
-    fds = array.array("i")
-    conn.settimeout(10.0)  # a client writes its request at once: never let one hold the zygote up
-    head, ancillary, _flags, _addr = conn.recvmsg(4, socket.CMSG_LEN(3 * fds.itemsize))
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-    try:
-        if len(fds) != 3:
-            raise ValueError("a request carries stdin, stdout and stderr")
-        (size,) = struct.unpack(">I", head if len(head) == 4 else head + _recv_exact(conn, 4 - len(head)))
-        request = json.loads(_recv_exact(conn, size))
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            code = 1
-            try:
-                signal.set_wakeup_fd(-1)
-                selector.close()
-                listener.close()
-                for other in others:
-                    other.close()
-                for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-                    signal.signal(sig, signal.SIG_DFL)
-                conn.settimeout(None)
-                conn.sendall(struct.pack(">q", os.getpid()))
-                if conn.recv(1) != b"G":
-                    os._exit(1)
-                conn.close()
-                for i, fd in enumerate(fds):
-                    os.dup2(fd, i)
-                    os.close(fd)
-                os.chdir(request["cwd"])
-                os.environ.clear()
-                os.environ.update(request["env"])
-                _reseed()
-                argv = request["argv"]
-                try:
-                    _run_module(argv[0], argv[1:])
-                    code = 0
-                except SystemExit as exc:
-                    if exc.code is None or isinstance(exc.code, int):
-                        code = exc.code or 0
-                    else:
-                        print(exc.code, file=sys.stderr)
-                        code = 1
-            except BaseException:
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                for stream in (sys.stdout, sys.stderr):
-                    try:
-                        stream.flush()
-                    except Exception:
-                        pass
-                os._exit(code)
-        return pid
-    finally:
-        for fd in fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
 def main(argv: Sequence[str]) -> None:
     """Run ``argv`` (a Python command line without the interpreter) as ``python`` would.
 
@@ -612,10 +268,12 @@ def main(argv: Sequence[str]) -> None:
     :func:`install_bytecode_cache` in ``DIR/pycache`` when ``DIR`` is given, :func:`prefer_installed`
     on ``sys.path``, then the module as ``__main__`` (``sys.path[0]`` the working directory, as
     ``python -m`` sets it). For a module of :data:`PREFORKED_MODULES` (with ``DIR``) it runs in a
-    child of a zygote, a process that has imported it already (:func:`run_forked`), when one runs for
-    the same interpreter, environment and working directory; otherwise here, and a zygote is started
-    in the background for the next time. Anything else: ``exec`` of this interpreter with the same
-    arguments (``--cache-dir DIR`` left out).
+    child of a zygote, a process that has imported it already
+    (:func:`tidemq.spark._zygote.run_forked`), when one runs for the same interpreter, environment
+    and working directory (``--zygote address owner module`` runs one:
+    :func:`tidemq.spark._zygote.zygote`); otherwise here, and a zygote is started in the background
+    for the next time. Anything else: ``exec`` of this interpreter with the same arguments
+    (``--cache-dir DIR`` left out).
     """
     args = list(argv)
     cache_dir = None
@@ -623,7 +281,7 @@ def main(argv: Sequence[str]) -> None:
         cache_dir, args = args[1], args[2:]
     if len(args) >= 4 and args[0] == "--zygote":
         _prepare(cache_dir)
-        zygote(args[1], int(args[2]), args[3])
+        _zygote.zygote(args[1], int(args[2]), args[3], _run_module)
         return
     if len(args) < 2 or args[0] != "-m":
         exe = sys.executable or "python3"
@@ -635,7 +293,7 @@ def main(argv: Sequence[str]) -> None:
         try:
             sock = zygote_address(cache_dir, module, dict(os.environ), os.getcwd())
             if sock is not None:
-                status = run_forked(sock, module, args[2:])
+                status = _zygote.run_forked(sock, module, args[2:])
                 if status is not None:
                     if status < 0:  # ended by a signal: end the same way
                         import signal
@@ -653,8 +311,8 @@ def main(argv: Sequence[str]) -> None:
 def _prepare(cache_dir: str | None) -> None:
     _setup_path()
     try:
-        if cache_dir:
-            install_bytecode_cache(os.path.join(cache_dir, "pycache"))
+        if cache_dir and sys.dont_write_bytecode:  # else it does nothing: not even imported
+            _bytecode.install_bytecode_cache(os.path.join(cache_dir, "pycache"))
         prefer_installed(sys.path)
     except Exception:  # never stop Spark's process over an optimisation
         pass
