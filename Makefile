@@ -51,6 +51,7 @@ chromium-check:
 
 lint: venv
 	$(VENV)/bin/ruff check tidemq tests bench
+	$(VENV)/bin/ruff format --check tidemq tests bench
 
 typecheck: venv
 	$(VENV)/bin/mypy

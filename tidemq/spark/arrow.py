@@ -262,7 +262,11 @@ class Properties:
             seg_start, seg_end, at = start_ne, end_ne, ones
         else:
             first_one = np.searchsorted(ones, seg_start)
-            at = ones[np.minimum(first_one, len(ones) - 1)] if len(ones) else np.zeros(len(seg_start), np.int64)
+            at = (
+                ones[np.minimum(first_one, len(ones) - 1)]
+                if len(ones)
+                else np.zeros(len(seg_start), np.int64)
+            )
             pair = (first_one < len(ones)) & (at < seg_end)
             seg_start, seg_end, at = seg_start[pair], seg_end[pair], at[pair]
         parents = np.searchsorted(bounds, seg_start, side="right") - 1
