@@ -48,3 +48,18 @@ def test_compare_prints_every_shape_and_a_json_line() -> None:
         assert set(theirs) == set(ours)
     else:
         assert theirs is None and "Redis rows skipped" in proc.stdout
+
+
+def test_fsync_warm_prints_each_kind_and_a_json_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.fsync_warm", "--dir", str(tmp_path), "--count", "5", "--reps", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(figures["results"]) == {"sparse", "warm", "append"}
+    assert all(r["p50_us"] > 0 for r in figures["results"].values())
+    assert list(tmp_path.iterdir()) == []  # its files are gone

@@ -14,8 +14,12 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tidemq.errors import StoreError
+
+if TYPE_CHECKING:
+    from tidemq.store.allocate import AllocateMappedFileService
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +181,8 @@ class MappedFileQueue:
         self.mapped_file_size = mapped_file_size
         self.files: list[MappedFile] = []
         self.lock = threading.RLock()
+        self.allocator: AllocateMappedFileService | None = None
+        """Warms the next segment ahead of need (the commit log under SYNC_FLUSH); None: sparse."""
 
     def load(self) -> None:
         """Open every segment of the directory (positions are set by recovery).
@@ -228,9 +234,22 @@ class MappedFileQueue:
             else:
                 return last
             self.store_path.mkdir(parents=True, exist_ok=True)
-            mf = MappedFile(self.store_path / offset_to_file_name(create_at), self.mapped_file_size)
+            path = self.store_path / offset_to_file_name(create_at)
+            if self.allocator is not None:
+                self.allocator.take(path)  # the warm file, when ready, becomes the segment
+            mf = MappedFile(path, self.mapped_file_size)
             self.files = [*self.files, mf]
+            self.request_next()
             return mf
+
+    def request_next(self) -> None:
+        """Ask the :attr:`allocator` (if any) to warm the segment after the last one (the first
+        segment when there is none)."""
+        if self.allocator is None:
+            return
+        last = self.last()
+        start = 0 if last is None else last.file_from_offset + self.mapped_file_size
+        self.allocator.request(self.store_path / offset_to_file_name(start))
 
     def find_mapped_file_by_offset(self, offset: int) -> MappedFile | None:
         """The segment containing global ``offset``, or None (deleted or not yet created)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 from tidemq.errors import ProtocolError, StoreError
 from tidemq.protocol.message import MessageExt
 from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo, decode_message
+from tidemq.store.allocate import AllocateMappedFileService, discard_warm_files
 from tidemq.store.checkpoint import StoreCheckpoint
 from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import MessageStoreConfig
@@ -90,6 +91,8 @@ class MessageStore:
         self.store_host = store_host
         self.root = Path(config.store_path_root_dir)
         self.commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
+        if config.warm_commit_log:
+            self.commit_log.queue.allocator = AllocateMappedFileService(config.mapped_file_size_commit_log)
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
         self.consume_queue_table: dict[TopicQueueKey, ConsumeQueue] = {}
         self.topic_queue_table: dict[TopicQueueKey, int] = {}
@@ -167,6 +170,7 @@ class MessageStore:
             raise StoreError(f"cannot use store directory {self.root}: {exc}") from exc
         self.recovered_abnormally = abnormal
         self.commit_log.damaged_dir = self.root / "damaged"
+        discard_warm_files(Path(self.config.commit_log_dir))  # a warm segment the last run did not use
         padded = pad_short_segments(Path(self.config.commit_log_dir), self.config.mapped_file_size_commit_log)
         self.commit_log.load()
         damaged = self._load_consume_queues()
@@ -205,6 +209,7 @@ class MessageStore:
         cp.physic_offset = cp.logics_offset = end
         self.checkpoint.flush()
         self._last_cq_flush = time.monotonic()
+        self.commit_log.queue.request_next()  # with warm segments: the next one gets ready now
         self._running = True
 
     def _load_consume_queues(self) -> dict[TopicQueueKey, str]:
@@ -277,6 +282,9 @@ class MessageStore:
         self.flush()
         self.flush_consume_queue()
         self._running = False
+        allocator = self.commit_log.queue.allocator
+        if allocator is not None:
+            allocator.shutdown()
         with self._put_lock:
             self.commit_log.close()
             for cq in self.consume_queue_table.values():
