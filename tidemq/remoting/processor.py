@@ -132,12 +132,13 @@ class RequestDispatcher:
         response = await self.make_response(channel, request)
         if response is None or request.is_oneway:
             return
-        response.response_to(request)
         if not channel.is_active:
             log.debug("%s: channel closed before the response to code %d", channel.remote_addr, request.code)
             return
         try:
-            channel.write_command(response)
+            # answered within the request's read: with that read's other answers, in one write; later
+            # (a SYNC_FLUSH send resumed by its fsync): at once, not one loop turn after
+            channel.respond_now(request, response)
         except LocalProtocolError as exc:
             bad_request_log.log(
                 logging.ERROR,

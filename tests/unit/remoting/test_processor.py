@@ -22,6 +22,10 @@ class FakeChannel:
     def write_command(self, cmd: RemotingCommand) -> None:
         self.written.append(cmd)
 
+    def respond_now(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        response.response_to(request)
+        self.write_command(response)
+
 
 class Answer:
     def __init__(self, result: Any) -> None:
@@ -136,3 +140,50 @@ async def test_oversized_response_becomes_system_error() -> None:
     await d.process(channel, RemotingCommand.create_request(7))  # type: ignore[arg-type]
     [out] = channel.written
     assert out.code == ResponseCode.SYSTEM_ERROR and "exceeds" in (out.remark or "")
+
+
+class RecordingTransport:
+    """The part of an asyncio transport a Channel uses; records each write."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_extra_info(self, name: str) -> Any:
+        return ("127.0.0.1", 5555)
+
+
+async def test_an_answer_made_after_the_read_is_written_in_the_step_that_makes_it() -> None:
+    """A processor that waits (a SYNC_FLUSH send waiting for its fsync) answers as soon as it resumes,
+    not one loop turn later; answers made inside the read still go out in one write."""
+    import asyncio
+
+    from tidemq.protocol.command import encode_command
+    from tidemq.remoting.channel import Channel
+
+    gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    class Waits:
+        async def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand:
+            if request.code == 2:
+                await gate
+            return RemotingCommand.create_response(ResponseCode.SUCCESS, f"code {request.code}")
+
+    dispatcher = RequestDispatcher()
+    dispatcher.register_default_processor(Waits())
+    channel = Channel(dispatcher)
+    transport = RecordingTransport()
+    channel._attach(transport)  # type: ignore[arg-type]
+    frames = [encode_command(RemotingCommand.create_request(code)) for code in (1, 1, 2)]
+    channel._on_data(b"".join(frames))
+    assert len(transport.writes) == 1  # the two answers made in the read: one write
+    await asyncio.sleep(0)  # the waiting processor's task starts waiting on the gate
+    gate.set_result(None)  # queues the waiting processor's next step
+    await asyncio.sleep(0)  # that step runs before this coroutine resumes
+    assert len(transport.writes) == 2
+    assert b"code 2" in transport.writes[1]
