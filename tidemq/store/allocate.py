@@ -26,8 +26,10 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
-TAKE_WAIT = 2.0
-"""Seconds the put path waits for a warm already under way for the segment it needs."""
+TAKE_WAIT = 1.0
+"""Seconds the put path waits for a warm already under way for the segment it needs (the next
+segment's warm starts when the current one is taken, so it waits only on a disk slower than the
+sends; the first segment of an empty log is warmed by the store's load)."""
 
 
 def fsync_dir(path: Path) -> None:
@@ -86,6 +88,14 @@ class AllocateMappedFileService:
                 self._thread = threading.Thread(target=self._run, name="allocate-mapped-file", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the requested segment's warm; True when it is ready
+        (the store's load waits so for the first segment of an empty commit log)."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._ready or self._wanted is None or self._closed, timeout
+            ) and (self._ready)
 
     def take(self, path: Path, timeout: float = TAKE_WAIT) -> bool:
         """Move the warm file of ``path`` into place; False when there is none (the caller creates a

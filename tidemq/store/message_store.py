@@ -66,6 +66,8 @@ MessageArrivingListener = Callable[[str, int, int, int, int], None]
 """``(topic, queue_id, max_offset_after_put, tags_code, store_timestamp_ms)``, after every put."""
 
 _CONSUMABLE = CONSUMABLE
+FIRST_WARM_WAIT = 30.0
+"""Seconds :meth:`MessageStore.load` waits for the first segment's warm (warm segments only)."""
 
 
 def _total_physical_memory() -> int:
@@ -209,7 +211,10 @@ class MessageStore:
         cp.physic_offset = cp.logics_offset = end
         self.checkpoint.flush()
         self._last_cq_flush = time.monotonic()
-        self.commit_log.queue.request_next()  # with warm segments: the next one gets ready now
+        queue = self.commit_log.queue
+        queue.request_next()  # with warm segments: the next one gets ready now
+        if queue.allocator is not None and queue.last() is None:
+            queue.allocator.wait_ready(FIRST_WARM_WAIT)  # the first put does not wait on the disk
         self._running = True
 
     def _load_consume_queues(self) -> dict[TopicQueueKey, str]:

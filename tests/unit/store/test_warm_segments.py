@@ -141,3 +141,20 @@ def test_puts_across_rolls_read_back_in_order(open_store: StoreFactory, flush: s
     store = open_store(flush_disk_type=flush, warm_maped_file_enable=True)
     expect = put_many(store, 150)
     assert bodies(store) == expect
+
+
+def test_load_warms_the_first_segment_and_a_log_starting_elsewhere_still_works(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    """An empty log's first segment is warm before load returns; a log that starts at another
+    offset (an HA slave following its master) makes its own segment, and the unused warm file goes."""
+    root = tmp_path / "store"
+    store = open_store(flush_disk_type=SYNC_FLUSH)
+    allocator = store.commit_log.queue.allocator
+    assert allocator is not None and allocator.warmed == 1
+    size = store.config.mapped_file_size_commit_log
+    with store._put_lock:
+        mf = store.commit_log.queue.get_last_mapped_file(start_offset=5 * size)
+    assert mf is not None and mf.file_from_offset == 5 * size
+    store.shutdown()
+    assert sorted(p.name for p in segments(root)) == [f"{5 * size:020d}"]
