@@ -69,11 +69,24 @@ async def test_every_owned_queue_gets_a_lane_and_shutdown_ends_them_during_held_
             assert owned == set(range(8))
             await wait_for(lambda: lanes_of(consumer, "Lanes") == owned, 10, "a lane per owned queue")
             assert any(name.startswith("tidemq-lane-Lanes-") for name in threads)
+            store = cluster.broker.store
+            more = [f"n-{i}".encode() for i in range(80)]  # consumed on the lanes, acknowledged there
+            await send(producer, "Lanes", more)
+            await wait_for(lambda: all(got[b] for b in more), 10, "the messages consumed on lanes")
+            ends = {q: store.get_max_offset_in_queue("Lanes", q) for q in owned}
+            table = consumer.offset_store.offset_table
+            await wait_for(
+                lambda: {mq.queue_id: off for mq, off in table.items() if mq.topic == "Lanes"} == ends,
+                10,
+                "every queue's offset at its end",
+            )
         finally:
             await consumer.shutdown(timeout=10.0)
             await producer.shutdown()
         assert lane_threads() == []
         assert max(got.values()) == 1
+        committed = cluster.broker.consumer_offset_manager.query_offset_table("cg-lanes", "Lanes")
+        assert committed == ends  # shutdown persisted what the lanes acknowledged: nothing re-read
 
 
 async def test_lanes_off_consume_through_the_loop(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -88,6 +89,7 @@ class ConsumeMessageConcurrentlyService:
         self._stopped = False
         self.consumed_ok = 0
         self.consumed_failed = 0
+        self._count_lock = threading.Lock()  # consumed_ok is also counted on queue lanes' threads
 
     @property
     def inflight(self) -> int:
@@ -117,11 +119,37 @@ class ConsumeMessageConcurrentlyService:
         """From a queue lane's thread (``queue_lane.py``; plain-function listeners only): consume
         ``msgs`` in one listener call right here when ``inline`` (the lane checked that they fit
         in one), else submit them to the pool in chunks, as :meth:`submit_consume_request` does on
-        the loop. The results go back to the loop as a pool thread's do."""
-        if inline:
-            self._consume_in_thread(loop, asyncio.Future(loop=loop), msgs, pq, mq)
-        else:
+        the loop. An inline call that consumed every message is acknowledged on this thread (out of
+        the ProcessQueue, offset up: RocketMQ's ``ConsumeRequest`` runs ``processConsumeResult`` on
+        its consume thread too), which saves a wake-up of the loop per batch; any other result, and
+        every pool call, goes back to the loop as a pool thread's does."""
+        if not inline:
             self._submit_to_pool(loop, msgs, pq, mq)
+            return
+        status, context = self._listen_in_thread(msgs, pq, mq)
+        if (
+            status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+            and context is not None
+            and context.ack_index >= len(msgs) - 1
+            and not pq.dropped
+        ):  # the common case, acknowledged on this thread as RocketMQ's ConsumeRequest does
+            self._ack_all(msgs, pq, mq)
+            return
+        try:
+            loop.call_soon_threadsafe(
+                self._consumed_in_thread, asyncio.Future(loop=loop), status, context, msgs, pq, mq
+            )
+        except RuntimeError:  # the loop is closed: the consumer is gone
+            pass
+
+    def _ack_all(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
+        """Every message of ``msgs`` consumed: out of the ProcessQueue, the queue's offset moves up
+        (any thread: the ProcessQueue and the offset store lock their tables)."""
+        with self._count_lock:
+            self.consumed_ok += len(msgs)
+        offset = pq.remove_messages(msgs)
+        if offset >= 0:
+            self.host.offset_store.update_offset(mq, offset, True)
 
     def _submit_to_pool(
         self, loop: asyncio.AbstractEventLoop, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue
@@ -146,26 +174,31 @@ class ConsumeMessageConcurrentlyService:
     ) -> None:
         """On a pool thread: :meth:`_consume` for a plain-function listener; the status goes back
         to the loop (:meth:`_consumed_in_thread`)."""
-        if pq.dropped:
-            log.info("queue %s dropped, %d message(s) not consumed here", mq, len(msgs))
-            status = None
-            context = None
-        else:
-            reset_retry_topic(msgs, self.host.group_name)
-            now = str(int(time.time() * 1000))
-            for m in msgs:
-                m.properties[MessageConst.PROPERTY_CONSUME_START_TIMESTAMP] = now
-            context = ConsumeConcurrentlyContext(mq)
-            try:
-                result = self._runner.listener(msgs, context)
-            except Exception:
-                log.exception("listener of group %s raised; messages will be retried", self.host.group_name)
-                result = ConsumeConcurrentlyStatus.RECONSUME_LATER
-            status = self._status_of(result)
+        status, context = self._listen_in_thread(msgs, pq, mq)
         try:
             loop.call_soon_threadsafe(self._consumed_in_thread, done, status, context, msgs, pq, mq)
         except RuntimeError:  # the loop is closed: the consumer is gone
             pass
+
+    def _listen_in_thread(
+        self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue
+    ) -> tuple[ConsumeConcurrentlyStatus | None, ConsumeConcurrentlyContext | None]:
+        """The plain-function listener on ``msgs`` (on the calling thread): ``(status, context)``,
+        both None when the queue was dropped first (nothing consumed)."""
+        if pq.dropped:
+            log.info("queue %s dropped, %d message(s) not consumed here", mq, len(msgs))
+            return None, None
+        reset_retry_topic(msgs, self.host.group_name)
+        now = str(int(time.time() * 1000))
+        for m in msgs:
+            m.properties[MessageConst.PROPERTY_CONSUME_START_TIMESTAMP] = now
+        context = ConsumeConcurrentlyContext(mq)
+        try:
+            result = self._runner.listener(msgs, context)
+        except Exception:
+            log.exception("listener of group %s raised; messages will be retried", self.host.group_name)
+            result = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return self._status_of(result), context
 
     def _consumed_in_thread(
         self,
@@ -187,10 +220,7 @@ class ConsumeMessageConcurrentlyService:
             done.set_result(None)
             return
         if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS and context.ack_index >= len(msgs) - 1:
-            self.consumed_ok += len(msgs)
-            offset = pq.remove_messages(msgs)
-            if offset >= 0:
-                self.host.offset_store.update_offset(mq, offset, True)
+            self._ack_all(msgs, pq, mq)
             done.set_result(None)
             return
         task = asyncio.ensure_future(self.process_consume_result(status, context, msgs, pq, mq))
@@ -267,7 +297,8 @@ class ConsumeMessageConcurrentlyService:
             ack_index = min(context.ack_index, len(msgs) - 1)
         else:
             ack_index = -1
-        self.consumed_ok += ack_index + 1
+        with self._count_lock:
+            self.consumed_ok += ack_index + 1
         self.consumed_failed += len(msgs) - ack_index - 1
         failed = msgs[ack_index + 1 :]
         not_sent_back: list[MessageExt] = []

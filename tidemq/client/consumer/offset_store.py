@@ -20,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from enum import Enum
@@ -68,15 +69,19 @@ class OffsetStore(ABC):
     def __init__(self, group: str) -> None:
         self.group = group
         self.offset_table: dict[MessageQueue, int] = {}
+        self._update_lock = threading.Lock()
 
     async def load(self) -> None:  # noqa: B027 - optional hook
         """Load persisted offsets (local store only)."""
 
     def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
-        """Set the in-memory offset; with ``increase_only`` never move it backwards. Mirrors ``updateOffset``."""
-        old = self.offset_table.get(mq)
-        if old is None or not increase_only or offset > old:
-            self.offset_table[mq] = offset
+        """Set the in-memory offset; with ``increase_only`` never move it backwards. Mirrors
+        ``updateOffset`` (its compare-and-increase on an ``AtomicLong``): any thread may call it
+        (queue lanes acknowledge on their own threads)."""
+        with self._update_lock:
+            old = self.offset_table.get(mq)
+            if old is None or not increase_only or offset > old:
+                self.offset_table[mq] = offset
 
     def read_offset_in_memory(self, mq: MessageQueue) -> int:
         """``read_offset(mq, READ_FROM_MEMORY)`` without a coroutine (for any thread): the

@@ -11,8 +11,9 @@ A :class:`QueueLane` removes both hops in the steady state. Its thread owns one 
 queue's broker, and repeats: read the (long-polled) answer of its pull, decode it, cache the
 messages in the ProcessQueue, consume them and send the next pull (in that order when the
 listener runs on the lane, which is what the message waits for; the other way round when the pool
-consumes, so that the broker works on the next pull meanwhile). Results (offsets, send-back of failures) are handled on the loop exactly as a pool
-thread's are.
+consumes, so that the broker works on the next pull meanwhile). A batch the listener consumed
+whole on the lane is acknowledged there (ProcessQueue and offset store are thread-safe); other
+results (retries, send-back of failures) are handled on the loop exactly as a pool thread's are.
 
 Where the listener runs: on the lane's own thread when the pulled batch is one listener call
 (``consume_message_batch_max_size``) and nothing else of the queue is cached (waiting or being
