@@ -293,3 +293,23 @@ def test_fixed_layout_path_is_taken_for_one_producers_records() -> None:
     assert builder._decode_fixed(b"".join(odd), len(records[0]), 3) is None
     packed = [_record(i, b"y" * 20, {}, compressed=True) for i in range(2)]
     assert builder._decode_fixed(b"".join(packed), len(packed[0]), 3) is None
+
+
+def test_malformed_records_of_one_size_are_a_protocol_error() -> None:
+    """Records of one size that are too short for their fields, or whose topic is not UTF-8, fail as
+    malformed (ProtocolError), whichever path decodes them."""
+    import struct
+
+    import pytest
+
+    from tidemq.errors import ProtocolError
+    from tidemq.protocol import record_layout as L
+
+    tiny = struct.pack(">ii", 20, L.MESSAGE_MAGIC_CODE) + bytes(12)
+    v6 = struct.pack(">ii", 120, L.MESSAGE_MAGIC_CODE) + bytes(28) + struct.pack(">i", 0x30) + bytes(80)
+    record = _record(0, b"body", {"UNIQ_KEY": "U"})
+    at = record.index(b"\x01T") + 1  # the topic "T" after its 1-byte length
+    bad_topic = record[:at] + b"\xff" + record[at + 1 :]
+    for buf in (tiny * 3, v6 * 2, bad_topic * 2):
+        with pytest.raises(ProtocolError):
+            RecordBatchBuilder("b").add_body(buf, 100)

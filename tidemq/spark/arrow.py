@@ -498,6 +498,8 @@ class RecordBatchBuilder:
         Gives exactly what :meth:`_decode` gives; None (decode with :meth:`_decode`) when the
         records are not alike or anything is out of the ordinary, errors included.
         """
+        if stride < L.IPV4_FIXED_SIZE:
+            return None
         n_all = len(raw) // stride
 
         def field(pos: int, dtype: str | np.dtype[Any]) -> IntArray:
@@ -518,6 +520,8 @@ class RecordBatchBuilder:
         after_born = L.POS_BORN_HOST + L.born_host_size(sys_flag)
         store_host = after_born + L.AFTER_BORN_STORE_HOST
         after_store = store_host + L.store_host_size(sys_flag)
+        if after_store + L.AFTER_STORE_BODY > stride:
+            return None
         body_len = alike(after_store + L.AFTER_STORE_BODY_LENGTH, ">i4")
         if body_len is None or body_len < 0:
             return None
@@ -570,7 +574,10 @@ class RecordBatchBuilder:
             phy = records[:, L.POS_PHYSICAL_OFFSET : L.POS_PHYSICAL_OFFSET + 8]
             return _hex_ids(np.hstack([host, phy]))
 
-        topic = records[0, topic_at + width : topic_at + width + topic_len].tobytes().decode()
+        try:
+            topic = records[0, topic_at + width : topic_at + width + topic_len].tobytes().decode()
+        except UnicodeDecodeError:
+            return None
         makers: dict[str, Any] = {
             "topic": lambda: pa.repeat(pa.scalar(topic, pa.string()), n),
             "brokerName": lambda: pa.repeat(pa.scalar(self.broker_name, pa.string()), n),
