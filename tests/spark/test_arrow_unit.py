@@ -313,3 +313,24 @@ def test_malformed_records_of_one_size_are_a_protocol_error() -> None:
     for buf in (tiny * 3, v6 * 2, bad_topic * 2):
         with pytest.raises(ProtocolError):
             RecordBatchBuilder("b").add_body(buf, 100)
+
+
+def test_decoding_records_laid_out_alike_does_not_import_pandas() -> None:
+    """pyarrow imports pandas when it converts a Python or numpy object (``pa.array``, ``pa.scalar``):
+    0.2 s in every Python worker, and objects PySpark's worker walks in its ``gc.collect()`` after
+    every task. The usual decode builds its arrays from buffers and never does."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from tests.spark.test_arrow_unit import _record\n"
+        "from tidemq.spark.arrow import RecordBatchBuilder\n"
+        "records = [_record(i, b'x' * 30, {'UNIQ_KEY': f'{i:032X}', 'CLUSTER': 'c'}) for i in range(4)]\n"
+        "builder = RecordBatchBuilder('b')\n"
+        "builder.add_body(b''.join(records), 10)\n"
+        "assert builder.flush().num_rows == 4\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

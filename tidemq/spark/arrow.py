@@ -282,15 +282,15 @@ class Properties:
         pieces = pa.Array.from_buffers(
             pa.string(), 4 * m, [None, pa.py_buffer(cuts.astype(np.int32)), data_buf]
         )
-        self.keys = pieces.take(pa.array(np.arange(0, 4 * m, 4)))
-        self.values = pieces.take(pa.array(np.arange(2, 4 * m, 4)))
+        self.keys = pieces.take(_numeric(np.arange(0, 4 * m, 4)))
+        self.values = pieces.take(_numeric(np.arange(2, 4 * m, 4)))
         counts = np.bincount(parents, minlength=rows)
         self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
         self.parents = parents
 
     def to_map(self) -> pa.MapArray:
         """The properties as a ``map<string,string>`` array."""
-        return pa.MapArray.from_arrays(pa.array(self.offsets), self.keys, self.values, type=PROPERTIES_TYPE)
+        return pa.MapArray.from_arrays(_numeric(self.offsets), self.keys, self.values, type=PROPERTIES_TYPE)
 
     def lookup(self, key: str) -> pa.Array:
         """The first value of ``key`` per record (null where absent), a string array."""
@@ -304,7 +304,7 @@ class Properties:
             first = np.concatenate([[True], rows[1:] != rows[:-1]])
             index[rows[first]] = hits[first]
             found[rows[first]] = True
-        return self.values.take(pa.array(index, mask=~found))
+        return self.values.take(_numeric(index, valid=found))
 
 
 class FixedProperties:
@@ -390,13 +390,37 @@ class FixedProperties:
 
         keys = strings(b"".join(key_bytes) * n, key_widths)
         values = strings(self._data.reshape(-1), value_widths)
-        return pa.MapArray.from_arrays(pa.array(offsets), keys, values, type=PROPERTIES_TYPE)
+        return pa.MapArray.from_arrays(_numeric(offsets), keys, values, type=PROPERTIES_TYPE)
 
     def lookup(self, key: str) -> pa.Array:
         """The first value of ``key`` per record (null where absent), a string array."""
         if key not in self._keys:
             return pa.nulls(self.rows, pa.string())
         return _fixed_width(pa.string(), self._values[self._keys.index(key)])
+
+
+_ARROW_INT = {np.dtype(np.int32): pa.int32(), np.dtype(np.int64): pa.int64()}
+
+
+def _numeric(values: npt.NDArray[Any], valid: npt.NDArray[np.bool_] | None = None) -> pa.Array:
+    """An int32 / int64 Arrow array of ``values`` (null where ``valid`` is False), built from the
+    buffers: ``pa.array`` on a numpy array would import pandas (see :func:`_repeat`)."""
+    values = np.ascontiguousarray(values)
+    bitmap = None
+    if valid is not None and not valid.all():
+        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(_ARROW_INT[values.dtype], len(values), [bitmap, pa.py_buffer(values)])
+
+
+def _repeat(text: str, n: int) -> pa.Array:
+    """A string array of ``text`` ``n`` times. (``pa.repeat(pa.scalar(...))`` would do, but making a
+    scalar from a Python object imports pandas when it is installed: 0.2 s and 34,000 objects that
+    PySpark's worker then walks in the ``gc.collect()`` it runs after every task.)"""
+    data = text.encode()
+    offsets = (
+        np.arange(0, (n + 1) * len(data), len(data), dtype=np.int32) if data else np.zeros(n + 1, np.int32)
+    )
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
 
 
 def _fixed_width(kind: pa.DataType, rows: ByteArray) -> pa.Array:
@@ -558,7 +582,7 @@ class RecordBatchBuilder:
         )
 
         def ints(pos: int, dtype: str, out: Any = np.int64) -> pa.Array:
-            return pa.array(field(pos, dtype)[:n].astype(out))
+            return _numeric(field(pos, dtype)[:n].astype(out))
 
         def timestamp(pos: int) -> pa.Array:
             micros = field(pos, ">i8")[:n].astype(np.int64)
@@ -579,10 +603,10 @@ class RecordBatchBuilder:
         except UnicodeDecodeError:
             return None
         makers: dict[str, Any] = {
-            "topic": lambda: pa.repeat(pa.scalar(topic, pa.string()), n),
-            "brokerName": lambda: pa.repeat(pa.scalar(self.broker_name, pa.string()), n),
+            "topic": lambda: _repeat(topic, n),
+            "brokerName": lambda: _repeat(self.broker_name, n),
             "queueId": lambda: ints(L.POS_QUEUE_ID, ">i4", np.int32),
-            "queueOffset": lambda: pa.array(queue_offset[:n]),
+            "queueOffset": lambda: _numeric(queue_offset[:n]),
             "msgId": msg_id,
             "keys": lambda: props.lookup("KEYS") if props is not None else None,
             "tags": lambda: tags,
@@ -658,7 +682,7 @@ class RecordBatchBuilder:
         need_props = self.tag_filter is not None or not names.isdisjoint(
             ("msgId", "keys", "tags", "properties")
         )
-        props = Properties(pieces.take(pa.array(4 * keep + 3))) if need_props else None
+        props = Properties(pieces.take(_numeric(4 * keep + 3))) if need_props else None
         tags = (
             props.lookup("TAGS")
             if props is not None and (self.tag_filter is not None or "tags" in names)
@@ -669,10 +693,10 @@ class RecordBatchBuilder:
         def topic() -> pa.Array:
             first = int(keep[0])
             field = buf[body_end[first] : props_pos[first] - 2].tobytes()
-            return pa.repeat(pa.scalar(field[2 if v2[first] else 1 :].decode(), pa.string()), n)
+            return _repeat(field[2 if v2[first] else 1 :].decode(), n)
 
         def body() -> pa.Array:
-            out = pieces.take(pa.array(4 * keep + 1))
+            out = pieces.take(_numeric(4 * keep + 1))
             compressed = (sys_flag[keep] & L.COMPRESSED_FLAG) != 0
             if not compressed.any():
                 return out
@@ -705,20 +729,21 @@ class RecordBatchBuilder:
             return pc.coalesce(ids, offset_ids)
 
         def timestamp(rel: Rel) -> pa.Array:
-            return pa.array(rec.ints(rel, ">i8")[keep] * 1000).cast(_TS)
+            micros = rec.ints(rel, ">i8")[keep] * 1000
+            return pa.Array.from_buffers(_TS, len(micros), [None, pa.py_buffer(micros)])
 
         makers: dict[str, Any] = {
             "topic": topic,
-            "brokerName": lambda: pa.repeat(pa.scalar(self.broker_name, pa.string()), n),
-            "queueId": lambda: pa.array(rec.ints(L.POS_QUEUE_ID, ">i4")[keep].astype(np.int32)),
-            "queueOffset": lambda: pa.array(queue_offset[keep]),
+            "brokerName": lambda: _repeat(self.broker_name, n),
+            "queueId": lambda: _numeric(rec.ints(L.POS_QUEUE_ID, ">i4")[keep].astype(np.int32)),
+            "queueOffset": lambda: _numeric(queue_offset[keep]),
             "msgId": msg_id,
             "keys": lambda: props.lookup("KEYS") if props is not None else None,
             "tags": lambda: tags,
             "body": body,
             "bornTimestamp": lambda: timestamp(L.POS_BORN_TIMESTAMP),
             "storeTimestamp": lambda: timestamp(born_rel + L.AFTER_BORN_STORE_TIMESTAMP),
-            "reconsumeTimes": lambda: pa.array(
+            "reconsumeTimes": lambda: _numeric(
                 rec.ints(after_store_rel + L.AFTER_STORE_RECONSUME_TIMES, ">i4")[keep].astype(np.int32)
             ),
             "properties": lambda: props.to_map() if props is not None else None,
