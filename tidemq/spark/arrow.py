@@ -315,9 +315,6 @@ class FixedProperties:
     The same interface and results as :class:`Properties`; :meth:`of` gives None when the strings
     are not laid out alike, or a value holds a byte outside ``0x03..0x7F`` (a separator, or
     non-ASCII text that would need UTF-8 validation), and :class:`Properties` then splits them.
-
-    Args:
-        raw: ``(rows, width)`` bytes, one property string per row (a strided view is fine).
     """
 
     def __init__(self, rows: int, keys: list[str], data: ByteArray, values: list[ByteArray]) -> None:
@@ -328,7 +325,11 @@ class FixedProperties:
 
     @classmethod
     def of(cls, raw: ByteArray) -> FixedProperties | None:
-        """The split of ``raw``, or None when :class:`Properties` must do it."""
+        """The split of ``raw``, or None when :class:`Properties` must do it.
+
+        Args:
+            raw: ``(rows, width)`` bytes, one property string per row (a strided view is fine).
+        """
         rows, width = raw.shape
         first = raw[0].tobytes()
         try:
