@@ -36,7 +36,11 @@ builders' choice: no process starts per checkpoint file); ``--plain-spark`` keep
 the Spark JVM, Spark's live Python processes (the launcher's zygote included) and the processes that
 ended meanwhile (``exited``, e.g. each stream's source runner; descendants of this process and the
 zygote; Linux /proc). Ratios are
-rows/s over ``json_lines``' rows/s (the issue's targets: batch >= 1.0, AvailableNow >= 0.8).
+rows/s over ``json_lines``' rows/s (the issue's targets: batch >= 1.0, AvailableNow >= 0.8), of the
+medians; on a shared machine whose speed drifts, two more views of the batch queries help judge one
+run: ``..._vs_json_lines_per_rep``, the ratio within each rep (the batch queries and the JSON-lines
+query run back to back), and ``..._vs_json_lines_cpu``, the JSON-lines query's CPU seconds over the
+query's (all processes above).
 Prints one JSON line of figures (rows/s) plus the setup.
 """
 
@@ -329,6 +333,19 @@ def main(argv: list[str] | None = None) -> None:
                     f"{name}_vs_json_lines": round(r / json_rate, 2)
                     for name, r in rate.items()
                     if name != "json_lines"
+                },
+                **{
+                    f"{name}_vs_json_lines_per_rep": [
+                        round(j / t, 2) for j, t in zip(times["json_lines"], times[name], strict=True)
+                    ]
+                    for name in ("batch", "batch_projected")
+                },
+                **{
+                    f"{name}_vs_json_lines_cpu": round(
+                        sum(cpu["json_lines"].values()) / max(sum(cpu[name].values()), 1e-9), 2
+                    )
+                    for name in ("batch", "batch_projected")
+                    if cpu[name] and cpu["json_lines"]
                 },
                 "query": "groupBy(queueId).agg(count(*), sum(length(body))); stream: noop sink",
                 "projection": PROJECTION,

@@ -209,3 +209,128 @@ def test_properties_split_as_rocketmq_does(strings: list[str | None]) -> None:
     expected = [_split_like_rocketmq(s) for s in strings]
     assert props.to_map().to_pylist() == expected
     assert props.lookup("a").to_pylist() == [next((v for k, v in e if k == "a"), None) for e in expected]
+
+
+@st.composite
+def _alike_records(draw: st.DrawFn) -> tuple[list[bytes], list[str]]:
+    """Pull bodies of records of one size and one layout (the decoder's fixed-layout path): the same
+    property keys, pieces and value lengths in every record, values drawn per record (a separator or a
+    non-ASCII byte in a value makes the decoder fall back to the general split)."""
+    count = draw(st.integers(1, 10))
+    body = draw(st.binary(min_size=0, max_size=30))
+    template = draw(
+        st.lists(
+            st.one_of(
+                st.tuples(st.sampled_from(["UNIQ_KEY", "TAGS", "KEYS", "a", "é", ""]), st.integers(0, 6)),
+                st.sampled_from(["", "junk"]),  # pieces without \x01: dropped
+            ),
+            max_size=5,
+        )
+    )
+    value = st.text(alphabet=draw(st.sampled_from(["xyz09", "xy\x01\x02\x00"])), min_size=0, max_size=6)
+    host = draw(st.sampled_from(_HOSTS))
+    records, texts = [], []
+    for i in range(count):
+        pieces = []
+        for piece in template:
+            if isinstance(piece, tuple):
+                key, width = piece
+                pieces.append(f"{key}\x01{draw(value.filter(lambda v, w=width: len(v) == w))}")
+            else:
+                pieces.append(piece)
+        text = "\x02".join(pieces)
+        texts.append(text)
+        records.append(
+            encode_stored_message(
+                topic="Topic", body=body, properties=text, queue_id=1, queue_offset=50 + i,
+                commit_log_offset=700 + 97 * i, born_timestamp=1_700_000_000_000 + i, born_host=host,
+                store_timestamp=1_700_000_001_000 - i, store_host=host, reconsume_times=i % 2,
+            )
+        )  # fmt: skip
+    return records, texts
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    _alike_records(),
+    st.integers(50, 61),
+    st.sampled_from([None, ["body", "msgId"], ["tags", "queueOffset", "properties"]]),
+    st.sampled_from([None, "xyz || y"]),
+)
+def test_fixed_layout_path_equals_the_general_decoder(
+    alike: tuple[list[bytes], list[str]], end: int, columns: list[str] | None, tags: str | None
+) -> None:
+    """Records of one layout decode through the fixed-layout path to exactly what the general decoder
+    gives (same Arrow arrays, same schema), with any projection, end offset and tag filter."""
+    records, _ = alike
+    buf = b"".join(records)
+    fast = RecordBatchBuilder("broker-a", tag_predicate(tags), columns=columns)
+    general = RecordBatchBuilder("broker-a", tag_predicate(tags), columns=columns)
+    general._decode_fixed = lambda *args: None  # type: ignore[method-assign]
+    assert fast.add_body(buf, end) == general.add_body(buf, end)
+    a, b = fast.flush(), general.flush()
+    assert (a is None) == (b is None)
+    if a is not None and b is not None:
+        assert a.schema == b.schema and a.equals(b)
+
+
+def test_fixed_layout_path_is_taken_for_one_producers_records() -> None:
+    records = [
+        _record(i, b"x" * 20, {"UNIQ_KEY": f"{i:032X}", "CLUSTER": "DefaultCluster"}) for i in range(5)
+    ]
+    builder = RecordBatchBuilder("broker-a")
+    out = builder._decode_fixed(b"".join(records), len(records[0]), 3)
+    assert out is not None
+    batch, kept, nxt = out
+    assert (kept, nxt) == (3, 5) and batch is not None
+    assert batch.column("msgId").to_pylist() == [f"{i:032X}" for i in range(3)]
+    assert batch.column("properties").to_pylist()[2] == [
+        ("UNIQ_KEY", f"{2:032X}"),
+        ("CLUSTER", "DefaultCluster"),
+    ]
+    # a value with a separator in it, or compressed bodies: the general decoder's job
+    odd = [*records[:2], _record(2, b"x" * 20, {"UNIQ_KEY": "\x01" * 32, "CLUSTER": "DefaultCluster"})]
+    assert builder._decode_fixed(b"".join(odd), len(records[0]), 3) is None
+    packed = [_record(i, b"y" * 20, {}, compressed=True) for i in range(2)]
+    assert builder._decode_fixed(b"".join(packed), len(packed[0]), 3) is None
+
+
+def test_malformed_records_of_one_size_are_a_protocol_error() -> None:
+    """Records of one size that are too short for their fields, or whose topic is not UTF-8, fail as
+    malformed (ProtocolError), whichever path decodes them."""
+    import struct
+
+    import pytest
+
+    from tidemq.errors import ProtocolError
+    from tidemq.protocol import record_layout as L
+
+    tiny = struct.pack(">ii", 20, L.MESSAGE_MAGIC_CODE) + bytes(12)
+    v6 = struct.pack(">ii", 120, L.MESSAGE_MAGIC_CODE) + bytes(28) + struct.pack(">i", 0x30) + bytes(80)
+    record = _record(0, b"body", {"UNIQ_KEY": "U"})
+    at = record.index(b"\x01T") + 1  # the topic "T" after its 1-byte length
+    bad_topic = record[:at] + b"\xff" + record[at + 1 :]
+    for buf in (tiny * 3, v6 * 2, bad_topic * 2):
+        with pytest.raises(ProtocolError):
+            RecordBatchBuilder("b").add_body(buf, 100)
+
+
+def test_decoding_records_laid_out_alike_does_not_import_pandas() -> None:
+    """pyarrow imports pandas when it converts a Python or numpy object (``pa.array``, ``pa.scalar``):
+    0.2 s in every Python worker, and objects PySpark's worker walks in its ``gc.collect()`` after
+    every task. The usual decode builds its arrays from buffers and never does."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from tests.spark.test_arrow_unit import _record\n"
+        "from tidemq.spark.arrow import RecordBatchBuilder\n"
+        "records = [_record(i, b'x' * 30, {'UNIQ_KEY': f'{i:032X}', 'CLUSTER': 'c'}) for i in range(4)]\n"
+        "builder = RecordBatchBuilder('b')\n"
+        "builder.add_body(b''.join(records), 10)\n"
+        "assert builder.flush().num_rows == 4\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

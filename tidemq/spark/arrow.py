@@ -4,7 +4,11 @@ Pure code over ``pyarrow`` and ``numpy`` (no Spark session, no sockets). The rec
 protocol.md §5, defined once in :mod:`tidemq.protocol.record_layout`. The decoder is column-wise:
 one Python step per record finds where it starts (TOTALSIZE), then every field of every record is
 gathered with numpy, and bodies and properties are cut out of the pull body by one Arrow ``take``
-over a zero-copy binary array of record pieces. No Python object is made per record.
+over a zero-copy binary array of record pieces. No Python object is made per record. A pull body
+of records laid out alike (one size, the same property keys and value lengths: one producer's
+messages, the usual case) takes a shorter path: every field is at one position in every record, so
+bodies and property values are copied out as fixed-width columns and the properties are split by the
+first record's structure (:class:`FixedProperties`), with the same result.
 
 Columns (Spark DDL, see :data:`SOURCE_SCHEMA_DDL`), like Kafka's source plus RocketMQ's fields:
 
@@ -278,15 +282,15 @@ class Properties:
         pieces = pa.Array.from_buffers(
             pa.string(), 4 * m, [None, pa.py_buffer(cuts.astype(np.int32)), data_buf]
         )
-        self.keys = pieces.take(pa.array(np.arange(0, 4 * m, 4)))
-        self.values = pieces.take(pa.array(np.arange(2, 4 * m, 4)))
+        self.keys = pieces.take(_numeric(np.arange(0, 4 * m, 4)))
+        self.values = pieces.take(_numeric(np.arange(2, 4 * m, 4)))
         counts = np.bincount(parents, minlength=rows)
         self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
         self.parents = parents
 
     def to_map(self) -> pa.MapArray:
         """The properties as a ``map<string,string>`` array."""
-        return pa.MapArray.from_arrays(pa.array(self.offsets), self.keys, self.values, type=PROPERTIES_TYPE)
+        return pa.MapArray.from_arrays(_numeric(self.offsets), self.keys, self.values, type=PROPERTIES_TYPE)
 
     def lookup(self, key: str) -> pa.Array:
         """The first value of ``key`` per record (null where absent), a string array."""
@@ -300,7 +304,132 @@ class Properties:
             first = np.concatenate([[True], rows[1:] != rows[:-1]])
             index[rows[first]] = hits[first]
             found[rows[first]] = True
-        return self.values.take(pa.array(index, mask=~found))
+        return self.values.take(_numeric(index, valid=found))
+
+
+class FixedProperties:
+    """Property strings of one length laid out alike in every record (the same keys, in the same
+    order, with values of the same lengths: the usual pull body of one producer's messages), split
+    by the structure of the first one.
+
+    The same interface and results as :class:`Properties`; :meth:`of` gives None when the strings
+    are not laid out alike, or a value holds a byte outside ``0x03..0x7F`` (a separator, or
+    non-ASCII text that would need UTF-8 validation), and :class:`Properties` then splits them.
+    """
+
+    def __init__(self, rows: int, keys: list[str], data: ByteArray, values: list[ByteArray]) -> None:
+        self.rows = rows
+        self._keys = keys
+        self._data = data  # every row's values back to back, C-contiguous
+        self._values = values  # views of data: each key's values
+
+    @classmethod
+    def of(cls, raw: ByteArray) -> FixedProperties | None:
+        """The split of ``raw``, or None when :class:`Properties` must do it.
+
+        Args:
+            raw: ``(rows, width)`` bytes, one property string per row (a strided view is fine).
+        """
+        rows, width = raw.shape
+        first = raw[0].tobytes()
+        try:
+            first.decode()
+        except UnicodeDecodeError:
+            return None
+        keys: list[str] = []
+        spans: list[tuple[int, int]] = []  # each value's [start, end) in a row
+        fixed: list[tuple[int, int]] = []  # what is not a value: keys, separators, dropped pieces
+        pos = 0
+        for piece in first.split(b"\x02"):
+            end = pos + len(piece)
+            one = piece.find(b"\x01")
+            if one >= 0:
+                keys.append(piece[:one].decode())
+                spans.append((pos + one + 1, end))
+                fixed.append((pos, pos + one + 1))
+            else:
+                fixed.append((pos, end))
+            if end < width:
+                fixed.append((end, end + 1))  # the \x02
+            pos = end + 1
+        # the fixed bytes compared 8 at a time: rows padded to whole 64-bit words, values masked out
+        words = -(-width // 8)
+        padded = np.zeros((rows, 8 * words), np.uint8)
+        padded[:, :width] = raw
+        mask = np.zeros(8 * words, np.uint8)
+        for lo, hi in fixed:
+            mask[lo:hi] = 0xFF
+        as_words = padded.view(np.uint64)
+        if ((as_words ^ as_words[0]) & mask.view(np.uint64)).any():
+            return None
+        data = np.empty((rows, sum(hi - lo for lo, hi in spans)), np.uint8)
+        values, at = [], 0
+        for lo, hi in spans:
+            data[:, at : at + hi - lo] = padded[:, lo:hi]
+            values.append(data[:, at : at + hi - lo])
+            at += hi - lo
+        if data.size and ((data - np.uint8(3)) >= 125).any():  # a byte outside 0x03..0x7F
+            return None
+        return cls(rows, keys, data, values)
+
+    def to_map(self) -> pa.MapArray:
+        """The properties as a ``map<string,string>`` array."""
+        n, m = self.rows, len(self._keys)
+        offsets = np.arange(0, (n + 1) * m, m, dtype=np.int32) if m else np.zeros(n + 1, np.int32)
+        key_bytes = [k.encode() for k in self._keys]
+        key_widths = np.array([len(k) for k in key_bytes], np.int64)
+        value_widths = np.array([v.shape[1] for v in self._values], np.int64)
+
+        def strings(data: bytes | ByteArray, widths: IntArray) -> pa.Array:
+            lengths = np.tile(widths, n)
+            ends = np.empty(n * m + 1, np.int64)
+            ends[0] = 0
+            np.cumsum(lengths, out=ends[1:])
+            return pa.Array.from_buffers(
+                pa.string(), n * m, [None, pa.py_buffer(ends.astype(np.int32)), pa.py_buffer(data)]
+            )
+
+        keys = strings(b"".join(key_bytes) * n, key_widths)
+        values = strings(self._data.reshape(-1), value_widths)
+        return pa.MapArray.from_arrays(_numeric(offsets), keys, values, type=PROPERTIES_TYPE)
+
+    def lookup(self, key: str) -> pa.Array:
+        """The first value of ``key`` per record (null where absent), a string array."""
+        if key not in self._keys:
+            return pa.nulls(self.rows, pa.string())
+        return _fixed_width(pa.string(), self._values[self._keys.index(key)])
+
+
+_ARROW_INT = {np.dtype(np.int32): pa.int32(), np.dtype(np.int64): pa.int64()}
+
+
+def _numeric(values: npt.NDArray[Any], valid: npt.NDArray[np.bool_] | None = None) -> pa.Array:
+    """An int32 / int64 Arrow array of ``values`` (null where ``valid`` is False), built from the
+    buffers: ``pa.array`` on a numpy array would import pandas (see :func:`_repeat`)."""
+    values = np.ascontiguousarray(values)
+    bitmap = None
+    if valid is not None and not valid.all():
+        bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(_ARROW_INT[values.dtype], len(values), [bitmap, pa.py_buffer(values)])
+
+
+def _repeat(text: str, n: int) -> pa.Array:
+    """A string array of ``text`` ``n`` times. (``pa.repeat(pa.scalar(...))`` would do, but making a
+    scalar from a Python object imports pandas when it is installed: 0.2 s and 34,000 objects that
+    PySpark's worker then walks in the ``gc.collect()`` it runs after every task.)"""
+    data = text.encode()
+    offsets = (
+        np.arange(0, (n + 1) * len(data), len(data), dtype=np.int32) if data else np.zeros(n + 1, np.int32)
+    )
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
+
+
+def _fixed_width(kind: pa.DataType, rows: ByteArray) -> pa.Array:
+    """A string or binary array of the rows of ``rows`` (``(n, width)`` bytes), one value each."""
+    n, width = rows.shape
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32) if width else np.zeros(n + 1, np.int32)
+    data = np.ascontiguousarray(rows).reshape(-1)
+    return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def parse_properties(raw: pa.Array | list[bytes]) -> pa.MapArray:
@@ -366,18 +495,136 @@ class RecordBatchBuilder:
                 are not UTF-8.
         """
         stride = uniform_stride(buf)
-        starts = np.arange(0, len(buf), stride, dtype=np.int64) if stride else record_starts(buf)
-        if len(starts) == 0:
-            return 0, -1
-        try:
-            records = _Records(np.frombuffer(buf, np.uint8), buf, starts, stride)
-            batch, kept, next_offset = self._decode(records, end_offset)
-        except (IndexError, ValueError, pa.ArrowInvalid) as exc:
-            raise ProtocolError(f"malformed message records: {exc}") from None
+        fixed = self._decode_fixed(buf, stride, end_offset) if stride else None
+        if fixed is not None:
+            batch, kept, next_offset = fixed
+        else:
+            starts = np.arange(0, len(buf), stride, dtype=np.int64) if stride else record_starts(buf)
+            if len(starts) == 0:
+                return 0, -1
+            try:
+                records = _Records(np.frombuffer(buf, np.uint8), buf, starts, stride)
+                batch, kept, next_offset = self._decode(records, end_offset)
+            except (IndexError, ValueError, pa.ArrowInvalid) as exc:
+                raise ProtocolError(f"malformed message records: {exc}") from None
         if batch is not None and batch.num_rows:
             self._pending.append(batch)
             self._rows += batch.num_rows
         return kept, next_offset
+
+    def _decode_fixed(
+        self, raw: bytes | memoryview, stride: int, end_offset: int
+    ) -> tuple[pa.RecordBatch | None, int, int] | None:
+        """:meth:`_decode` for records of one size laid out alike (the usual pull body): the same
+        MAGICCODE, SYSFLAG (uncompressed), body, topic and properties lengths in every record, the
+        records kept a prefix. Every field is then at one position in every record: integers are
+        strided views, bodies and property values are copied out as fixed-width columns, and
+        properties of one structure are split by the first one's (:class:`FixedProperties`).
+        Gives exactly what :meth:`_decode` gives; None (decode with :meth:`_decode`) when the
+        records are not alike or anything is out of the ordinary, errors included.
+        """
+        if stride < L.IPV4_FIXED_SIZE:
+            return None
+        n_all = len(raw) // stride
+
+        def field(pos: int, dtype: str | np.dtype[Any]) -> IntArray:
+            view: IntArray = np.ndarray((n_all,), dtype, buffer=raw, offset=pos, strides=(stride,))
+            return view
+
+        def alike(pos: int, dtype: str) -> int | None:
+            """The field's value when it is the same in every record (compared in native byte order)."""
+            same = field(pos, np.dtype(dtype).newbyteorder("="))
+            if not (same == same[0]).all():
+                return None
+            return int(field(pos, dtype)[0])
+
+        magic = alike(L.POS_MAGIC, ">i4")
+        sys_flag = alike(L.POS_SYS_FLAG, ">i4")
+        if magic is None or sys_flag is None or sys_flag & L.COMPRESSED_FLAG:
+            return None
+        after_born = L.POS_BORN_HOST + L.born_host_size(sys_flag)
+        store_host = after_born + L.AFTER_BORN_STORE_HOST
+        after_store = store_host + L.store_host_size(sys_flag)
+        if after_store + L.AFTER_STORE_BODY > stride:
+            return None
+        body_len = alike(after_store + L.AFTER_STORE_BODY_LENGTH, ">i4")
+        if body_len is None or body_len < 0:
+            return None
+        body_pos = after_store + L.AFTER_STORE_BODY
+        topic_at = body_pos + body_len
+        width = L.topic_length_size(magic)
+        if topic_at + width > stride:
+            return None
+        topic_len = alike(topic_at, ">u2" if width == 2 else "u1")
+        if topic_len is None or topic_at + width + topic_len + 2 > stride:
+            return None
+        props_pos = topic_at + width + topic_len + 2
+        props_len = alike(props_pos - 2, ">u2")
+        if props_len is None or props_pos + props_len != stride:
+            return None
+        queue_offset = field(L.POS_QUEUE_OFFSET, ">i8").astype(np.int64)
+        next_offset = int(queue_offset[-1]) + 1
+        n = int(np.count_nonzero(queue_offset < end_offset))
+        if n == 0:
+            return None, 0, next_offset
+        if n < n_all and not (queue_offset[:n] < end_offset).all():
+            return None  # the records kept are not the first ones
+        records: ByteArray = np.ndarray((n, stride), np.uint8, buffer=raw, strides=(stride, 1))
+        names = self._names
+        props: FixedProperties | None = None
+        if self.tag_filter is not None or not names.isdisjoint(("msgId", "keys", "tags", "properties")):
+            props = FixedProperties.of(records[:, props_pos:])
+            if props is None:
+                return None
+        tags = (
+            props.lookup("TAGS")
+            if props is not None and (self.tag_filter is not None or "tags" in names)
+            else None
+        )
+
+        def ints(pos: int, dtype: str, out: Any = np.int64) -> pa.Array:
+            return _numeric(field(pos, dtype)[:n].astype(out))
+
+        def timestamp(pos: int) -> pa.Array:
+            micros = field(pos, ">i8")[:n].astype(np.int64)
+            micros *= 1000
+            return pa.Array.from_buffers(_TS, n, [None, pa.py_buffer(micros)])
+
+        def msg_id() -> pa.Array:
+            assert props is not None
+            ids = props.lookup("UNIQ_KEY")
+            if not ids.null_count:
+                return ids
+            host = records[:, store_host:after_store]
+            phy = records[:, L.POS_PHYSICAL_OFFSET : L.POS_PHYSICAL_OFFSET + 8]
+            return _hex_ids(np.hstack([host, phy]))
+
+        try:
+            topic = records[0, topic_at + width : topic_at + width + topic_len].tobytes().decode()
+        except UnicodeDecodeError:
+            return None
+        makers: dict[str, Any] = {
+            "topic": lambda: _repeat(topic, n),
+            "brokerName": lambda: _repeat(self.broker_name, n),
+            "queueId": lambda: ints(L.POS_QUEUE_ID, ">i4", np.int32),
+            "queueOffset": lambda: _numeric(queue_offset[:n]),
+            "msgId": msg_id,
+            "keys": lambda: props.lookup("KEYS") if props is not None else None,
+            "tags": lambda: tags,
+            "body": lambda: _fixed_width(pa.binary(), records[:, body_pos:topic_at]),
+            "bornTimestamp": lambda: timestamp(L.POS_BORN_TIMESTAMP),
+            "storeTimestamp": lambda: timestamp(after_born + L.AFTER_BORN_STORE_TIMESTAMP),
+            "reconsumeTimes": lambda: ints(after_store + L.AFTER_STORE_RECONSUME_TIMES, ">i4", np.int32),
+            "properties": lambda: props.to_map() if props is not None else None,
+        }
+        batch = pa.RecordBatch.from_arrays([makers[name]() for name in self.schema.names], schema=self.schema)
+        if self.tag_filter is not None:
+            import pyarrow.compute as pc
+
+            assert tags is not None
+            wanted = pc.fill_null(pc.is_in(tags, pa.array(sorted(self.tag_filter), pa.string())), False)
+            batch = batch.filter(wanted)
+        return batch, n, next_offset
 
     def _decode(self, rec: _Records, end_offset: int) -> tuple[pa.RecordBatch | None, int, int]:
         import pyarrow.compute as pc
@@ -436,7 +683,7 @@ class RecordBatchBuilder:
         need_props = self.tag_filter is not None or not names.isdisjoint(
             ("msgId", "keys", "tags", "properties")
         )
-        props = Properties(pieces.take(pa.array(4 * keep + 3))) if need_props else None
+        props = Properties(pieces.take(_numeric(4 * keep + 3))) if need_props else None
         tags = (
             props.lookup("TAGS")
             if props is not None and (self.tag_filter is not None or "tags" in names)
@@ -447,10 +694,10 @@ class RecordBatchBuilder:
         def topic() -> pa.Array:
             first = int(keep[0])
             field = buf[body_end[first] : props_pos[first] - 2].tobytes()
-            return pa.repeat(pa.scalar(field[2 if v2[first] else 1 :].decode(), pa.string()), n)
+            return _repeat(field[2 if v2[first] else 1 :].decode(), n)
 
         def body() -> pa.Array:
-            out = pieces.take(pa.array(4 * keep + 1))
+            out = pieces.take(_numeric(4 * keep + 1))
             compressed = (sys_flag[keep] & L.COMPRESSED_FLAG) != 0
             if not compressed.any():
                 return out
@@ -483,20 +730,21 @@ class RecordBatchBuilder:
             return pc.coalesce(ids, offset_ids)
 
         def timestamp(rel: Rel) -> pa.Array:
-            return pa.array(rec.ints(rel, ">i8")[keep] * 1000).cast(_TS)
+            micros = rec.ints(rel, ">i8")[keep] * 1000
+            return pa.Array.from_buffers(_TS, len(micros), [None, pa.py_buffer(micros)])
 
         makers: dict[str, Any] = {
             "topic": topic,
-            "brokerName": lambda: pa.repeat(pa.scalar(self.broker_name, pa.string()), n),
-            "queueId": lambda: pa.array(rec.ints(L.POS_QUEUE_ID, ">i4")[keep].astype(np.int32)),
-            "queueOffset": lambda: pa.array(queue_offset[keep]),
+            "brokerName": lambda: _repeat(self.broker_name, n),
+            "queueId": lambda: _numeric(rec.ints(L.POS_QUEUE_ID, ">i4")[keep].astype(np.int32)),
+            "queueOffset": lambda: _numeric(queue_offset[keep]),
             "msgId": msg_id,
             "keys": lambda: props.lookup("KEYS") if props is not None else None,
             "tags": lambda: tags,
             "body": body,
             "bornTimestamp": lambda: timestamp(L.POS_BORN_TIMESTAMP),
             "storeTimestamp": lambda: timestamp(born_rel + L.AFTER_BORN_STORE_TIMESTAMP),
-            "reconsumeTimes": lambda: pa.array(
+            "reconsumeTimes": lambda: _numeric(
                 rec.ints(after_store_rel + L.AFTER_STORE_RECONSUME_TIMES, ">i4")[keep].astype(np.int32)
             ),
             "properties": lambda: props.to_map() if props is not None else None,

@@ -89,6 +89,18 @@ class ProcessConnections:
 _lock = threading.Lock()
 _cache: dict[int, ProcessConnections] = {}
 _frozen: set[int] = set()
+_settled: set[int] = set()
+
+
+def _settle() -> None:
+    """Freeze, once per process after its first read, the objects alive then (see
+    :func:`connections`): the modules the first decode imported lazily too (``pyarrow.compute``,
+    and pandas, which pyarrow imports when it converts a Python object: 34,000 objects, 12 ms of
+    every later ``gc.collect()``)."""
+    pid = os.getpid()
+    if pid not in _settled:
+        _settled.add(pid)
+        gc.freeze()
 
 
 def connections() -> ProcessConnections:
@@ -425,6 +437,7 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
                 sock.close()
             else:
                 _release(conns, sock)
+    _settle()
     batch = builder.flush()
     if batch is not None:
         yield batch

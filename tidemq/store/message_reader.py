@@ -9,7 +9,7 @@ import functools
 import logging
 import struct
 from bisect import bisect_right
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress, count, repeat
 from operator import add, itemgetter, ne
 
 from tidemq.protocol.message_codec import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
@@ -35,6 +35,12 @@ def _cq_offsets_sizes(entries: int) -> struct.Struct:
     """Unpacks ``entries`` consume-queue units at once into ``(offset, size) * entries`` (the tag
     codes skipped): one C call instead of a Python step per entry."""
     return struct.Struct(">" + "qi8x" * entries)
+
+
+@functools.lru_cache(maxsize=16)
+def _cq_offsets(entries: int) -> struct.Struct:
+    """Unpacks the commit-log offsets of ``entries`` consume-queue units at once."""
+    return struct.Struct(">" + "q12x" * entries)
 
 
 class MessageReader:
@@ -236,6 +242,12 @@ class MessageReader:
         k = min(len(buf) // CQ_STORE_UNIT_SIZE, cap + 1)
         if k == 0:
             return False
+        size_field = buf[8:12]  # the first entry's size; the same in every entry is the usual case
+        span = k * CQ_STORE_UNIT_SIZE
+        if all(buf[8 + j : span : CQ_STORE_UNIT_SIZE] == size_field[j : j + 1] * k for j in range(4)):
+            return self._scan_one_size(
+                result, buf, offset, max_msg_nums, k, int.from_bytes(size_field, "big", signed=True)
+            )
         flat = _cq_offsets_sizes(k).unpack_from(buf)
         offsets: list[int] = list(flat[0::2])
         sizes: list[int] = list(flat[1::2])
@@ -294,6 +306,65 @@ class MessageReader:
         result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > self.memory_limit
         return True
 
+    def _scan_one_size(
+        self, result: GetMessageResult, buf: bytes, offset: int, max_msg_nums: int, k: int, size: int
+    ) -> bool:
+        """:meth:`_scan_unfiltered` when the ``k`` entries scanned all have one record ``size``: the
+        running byte total, the per-pull limits and the runs of records back to back follow from the
+        offsets alone (one C pass finds where each run ends), with no list per entry."""
+        cfg = self.config
+        commit_log = self.commit_log
+        max_offset_py = commit_log.get_max_offset()
+        in_disk_below = max_offset_py - self.memory_limit
+        offsets: tuple[int, ...] = _cq_offsets(k).unpack_from(buf)
+        low, high = min(offsets), max(offsets)
+        if (
+            size <= 0
+            or size > self._max_record_size  # PRE_BLANK_SIZE (padding) included
+            or low < commit_log.get_min_offset()
+            or high + size > max_offset_py
+        ):
+            return False
+        if low >= in_disk_below:
+            limit_bytes, limit_count = (
+                cfg.max_transfer_bytes_on_message_in_memory,
+                cfg.max_transfer_count_on_message_in_memory,
+            )
+        elif high < in_disk_below:
+            limit_bytes, limit_count = (
+                cfg.max_transfer_bytes_on_message_in_disk,
+                cfg.max_transfer_count_on_message_in_disk,
+            )
+        else:
+            return False
+        # the first record is always taken; then stop at the count or before the byte limit
+        n = max(1, min(max_msg_nums, limit_count, k, limit_bytes // size))
+        max_phy_pulling = offsets[n] if n < k else offsets[-1]  # the entry the scan stopped at
+        seg = cfg.mapped_file_size_commit_log
+        chunks: list[bytes] = []
+        start = 0
+        while start < n:
+            phy = offsets[start]
+            stop = _run_end(offsets, start, n, size)
+            last_in_segment = (phy // seg + 1) * seg
+            if phy + size * (stop - start) > last_in_segment:  # a run does not cross segments
+                stop = start + (last_in_segment - phy) // size
+                if stop == start:
+                    return False
+            data = commit_log.get_message(phy, size * (stop - start))
+            if data is None or not _records_of_one_size(data, size, stop - start):
+                return False
+            chunks.append(data)
+            start = stop
+        result.status = GetMessageStatus.FOUND
+        result.chunks = chunks
+        result.record_sizes = [size] * n
+        result.message_queue_offsets = list(range(offset, offset + n))
+        result.buffer_total_size = size * n
+        result.next_begin_offset = offset + n
+        result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > self.memory_limit
+        return True
+
     def _report_damaged(self, cq_name: str, queue_offset: int, phy: int, size: int) -> None:
         """One WARNING per damaged entry (first sighting only; a consumer re-pulls the same range)."""
         key = (cq_name, queue_offset)
@@ -336,6 +407,35 @@ class MessageReader:
         return out
 
 
+def _run_end(offsets: tuple[int, ...], start: int, n: int, size: int) -> int:
+    """The end of the run of records of ``size`` bytes back to back from ``offsets[start]``: the
+    first ``i`` in ``(start, n]`` whose record does not start where the one before it ended.
+
+    Intact entries point at records in increasing commit-log order, so a record is in the run exactly
+    when it is where the run's arithmetic puts it: a galloping search finds the end in a few probes,
+    and one comparison of the run with that arithmetic confirms it (damaged entries that break the
+    order fail it and are walked one by one instead).
+    """
+    phy = offsets[start]
+    lo, step = start, 1  # offsets[lo] is in the run
+    hi = n
+    while lo + step < n:
+        if offsets[lo + step] != phy + size * (lo + step - start):
+            hi = lo + step
+            break
+        lo += step
+        step *= 2
+    while hi - lo > 1:  # offsets[lo] is in the run, offsets[hi] is not (or hi == n)
+        mid = (lo + hi) // 2
+        if offsets[mid] == phy + size * (mid - start):
+            lo = mid
+        else:
+            hi = mid
+    if offsets[start:hi] == tuple(range(phy, phy + size * (hi - start), size)):
+        return hi
+    return next(compress(count(start + 1), map(ne, offsets[start + 1 : n], count(phy + size, size))), n)
+
+
 def _records_match(data: bytes, sizes: list[int]) -> bool:
     """Whether ``data`` holds records of exactly ``sizes`` back to back: every TOTALSIZE equals its
     entry's size and every MAGICCODE is a message's (not the middle of something else)."""
@@ -344,9 +444,14 @@ def _records_match(data: bytes, sizes: list[int]) -> bool:
         starts = list(accumulate(sizes[:-1], initial=0))
         heads = list(map(_SIZE_MAGIC.unpack_from, repeat(data), starts))
         return list(map(_FIRST, heads)) == sizes and _MAGIC_SET.issuperset(map(_SECOND, heads))
-    # records of one size (the common case): check the first 8 bytes of every record as 8 strided
-    # byte columns
-    n = len(sizes)
+    return _records_of_one_size(data, size, len(sizes))
+
+
+def _records_of_one_size(data: bytes, size: int, n: int) -> bool:
+    """Whether ``data`` holds ``n`` records of ``size`` bytes back to back: the first 8 bytes of every
+    record (TOTALSIZE and MAGICCODE) checked as 8 strided byte columns."""
+    if len(data) != size * n:
+        return False
     head = _SIZE_MAGIC.pack(size, MESSAGE_MAGIC_CODE)
     return all(data[j::size] == head[j : j + 1] * n for j in range(7)) and not data[7::size].translate(
         None, _MAGIC_LAST_BYTES

@@ -5,22 +5,31 @@ queues, per-pull count and byte limits, in-memory and in-disk limits."""
 from __future__ import annotations
 
 import random
+import struct
 
 import pytest
 
 from tests.unit.store.conftest import StoreFactory, inner
 from tidemq.protocol.message_codec import decode_messages
 from tidemq.store import GetMessageResult, GetMessageStatus, MessageStore
+from tidemq.store.config import CQ_STORE_UNIT_SIZE
 from tidemq.store.message_reader import MessageReader
 
 
-def _fill(store: MessageStore, rng: random.Random, count: int) -> None:
+def _fill(store: MessageStore, rng: random.Random, count: int, one_size: bool = False) -> None:
     """Messages of random sizes on queues 0 and 1: runs that are contiguous in the commit log, single
-    messages that interleave the queues, and batches of one size."""
+    messages that interleave the queues, and batches of one size; ``one_size``: every body 40 bytes
+    (records of one size: the reader's one-size scan)."""
     sent = 0
     while sent < count:
         queue = rng.randrange(2)
-        if rng.random() < 0.5:
+        if one_size:
+            batch = [
+                inner(body=bytes([65 + sent % 26]) * 40, queue_id=queue) for _ in range(rng.randrange(1, 30))
+            ]
+            assert store.put_messages(batch).is_ok
+            sent += len(batch)
+        elif rng.random() < 0.5:
             size = rng.randrange(1, 60)
             batch = [
                 inner(body=bytes([65 + sent % 26]) * size, queue_id=queue)
@@ -48,9 +57,10 @@ def _fields(result: GetMessageResult) -> tuple[object, ...]:
     )
 
 
+@pytest.mark.parametrize("one_size", [False, True])
 @pytest.mark.parametrize("seed", range(6))
 def test_unfiltered_scan_equals_the_entry_by_entry_scan(
-    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, seed: int
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, seed: int, one_size: bool
 ) -> None:
     rng = random.Random(seed)
     store = open_store(
@@ -60,7 +70,16 @@ def test_unfiltered_scan_equals_the_entry_by_entry_scan(
         max_transfer_count_on_message_in_disk=rng.choice([4, 8]),
         max_transfer_bytes_on_message_in_disk=rng.choice([900, 64 * 1024]),
     )
-    _fill(store, rng, 400)
+    _fill(store, rng, 400, one_size)
+    if one_size and seed % 3 == 0:  # damaged entries: each points at another record of the same size
+        for queue in (0, 1):
+            cq = store.find_consume_queue("T", queue)
+            assert cq is not None
+            entries = [cq.get_unit(i) for i in range(store.get_max_offset_in_queue("T", queue))]
+            for i in rng.sample(range(len(entries)), 4):
+                victim = entries[rng.randrange(len(entries))]
+                assert victim is not None
+                cq._write_at(i * CQ_STORE_UNIT_SIZE, struct.pack(">q", victim.commit_log_offset))
     if seed % 2:  # most of the log counts as "in disk": the other limits, and advice to pull from a slave
         store._reader.memory_limit = rng.randrange(0, store.commit_log.get_max_offset())
     queries = [
