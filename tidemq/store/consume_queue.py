@@ -138,6 +138,18 @@ class ConsumeQueue:
         if not units:
             return
         offset = cq_offset * CQ_STORE_UNIT_SIZE
+        files = self.queue.files
+        if files:  # the usual: appending at the written end of the last file, with room for all
+            last_file = files[-1]
+            pos = offset - last_file.file_from_offset
+            if (
+                pos == last_file.wrote_position
+                and pos + len(units) * CQ_STORE_UNIT_SIZE <= last_file.file_size
+            ):
+                last_file.write(pos, b"".join([_UNIT.pack(*unit) for unit in units]))
+                last = units[-1]
+                self.max_physic_offset = max(self.max_physic_offset, last.commit_log_offset + last.size)
+                return
         end = self.queue.get_max_offset()
         if self.queue.last() is None and offset > 0:
             file_start = offset - offset % self.mapped_file_size

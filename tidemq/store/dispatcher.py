@@ -15,8 +15,8 @@ reads a consume queue or the index.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import repeat
+from typing import NamedTuple
 
 from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message import MessageConst, property_value
@@ -50,11 +50,11 @@ IndexRun = tuple[str, int, Sequence[int], Sequence[str]]
 _Put = tuple[Sequence[PutRun], int, Sequence[IndexRun], int]
 
 
-@dataclass(slots=True, frozen=True)
-class PutRecords:
+class PutRecords(NamedTuple):
     """One put as it went into the commit log, told to the store's ``message_put_listener`` right
     after the put, before (or whether or not) its consume-queue entries are written: a long-polling
     pull waiting at exactly ``first queue offset`` of a run can be answered from ``data`` at once.
+    (A named tuple: one is made for every put, most of which nobody waits for.)
 
     Attributes:
         queues: the consumable records of the put, one :data:`PutRun` per queue run, in order.
@@ -187,6 +187,14 @@ class CommitLogDispatcher:
         self, queues: Sequence[PutRun], commit_log_offset: int, runs: Sequence[IndexRun], now: int
     ) -> None:
         tags_code = self.tags_code
+        if len(queues) == 1:  # the usual: a put to one queue
+            topic, queue_id, first, offsets, sizes, properties = queues[0]
+            units = list(map(CqUnit, offsets, sizes, map(tags_code, repeat(topic), properties, repeat(now))))
+            self._find(topic, queue_id).put_message_position_info(units, first)
+            self._arrivals.append((topic, queue_id, first + len(units), units[-1].tags_code, now))
+            if self.index_service is not None:
+                self.index_service.build_index_batch(commit_log_offset, runs, now)
+            return
         grouped: dict[TopicQueueKey, tuple[int, list[CqUnit]]] = {}
         for topic, queue_id, first, offsets, sizes, properties in queues:
             tags = map(tags_code, repeat(topic), properties, repeat(now))
