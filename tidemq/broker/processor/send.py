@@ -334,18 +334,21 @@ class SendMessageProcessor:
         if int(batch_props.get(_DELAY, "0") or 0) > 0:
             return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
         batch_str = properties_to_string(batch_props)
-        texts: list[str] = []
-        for text in item_texts:
-            if text and batch_str and not text.endswith("\x02"):
-                text += "\x02"
-            text += batch_str
-            if len(text) * 4 > MAX_PROPERTIES_BYTES and len(text.encode()) > MAX_PROPERTIES_BYTES:
-                return error(
-                    ResponseCode.MESSAGE_ILLEGAL, "a batch item's properties exceed 32767 bytes", ext
-                )
-            if _DELAY_PAIR in text and int(property_value(text, _DELAY) or 0) > 0:
-                return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
-            texts.append(text)
+        if batch_str:
+            joined = "\x02" + batch_str
+            texts = [t + joined if t and t[-1] != "\x02" else t + batch_str for t in item_texts]
+        else:
+            texts = item_texts
+        # both checks over the whole batch at once; the item-by-item look (which names the first
+        # problem) only when one may fail ("DELAY\x01" cannot span texts joined by "\x00")
+        if max(map(len, texts)) * 4 > MAX_PROPERTIES_BYTES or _DELAY_PAIR in "\x00".join(texts):
+            for text in texts:
+                if len(text) * 4 > MAX_PROPERTIES_BYTES and len(text.encode()) > MAX_PROPERTIES_BYTES:
+                    return error(
+                        ResponseCode.MESSAGE_ILLEGAL, "a batch item's properties exceed 32767 bytes", ext
+                    )
+                if _DELAY_PAIR in text and int(property_value(text, _DELAY) or 0) > 0:
+                    return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
         batch = MessageExtBatch(
             topic,
             queue_id,
