@@ -57,6 +57,8 @@ CLIENT_VERSION_WITH_MAX_RECONSUME = 121  # MQVersion V3_4_9
 PERM_RW = 6
 _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
 _DELAY_PAIR = f"{_DELAY}\x01"
+_WAIT = MessageConst.PROPERTY_WAIT_STORE_MSG_OK
+_CLUSTER = MessageConst.PROPERTY_CLUSTER
 
 
 def _utf8_len(text: str) -> int:
@@ -205,12 +207,21 @@ class SendMessageProcessor:
             )
         return None
 
-    def _props(self, header_properties: str | None) -> tuple[dict[str, str], bool]:
-        """Header properties + CLUSTER, minus WAIT; returns (properties, wait_store_msg_ok)."""
-        props = string_to_properties(header_properties or "")
-        wait = props.pop(MessageConst.PROPERTY_WAIT_STORE_MSG_OK, "true").lower() != "false"
-        props[MessageConst.PROPERTY_CLUSTER] = self.broker.config.broker_cluster_name
-        return props, wait
+    def _props(self, header_properties: str | None) -> tuple[dict[str, str], bool, str]:
+        """Header properties + CLUSTER, minus WAIT; returns (properties, wait_store_msg_ok, the
+        properties as text). The text is the header's own plus the CLUSTER pair when parsing and
+        writing it back would give it unchanged (every pair well formed, no name twice: as many names
+        as pairs) and it holds neither WAIT nor CLUSTER: what every client sends."""
+        text = header_properties or ""
+        props = string_to_properties(text)
+        had_wait = _WAIT in props
+        wait = props.pop(_WAIT, "true").lower() != "false"
+        cluster = self.broker.config.broker_cluster_name
+        plain = not had_wait and _CLUSTER not in props and len(props) == text.count("\x02") + 1
+        props[_CLUSTER] = cluster
+        if plain:
+            return props, wait, f"{text}\x02{_CLUSTER}\x01{cluster}"
+        return props, wait, properties_to_string(props)
 
     def _size_error(self, body_len: int, props_len: int) -> RemotingCommand | None:
         limit = self.broker.store_config.max_message_size
@@ -243,7 +254,7 @@ class SendMessageProcessor:
         ``ext``: the answer's ``MSG_REGION`` / ``TRACE_ON`` (default: from the config)."""
         if ext is None:
             ext = self._response_ext()
-        props, wait = self._props(header.properties)
+        props, wait, text = self._props(header.properties)
         if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
             return error(
                 ResponseCode.NO_PERMISSION,
@@ -256,7 +267,6 @@ class SendMessageProcessor:
         store = self.broker.store
         try:
             if _DELAY not in props and not is_retry_topic(header.topic):
-                text = properties_to_string(props)
                 problem = self._size_error(len(request.body), _utf8_len(text))
                 if problem is not None:
                     problem.ext_fields.update(ext)
@@ -330,10 +340,9 @@ class SendMessageProcessor:
             return error(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}", ext)
         if not bodies:
             return error(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message", ext)
-        batch_props, wait = self._props(header.properties)
+        batch_props, wait, batch_str = self._props(header.properties)
         if int(batch_props.get(_DELAY, "0") or 0) > 0:
             return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
-        batch_str = properties_to_string(batch_props)
         if batch_str:
             joined = "\x02" + batch_str
             texts = [t + joined if t and t[-1] != "\x02" else t + batch_str for t in item_texts]
