@@ -14,8 +14,12 @@ from tidemq.store import MessageStore
 from tidemq.store.results import MessageExtBatch
 
 _KEY = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "A", "\u00e9t\u00e9"])
-_PROPS = st.lists(
-    st.tuples(_KEY, st.text(st.characters(blacklist_characters="\x01\x02"), max_size=8)), max_size=4
+_PROPS = st.lists(  # no lone surrogates: both paths raise the same UnicodeEncodeError on those
+    st.tuples(
+        _KEY,
+        st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=8),
+    ),
+    max_size=4,
 )
 _MESSAGE = st.tuples(
     st.sampled_from(["T", "U", "x" * 128]),  # a topic longer than 127 bytes is refused
