@@ -12,6 +12,11 @@ loopback connection, one request at a time (each with a fresh UNIQ_KEY), against
   (deterministic, unlike time on a shared machine), and with ``--top N`` the N functions called
   most per request.
 
+* ``replay``: the request path alone, in this process: the frame handed to a broker connection's
+  ``data_received``, its answer taken by a fake transport (thread CPU, best of 3 runs);
+* ``instructions``: the same replay under valgrind's callgrind: instructions per request
+  (deterministic; slow, not run by default).
+
 ``--source DIR`` runs the broker from another checkout (``PYTHONPATH=DIR``) for A/B runs: with
 several ``--source`` values the sources alternate within each repetition (``--reps``), medians
 printed per source.
@@ -35,6 +40,8 @@ import cProfile
 import json
 import os
 import pstats
+import re
+import shutil
 import socket
 import statistics
 import struct
@@ -312,6 +319,12 @@ def measure_replay(
         overrides = {"flush_disk_type": "SYNC_FLUSH"} if flush == "sync" else {}
         async with run_cluster(tmp, **overrides) as cluster:
             server = cluster.broker.remoting_server
+            gcs = cluster.broker.group_commit_service
+            if gcs is not None:  # fsync on the loop, as on a healthy disk: not left to this run's timing
+                gcs.inline_fsync_max = float("inf")
+            if cluster.broker.flush_service is not None:
+                # the periodic flush costs per second, not per request: out of a per-request figure
+                await cluster.broker.flush_service.shutdown()
             channel = Channel(server._dispatcher, max_frame_size=server.max_frame_size)
             transport = _Transport()
             channel.protocol().connection_made(transport)  # type: ignore[arg-type]
@@ -386,7 +399,52 @@ def _calls_child() -> None:
         if "replay" in opts["modes"]:
             for shape, entry in measure_replay(frames, f, opts["shapes"], opts["n"], 3).items():
                 out[f].setdefault(shape, {}).update(entry)
+        if "replay1" in opts["modes"]:  # under callgrind: one run of n after a fixed warm-up
+            measure_replay(frames, f, opts["shapes"], opts["n"], 1, warmup=300)
     print(json.dumps(out))
+
+
+def measure_instructions(
+    frames_path: Path, flush: str, shape: str, source: str | None, n: int
+) -> dict[str, Any] | None:
+    """Instructions per request of the in-process replay (user space only, every thread), counted
+    by valgrind's callgrind: the difference between a run of ``n // 4`` and one of ``n + n // 4``
+    single sends (1/8 as many batches, at least 50) after the same 300-request warm-up, so start-up
+    cancels out. Deterministic to about
+    0.1%, unlike time on a shared machine. None without valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    if source:
+        env["PYTHONPATH"] = source
+    counts = []
+    sizes = (n // 4, n + n // 4)  # in single sends; measure_replay sends 1/8 as many batches
+    requests = [size if shape == "single" else max(size // 8, 50) for size in sizes]
+    for size in sizes:
+        opts = {"flush": [flush], "shapes": [shape], "n": size, "top": 0, "modes": ["replay1"]}
+        with tempfile.NamedTemporaryFile(prefix="callgrind.") as out:
+            res = subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    "--cache-sim=no",
+                    f"--callgrind-out-file={out.name}",
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    str(frames_path),
+                    json.dumps(opts),
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        found = re.search(r"Collected : (\d+)", res.stderr)
+        if res.returncode != 0 or found is None:
+            raise RuntimeError(f"callgrind run failed:\n{res.stderr[-3000:]}")
+        counts.append(int(found.group(1)))
+    return {"instructions": round((counts[1] - counts[0]) / (requests[1] - requests[0]))}
 
 
 def main() -> None:
@@ -395,7 +453,11 @@ def main() -> None:
     parser.add_argument("--flush", nargs="+", choices=("async", "sync"), default=["async", "sync"])
     parser.add_argument("--shape", nargs="+", choices=("single", "batch32"), default=["single", "batch32"])
     parser.add_argument(
-        "--mode", nargs="+", choices=("cpu", "calls", "replay"), default=["cpu", "calls", "replay"]
+        "--mode",
+        nargs="+",
+        choices=("cpu", "calls", "replay", "instructions"),
+        default=["cpu", "calls", "replay"],
+        help="instructions: callgrind (slow, needs valgrind; --requests 1000 is plenty)",
     )
     parser.add_argument("--source", nargs="*", default=[], help="checkouts to A/B (default: this one)")
     parser.add_argument("--reps", type=int, default=1, help="alternating repetitions per source")
@@ -418,6 +480,12 @@ def main() -> None:
                 if "cpu" in args.mode:
                     for flush in args.flush:
                         rep[flush] = measure_cpu(frames, flush, args.shape, args.requests, source)
+                if "instructions" in args.mode:
+                    for flush in args.flush:
+                        for shape in args.shape:
+                            entry = measure_instructions(frames_path, flush, shape, source, args.requests)
+                            if entry is not None:
+                                rep[flush].setdefault(shape, {}).update(entry)
                 if {"calls", "replay"} & set(args.mode):
                     calls = _calls_in(source, args, frames_path)
                     for flush in args.flush:
