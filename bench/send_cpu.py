@@ -163,13 +163,16 @@ def _proc_cpu(pid: int) -> tuple[float, float, float]:
 def _serve(store: Path, flush: str, source: str | None) -> Any:
     from tidemq.testing import ServeProcess
 
-    saved = os.environ.get("PYTHONPATH")
+    # ``python -m tidemq`` imports from its working directory first: the source's checkout
+    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
     if source:
         os.environ["PYTHONPATH"] = source
+        os.chdir(source)
     try:
         proc = ServeProcess(store, flush=flush).start()
     finally:
         if source:
+            os.chdir(cwd)
             if saved is None:
                 os.environ.pop("PYTHONPATH", None)
             else:
