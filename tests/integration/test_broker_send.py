@@ -111,6 +111,21 @@ async def test_batch_with_a_delayed_item_is_refused_and_stores_nothing(wire: Wir
     assert [m.body for m in await pull_all(wire, "TopicBD")] == [b"now"]
 
 
+async def test_batch_item_checks_name_the_problem(wire: Wire) -> None:
+    """A property whose name only ends in DELAY does not delay (the batch is stored); an item whose
+    properties pass 32767 bytes once the broker adds CLUSTER refuses the batch with that reason."""
+    from tidemq.protocol.message_codec import encode_batch_body
+
+    ext = wire.send_header("TopicBC", batch=True).to_v2_ext_fields()
+    ok = [Message("TopicBC", b"a", properties={"NODELAY": "5"}), Message("TopicBC", b"b")]
+    r = await wire.invoke(RequestCode.SEND_BATCH_MESSAGE, ext, encode_batch_body(ok))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    big = [Message("TopicBC", b"c"), Message("TopicBC", b"d", properties={"P": "x" * 32_758})]
+    r = await wire.invoke(RequestCode.SEND_BATCH_MESSAGE, ext, encode_batch_body(big))
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL and "exceed 32767" in (r.remark or "")
+    assert [m.body for m in await pull_all(wire, "TopicBC")] == [b"a", b"b"]
+
+
 async def test_auto_create_from_tbw102_registers_route(wire: Wire, cluster: Cluster) -> None:
     """Sending to an unknown topic creates it from TBW102 with min(4, 8) queues and a name-server route."""
     r = await wire.send("BrandNewTopic", b"x", default_topic_queue_nums=4)

@@ -36,6 +36,7 @@ ORDERED = 9007
 LATE = 9008
 ONEWAY = 9009
 AFTER = 9010
+AFTER_WAIT = 9011
 
 
 class Processors:
@@ -85,7 +86,7 @@ class Processors:
         if code == ONEWAY:
             await self.oneway_seen.put(request)
             return RemotingCommand.create_response(ResponseCode.SUCCESS, remark="must not be sent")
-        if code == AFTER:
+        if code in (AFTER, AFTER_WAIT):
             transport: Any = channel._transport
             write = transport.write
             events = self.events
@@ -96,6 +97,11 @@ class Processors:
 
             transport.write = logged_write
             assert call_after_write(lambda: events.append("after"))
+            if code == AFTER_WAIT:  # answers later, as a SYNC_FLUSH send after its fsync
+                loop = asyncio.get_running_loop()
+                resumed = loop.create_future()
+                loop.call_soon(resumed.set_result, None)
+                await resumed
             events.append("processed")
             return RemotingCommand.create_response(ResponseCode.SUCCESS)
         raise AssertionError(f"unexpected code {code}")
@@ -109,7 +115,7 @@ def processors() -> Processors:
 @pytest.fixture
 async def server(processors: Processors) -> AsyncIterator[RemotingServer]:
     srv = RemotingServer("127.0.0.1", 0, max_frame_size=64 * 1024)
-    for code in (ECHO, NEVER, BOOM, BAD, CLOSE, CALLBACK, ORDERED, LATE, ONEWAY, AFTER):
+    for code in (ECHO, NEVER, BOOM, BAD, CLOSE, CALLBACK, ORDERED, LATE, ONEWAY, AFTER, AFTER_WAIT):
         srv.register_processor(code, processors)
     await srv.start()
     yield srv
@@ -475,6 +481,18 @@ async def test_work_after_write_runs_once_the_answer_is_out(
     that read's answers are written, in the same loop turn; outside a read it is refused."""
     assert not call_after_write(lambda: None)
     response = await client.invoke(addr_of(server), RemotingCommand.create_request(AFTER), timeout=5.0)
+    assert response.code == ResponseCode.SUCCESS
+    await wait_for(lambda: "after" in processors.events, 5.0, "the work after the write")
+    assert processors.events == ["processed", "write", "after"]
+
+
+async def test_work_after_write_of_a_request_answered_later_follows_its_answer(
+    server: RemotingServer, client: RemotingClient, processors: Processors
+) -> None:
+    """A request that waits before answering (a SYNC_FLUSH send waiting for its fsync): the work it
+    left behind runs after its own answer is written, not before the wait ends."""
+    request = RemotingCommand.create_request(AFTER_WAIT)
+    response = await client.invoke(addr_of(server), request, timeout=5.0)
     assert response.code == ResponseCode.SUCCESS
     await wait_for(lambda: "after" in processors.events, 5.0, "the work after the write")
     assert processors.events == ["processed", "write", "after"]

@@ -58,6 +58,11 @@ class BrokerHA:
         return self.role == "SLAVE"
 
     @property
+    def is_sync_master(self) -> bool:
+        """``SYNC_MASTER``: a send is answered once a slave holds it (:meth:`handle_ha` waits)."""
+        return self.role == "SYNC_MASTER"
+
+    @property
     def ha_port(self) -> int:
         """The HA port to announce (the bound one on a master)."""
         if self.service is not None:

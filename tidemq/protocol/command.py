@@ -33,6 +33,7 @@ RPC_TYPE_RESPONSE = 0x1
 RPC_ONEWAY = 0x2
 
 _INT = struct.Struct(">i")
+_UINT = struct.Struct(">I")
 _TWO_INTS = struct.Struct(">iI")
 _LANG_BY_ORDINAL = {int(lc): lc.name for lc in LanguageCode}
 _opaque_counter = itertools.count(1)
@@ -209,19 +210,24 @@ def _int_field(header: dict[str, Any], name: str, default: int | None = None) ->
     return number
 
 
+_STR_ONLY = frozenset((str,))
+_INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF
+
+
 def decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     """Decode a JSON header (trailing whitespace such as C++'s newline is fine)."""
     try:
         header = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise RemotingCommandError(f"header is not valid JSON: {exc}") from exc
-    if not isinstance(header, dict):
+    if type(header) is not dict:
         raise RemotingCommandError(f"header must be a JSON object, got {type(header).__name__}")
-    ext_raw = header.get("extFields") or {}
+    get = header.get
+    ext_raw = get("extFields") or {}
     if type(ext_raw) is not dict:
         raise RemotingCommandError("header field 'extFields' must be an object")
     ext: dict[str, str]
-    if all(type(value) is str for value in ext_raw.values()):
+    if _STR_ONLY.issuperset(map(type, ext_raw.values())):
         ext = ext_raw  # what every client sends: JSON keys are str already
     else:
         ext = {}
@@ -229,17 +235,36 @@ def decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
             text = ext_value_to_str(value)
             if text is not None:
                 ext[key] = text
-    remark = header.get("remark")
+    # the four ints as every client sends them (plain 32-bit JSON numbers) without a call each
+    code, version, opaque, flag = get("code"), get("version", 0), get("opaque", 0), get("flag", 0)
+    if not (
+        type(code) is int
+        and type(version) is int
+        and type(opaque) is int
+        and type(flag) is int
+        and _INT_MIN <= code <= _INT_MAX
+        and _INT_MIN <= version <= _INT_MAX
+        and _INT_MIN <= opaque <= _INT_MAX
+        and _INT_MIN <= flag <= _INT_MAX
+    ):
+        code = _int_field(header, "code")
+        version = _int_field(header, "version", 0)
+        opaque = _int_field(header, "opaque", 0)
+        flag = _int_field(header, "flag", 0)
+    language = get("language", "JAVA")
+    if type(language) is not str:
+        language = _language_name(language)
+    remark = get("remark")
     return RemotingCommand(
-        code=_int_field(header, "code"),
-        language=_language_name(header.get("language", "JAVA")),
-        version=_int_field(header, "version", 0),
-        opaque=_int_field(header, "opaque", 0),
-        flag=_int_field(header, "flag", 0),
-        remark=None if remark is None else str(remark),
-        ext_fields=ext,
-        body=body,
-        serialize_type=SerializeType.JSON,
+        code,
+        language,
+        version,
+        opaque,
+        flag,
+        None if remark is None else str(remark),
+        ext,
+        body,
+        SerializeType.JSON,
     )
 
 
@@ -294,12 +319,23 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     """Decode one frame *without* its 4-byte length prefix (``W`` + header + body)."""
     if len(frame) < 4:
         raise RemotingCommandError(f"frame of {len(frame)} bytes is shorter than its header-length word")
-    (word,) = struct.unpack_from(">I", frame, 0)
+    return _decode_at(frame, 0, len(frame))
+
+
+def _decode_at(buf: bytes | bytearray | memoryview, start: int, end: int) -> RemotingCommand:
+    """Decode the frame (without its length prefix) in ``buf[start:end]``, at least 4 bytes (the
+    header and body of a ``bytes`` buffer are its slices; other buffers' are copied to bytes)."""
+    (word,) = _UINT.unpack_from(buf, start)
     stype, hlen = word >> 24, word & 0xFFFFFF
-    if 4 + hlen > len(frame):
-        raise RemotingCommandError(f"header length {hlen} exceeds frame length {len(frame)}")
-    raw = bytes(frame[4 : 4 + hlen])
-    body = bytes(frame[4 + hlen :])
+    body_at = start + 4 + hlen
+    if body_at > end:
+        raise RemotingCommandError(f"header length {hlen} exceeds frame length {end - start}")
+    raw: bytes
+    body: bytes
+    if isinstance(buf, bytes):
+        raw, body = buf[start + 4 : body_at], buf[body_at:end]
+    else:
+        raw, body = bytes(buf[start + 4 : body_at]), bytes(buf[body_at:end])
     if stype == SerializeType.JSON:
         return decode_json_header(raw, body)
     if stype == SerializeType.ROCKETMQ:
@@ -334,30 +370,34 @@ class FrameDecoder:
         """Add ``data`` and return every command it completes (possibly none)."""
         if self._failed is not None:
             raise self._failed
-        self._buf += data
+        buf: bytes | bytearray
+        if self._buf:
+            self._buf += data
+            buf = self._buf
+        else:
+            buf = data  # the usual case: decoded where it arrived, only an incomplete tail is kept
         out: list[RemotingCommand] = []
-        buf = self._buf
         pos = 0
+        size = len(buf)
         try:
-            while len(buf) - pos >= 4:
+            while size - pos >= 4:
                 (length,) = _INT.unpack_from(buf, pos)
                 if length < 4 or length > self.max_frame_size:
                     raise RemotingCommandError(
                         f"frame length {length} outside [4, {self.max_frame_size}] bytes"
                     )
-                if len(buf) - pos - 4 < length:
+                end = pos + 4 + length
+                if end > size:
                     break
-                with memoryview(buf) as view:
-                    frame = view[pos + 4 : pos + 4 + length]
-                    try:
-                        out.append(decode_frame(frame))
-                    finally:
-                        frame.release()
-                pos += 4 + length
+                out.append(_decode_at(buf, pos + 4, end))
+                pos = end
         except RemotingCommandError as exc:
             self._failed = exc
             raise
         finally:
-            if pos:
-                del buf[:pos]
+            if buf is self._buf:
+                if pos:
+                    del self._buf[:pos]
+            elif pos < size:
+                self._buf += memoryview(buf)[pos:]
         return out

@@ -43,16 +43,26 @@ def properties_to_string(properties: dict[str, str]) -> str:
     return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
 
 
+_NEEDLES: dict[str, tuple[str, str]] = {}
+"""key -> (``"\\x02KEY\\x01"``, ``"KEY\\x01"``) for :func:`property_value` (a few constant keys)."""
+
+
 def property_value(text: str, key: str) -> str | None:
     """The value of ``key`` in a properties string, or None: what ``string_to_properties(text).get(key)``
     gives (the last pair wins), without building the dict. A value never holds ``\\x02``, so a match of
     ``\\x02KEY\\x01`` always starts a pair. Used on the store's put path (TAGS, KEYS, UNIQ_KEY)."""
-    needle = f"{PROPERTY_SEPARATOR}{key}{NAME_VALUE_SEPARATOR}"
+    needles = _NEEDLES.get(key)
+    if needles is None:
+        if len(_NEEDLES) >= 256:
+            _NEEDLES.clear()
+        pair = f"{key}{NAME_VALUE_SEPARATOR}"
+        needles = _NEEDLES[key] = (PROPERTY_SEPARATOR + pair, pair)
+    needle, head = needles
     i = text.rfind(needle)
     if i >= 0:
         start = i + len(needle)
-    elif text.startswith(needle[1:]):
-        start = len(needle) - 1
+    elif text.startswith(head):
+        start = len(head)
     else:
         return None
     end = text.find(PROPERTY_SEPARATOR, start)

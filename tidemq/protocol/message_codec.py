@@ -265,6 +265,49 @@ class RecordEncoder:
             q += queue_offset_step
             phy += size
 
+    def encode_one(
+        self,
+        flag: int,
+        body: bytes,
+        properties: bytes,
+        size: int,
+        queue_id: int,
+        sys_flag: int,
+        born_timestamp: int,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+        queue_offset: int,
+        commit_log_offset: int,
+        store_timestamp: int,
+    ) -> bytes:
+        """One record, as :meth:`encode` writes it for a single message, as bytes (the single-send
+        hot path: positional arguments, no loop, one join)."""
+        return b"".join(
+            (
+                self._fixed.pack(
+                    size,
+                    MESSAGE_MAGIC_CODE,
+                    zlib.crc32(body) & 0x7FFFFFFF,
+                    queue_id,
+                    flag,
+                    queue_offset,
+                    commit_log_offset,
+                    (sys_flag & ~_HOST_V6_BITS) | self._v6_bits,
+                    born_timestamp,
+                    self._born_raw,
+                    store_timestamp,
+                    self._store_raw,
+                    reconsume_times,
+                    prepared_transaction_offset,
+                    len(body),
+                ),
+                body,
+                self._topic_part,
+                _U16.pack(len(properties)),
+                properties,
+            )
+        )
+
 
 def encode_stored_message(
     *,

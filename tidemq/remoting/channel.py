@@ -42,11 +42,13 @@ written (None outside a read)."""
 
 
 def call_after_write(callback: Callable[[], None]) -> bool:
-    """Run ``callback`` just after the responses of the read this thread is handling go out.
+    """Run ``callback`` just after the answer of the request this thread is handling goes out.
 
     Work that must follow a request but need not delay its answer (the store's consume-queue
     dispatch after a put) runs in the same loop turn, after the write: sooner than ``call_soon`` and
-    without a loop turn of its own. Returns False, doing nothing, when no read is being handled.
+    without a loop turn of its own. A request answered within its read: after that read's one write;
+    one that answers later (a SYNC_FLUSH send waiting for its fsync): right after its own answer.
+    Returns False, doing nothing, when no read is being handled.
     """
     after: list[Callable[[], None]] | None = getattr(_reading, "after", None)
     if after is None:
@@ -319,22 +321,28 @@ class Channel:
                     elif not fut.done():
                         fut.set_result(cmd)
                 else:
-                    self._start_request(cmd)
+                    self._start_request(cmd, after)
         finally:
             _reading.after = outer
             self._in_read = False
             if not flushing:
                 self._flush()
-            for callback in after:
-                try:
-                    callback()
-                except Exception:
-                    log.exception("%s: work after a write failed", self.remote_addr)
+            self._run_after(after)
 
-    def _start_request(self, cmd: RemotingCommand) -> None:
+    def _run_after(self, callbacks: list[Callable[[], None]]) -> None:
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("%s: work after a write failed", self.remote_addr)
+
+    def _start_request(self, cmd: RemotingCommand, after: list[Callable[[], None]]) -> None:
         """Run the request's processor at once; only one that has to wait gets a task (what Python
         3.12's eager tasks do): most requests (a send under ASYNC_FLUSH, a pull that finds messages,
-        an offset commit) complete without a Task, a loop hop or a second write."""
+        an offset commit) complete without a Task, a loop hop or a second write. The work it asked to
+        run after its answer (:func:`call_after_write`, added to ``after``) moves to the end of its
+        task when it has to wait: its answer comes first."""
+        mark = len(after)
         try:
             task = start_eagerly(self._dispatcher.process(self, cmd), self._loop)
         except Exception:  # process() maps processor errors to responses; this is a bug
@@ -344,6 +352,10 @@ class Channel:
             return
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if len(after) > mark:
+            mine = after[mark:]
+            del after[mark:]
+            task.add_done_callback(lambda _task: self._run_after(mine))
 
     def _on_lost(self, exc: Exception | None) -> None:
         self._closed = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -129,6 +130,25 @@ class ConsumeQueue:
             view = view[n:]
             offset += n
 
+    def put_entries(
+        self, cq_offset: int, offsets: Sequence[int], sizes: Sequence[int], tags_codes: Sequence[int]
+    ) -> None:
+        """:meth:`put_message_position_info` for entries given as columns (commit-log offsets, sizes,
+        tag codes): a put's entries, appended at the written end with one write and no object per
+        entry; anywhere else as units."""
+        count = len(offsets)
+        if not count:
+            return
+        files = self.queue.files
+        if files:
+            last_file = files[-1]
+            pos = cq_offset * CQ_STORE_UNIT_SIZE - last_file.file_from_offset
+            if pos == last_file.wrote_position and pos + count * CQ_STORE_UNIT_SIZE <= last_file.file_size:
+                last_file.write(pos, b"".join(map(_UNIT.pack, offsets, sizes, tags_codes)))
+                self.max_physic_offset = max(self.max_physic_offset, offsets[-1] + sizes[-1])
+                return
+        self.put_message_position_info(list(map(CqUnit, offsets, sizes, tags_codes)), cq_offset)
+
     def put_message_position_info(self, units: list[CqUnit], cq_offset: int) -> None:
         """Append ``units`` at logical ``cq_offset`` (the store's next offset for this queue).
 
@@ -138,6 +158,18 @@ class ConsumeQueue:
         if not units:
             return
         offset = cq_offset * CQ_STORE_UNIT_SIZE
+        files = self.queue.files
+        if files:  # the usual: appending at the written end of the last file, with room for all
+            last_file = files[-1]
+            pos = offset - last_file.file_from_offset
+            if (
+                pos == last_file.wrote_position
+                and pos + len(units) * CQ_STORE_UNIT_SIZE <= last_file.file_size
+            ):
+                last_file.write(pos, b"".join([_UNIT.pack(*unit) for unit in units]))
+                last = units[-1]
+                self.max_physic_offset = max(self.max_physic_offset, last.commit_log_offset + last.size)
+                return
         end = self.queue.get_max_offset()
         if self.queue.last() is None and offset > 0:
             file_start = offset - offset % self.mapped_file_size

@@ -15,11 +15,10 @@ reads a consume queue or the index.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from itertools import repeat
+from typing import NamedTuple
 
 from tidemq.protocol.filter import tags_hash
-from tidemq.protocol.message import MessageConst, property_value
+from tidemq.protocol.message import NAME_VALUE_SEPARATOR, MessageConst, property_value
 from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo
 from tidemq.store.consume_queue import ConsumeQueue, CqUnit
 from tidemq.store.index import IndexService
@@ -48,13 +47,15 @@ arriving listener is told once a queue got new entries."""
 IndexRun = tuple[str, int, Sequence[int], Sequence[str]]
 """``(topic, sys_flag, record sizes, properties texts)``: consecutive records of one put."""
 _Put = tuple[Sequence[PutRun], int, Sequence[IndexRun], int]
+_TAGS_PAIR = f"{MessageConst.PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
+"""In every properties text with a TAGS property (the converse need not hold)."""
 
 
-@dataclass(slots=True, frozen=True)
-class PutRecords:
+class PutRecords(NamedTuple):
     """One put as it went into the commit log, told to the store's ``message_put_listener`` right
     after the put, before (or whether or not) its consume-queue entries are written: a long-polling
     pull waiting at exactly ``first queue offset`` of a run can be answered from ``data`` at once.
+    (A named tuple: one is made for every put, most of which nobody waits for.)
 
     Attributes:
         queues: the consumable records of the put, one :data:`PutRun` per queue run, in order.
@@ -183,23 +184,34 @@ class CommitLogDispatcher:
         arrivals, self._arrivals = self._arrivals, []
         return arrivals
 
+    def _tags_codes(self, topic: str, properties: Sequence[str], now: int) -> list[int]:
+        """:meth:`tags_code` of each record of a run; 0 without a TAGS pair (no call for those)."""
+        tags_code = self.tags_code
+        if topic == SCHEDULE_TOPIC:
+            return [tags_code(topic, text, now) for text in properties]
+        return [tags_code(topic, text, now) if _TAGS_PAIR in text else 0 for text in properties]
+
     def _dispatch(
         self, queues: Sequence[PutRun], commit_log_offset: int, runs: Sequence[IndexRun], now: int
     ) -> None:
-        tags_code = self.tags_code
-        grouped: dict[TopicQueueKey, tuple[int, list[CqUnit]]] = {}
-        for topic, queue_id, first, offsets, sizes, properties in queues:
-            tags = map(tags_code, repeat(topic), properties, repeat(now))
-            units = list(map(CqUnit, offsets, sizes, tags))
-            entry = grouped.get((topic, queue_id))
-            if entry is None:
-                grouped[topic, queue_id] = (first, units)
-            else:
-                entry[1].extend(units)
         arrivals = self._arrivals
-        for (topic, queue_id), (first, units) in grouped.items():
-            self._find(topic, queue_id).put_message_position_info(units, first)
-            arrivals.append((topic, queue_id, first + len(units), units[-1].tags_code, now))
+        if len(queues) == 1:  # the usual: a put to one queue
+            topic, queue_id, first, offsets, sizes, properties = queues[0]
+            tags = self._tags_codes(topic, properties, now)
+            self._find(topic, queue_id).put_entries(first, offsets, sizes, tags)
+            arrivals.append((topic, queue_id, first + len(tags), tags[-1], now))
+        else:
+            grouped: dict[TopicQueueKey, tuple[int, list[CqUnit]]] = {}
+            for topic, queue_id, first, offsets, sizes, properties in queues:
+                units = list(map(CqUnit, offsets, sizes, self._tags_codes(topic, properties, now)))
+                entry = grouped.get((topic, queue_id))
+                if entry is None:
+                    grouped[topic, queue_id] = (first, units)
+                else:
+                    entry[1].extend(units)
+            for (topic, queue_id), (first, units) in grouped.items():
+                self._find(topic, queue_id).put_message_position_info(units, first)
+                arrivals.append((topic, queue_id, first + len(units), units[-1].tags_code, now))
         if self.index_service is not None:
             self.index_service.build_index_batch(commit_log_offset, runs, now)
 

@@ -54,6 +54,8 @@ ENTRY = struct.Struct("<Iqqi")
 _pack_entry = ENTRY.pack_into
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _KEYS = MessageConst.PROPERTY_KEYS
+_UNIQ_PAIR = f"{_UNIQ_KEY}\x01"
+_KEYS_PAIR = f"{_KEYS}\x01"
 _TRANSACTION_MASK = 0x0C  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE | TRANSACTION_COMMIT_TYPE
 _ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 KEY_SEPARATOR = " "
@@ -185,6 +187,25 @@ class IndexFile:
             pos += 24
             slots[slot] = count
         self.index_count = count
+        self.dirty = True
+        return True
+
+    def put_key(self, key_hash: int, commit_log_offset: int, store_timestamp: int) -> bool:
+        """:meth:`put_keys` of one hash (a record with a UNIQ_KEY and no KEYS: nearly every one)."""
+        count = self.index_count
+        if count >= self.max_index_num:
+            return False
+        slots = self._slots
+        assert slots is not None
+        slot = key_hash % self.hash_slot_num
+        prev = slots[slot]
+        if prev > count:
+            prev = self._valid(prev)
+        _pack_entry(
+            self._mm, self._entries_pos + count * 24, key_hash, commit_log_offset, store_timestamp, prev
+        )
+        self.index_count = count = count + 1
+        slots[slot] = count
         self.dirty = True
         return True
 
@@ -458,9 +479,15 @@ class IndexService:
                             continue
                         if f is None or f.index_count >= f.max_index_num:
                             f = self._writable_file(phy)
-                        uniq = property_value(text, _UNIQ_KEY) if indexed else None
-                        keys = property_value(text, _KEYS) if indexed else None
-                        if uniq or keys:
+                        # a pair's name in the text: looked up only then (a client's message has
+                        # UNIQ_KEY, few have KEYS)
+                        uniq = property_value(text, _UNIQ_KEY) if indexed and _UNIQ_PAIR in text else None
+                        keys = property_value(text, _KEYS) if indexed and _KEYS_PAIR in text else None
+                        if uniq and not keys:
+                            if not f.put_key(zlib.crc32(_utf8(uniq), prefix), phy, store_timestamp):
+                                f = self._writable_file(phy, force=True)
+                                f.put_key(zlib.crc32(_utf8(uniq), prefix), phy, store_timestamp)
+                        elif uniq or keys:
                             hashes = [zlib.crc32(_utf8(uniq), prefix)] if uniq else []
                             if keys:
                                 for k in keys.split(KEY_SEPARATOR):

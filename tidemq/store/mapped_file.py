@@ -91,10 +91,11 @@ class MappedFile:
         end = pos + len(data)
         if end > self.file_size:
             raise StoreError(f"{self.path}: write [{pos}, {end}) beyond segment size {self.file_size}")
-        view = memoryview(data)
-        done = 0
-        while done < len(view):
-            done += os.pwrite(self._fd, view[done:], pos + done)
+        done = os.pwrite(self._fd, data, pos)
+        if done < len(data):  # short writes are rare but legal
+            view = memoryview(data)
+            while done < len(view):
+                done += os.pwrite(self._fd, view[done:], pos + done)
         if end > self.wrote_position:
             self.wrote_position = end
 

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CONSUMABLE = CONSUMABLE
-_HEX16 = "{:016X}"
+_HEX16 = "%016X"
 
 
 def _properties_of(inner: MessageExtBrokerInner) -> dict[str, str]:
@@ -161,6 +161,8 @@ class CommitLogPut:
         refused = self._refuse_put()
         if refused is not None:
             return refused
+        if len(batch.bodies) == 1 and len(batch.flags) == 1 and len(batch.properties) == 1:
+            return self._put_one(batch)
         if not batch.bodies:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         return self._put_batches([batch])
@@ -192,6 +194,86 @@ class CommitLogPut:
                 remark="message store is slave mode, so putMessage is forbidden",
             )
         return None
+
+    def _put_one(self, batch: MessageExtBatch) -> PutMessageResult:
+        """:meth:`_put_batches` for one batch of one message (every single send): the same checks,
+        records, dispatch, listeners and results, written for one record (no per-batch lists, maps
+        or loops)."""
+        store = self._store
+        max_size = store.config.max_message_size
+        topic, queue_id, sys_flag = batch.topic, batch.queue_id, batch.sys_flag
+        try:
+            encoder = self._encoder(topic, batch.born_host)
+        except ProtocolError as exc:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
+        body, text = batch.bodies[0], batch.properties[0]
+        raw = text.encode()
+        if len(raw) > MAX_PROPERTIES_BYTES:
+            return PutMessageResult(
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                remark=f"properties longer than {MAX_PROPERTIES_BYTES} bytes",
+            )
+        size = encoder.fixed_size + len(body) + len(raw)
+        if size > max_size:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                remark=f"message of {size} bytes exceeds max_message_size {max_size}",
+            )
+        consumable = is_consumable(sys_flag)
+        key = (topic, queue_id)
+        sizes = [size]
+        texts = batch.properties
+        dispatcher = store.dispatcher
+        try:
+            with store._put_lock:
+                if not store._running:
+                    return PutMessageResult(
+                        PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is shut down"
+                    )
+                now = max(store.clock_ms(), store._last_store_timestamp)
+                mf, pos = store.commit_log.reserve(size)
+                phy = mf.file_from_offset + pos
+                topic_queue_table = store.topic_queue_table
+                q = topic_queue_table.get(key, 0) if consumable else 0
+                data = encoder.encode_one(
+                    batch.flags[0],
+                    body,
+                    raw,
+                    size,
+                    queue_id,
+                    sys_flag,
+                    batch.born_timestamp,
+                    batch.reconsume_times,
+                    batch.prepared_transaction_offset,
+                    q,
+                    phy,
+                    now,
+                )
+                mf.write(pos, data)
+                queues: list[PutRun] = []
+                next_offsets: dict[TopicQueueKey, int] = {}
+                if consumable:
+                    topic_queue_table[key] = next_offsets[key] = q + 1
+                    queues.append((topic, queue_id, q, [phy], sizes, texts))
+                store._last_store_timestamp = now
+                drain_needed = dispatcher.dispatch_put(queues, phy, [(topic, sys_flag, sizes, texts)], now)
+                arrivals = dispatcher.take_arrivals() if dispatcher.schedule is None else None
+        except (OSError, StoreError) as exc:
+            log.exception("put failed in %s", store.root)
+            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
+        if drain_needed and dispatcher.schedule is not None:
+            dispatcher.schedule(store.dispatch_pending)
+        msg_id = self._msg_id_prefix + _HEX16 % phy
+        result = AppendMessageResult(AppendMessageStatus.PUT_OK, phy, size, msg_id, now, q, 1, [msg_id], [q])
+        put_listener = store.message_put_listener
+        if put_listener is not None and queues:
+            try:
+                put_listener(PutRecords(queues, data, phy, next_offsets, now))
+            except Exception:
+                log.exception("message put listener failed")
+        if arrivals:
+            store._notify_arrivals(arrivals)
+        return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def _put_batches(self, batches: list[MessageExtBatch]) -> PutMessageResult:
         """Encode and append ``batches`` as one contiguous write, then dispatch them (consume queues,
@@ -290,8 +372,7 @@ class CommitLogPut:
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
         if drain_needed and dispatcher.schedule is not None:
             dispatcher.schedule(store.dispatch_pending)
-        prefix = self._msg_id_prefix
-        msg_ids = list(map(prefix.__add__, map(_HEX16.format, offsets)))
+        msg_ids = list(map(self._msg_id_prefix.__add__, map(_HEX16.__mod__, offsets)))
         result = AppendMessageResult(
             AppendMessageStatus.PUT_OK,
             wrote_offset=phy,

@@ -69,6 +69,8 @@ def test_frames_fed_in_random_chunks(cmds: list[RemotingCommand], data: st.DataO
         out += decoder.feed(raw[prev:cut])
         prev = cut
     assert [meaning(c) for c in out] == [meaning(c) for c in cmds]
+    assert all(type(c.body) is bytes for c in out)  # whether decoded from the chunk or the buffer
+    assert decoder.buffered == 0
 
 
 @given(commands)

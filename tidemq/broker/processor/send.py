@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, ClassVar
 from tidemq.errors import ProtocolError
 from tidemq.protocol.body import TopicConfig
 from tidemq.protocol.codes import RequestCode, ResponseCode
-from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand
 from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.headers import HeaderError, SendMessageRequestHeader
 from tidemq.protocol.message import MessageConst, properties_to_string, property_value, string_to_properties
@@ -57,6 +57,8 @@ CLIENT_VERSION_WITH_MAX_RECONSUME = 121  # MQVersion V3_4_9
 PERM_RW = 6
 _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
 _DELAY_PAIR = f"{_DELAY}\x01"
+_WAIT = MessageConst.PROPERTY_WAIT_STORE_MSG_OK
+_CLUSTER = MessageConst.PROPERTY_CLUSTER
 
 
 def _utf8_len(text: str) -> int:
@@ -88,12 +90,16 @@ class SendMessageProcessor:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self._rng = random.Random()
+        self._ext_key: tuple[str, bool] | None = None
+        self._ext: dict[str, str] = {}
+        self._valid_topics: set[str] = set()
+        """Topic names that passed the name checks (a pure function of the name), checked once."""
 
     # -- entry point ---------------------------------------------------------------------------
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """Handle one send request from ``channel``; returns the response."""
-        ext = self._response_ext()
+        ext = self._response_ext()  # shared, never changed: every answer copies it
         try:
             header = SendMessageRequestHeader.from_command(request)
         except HeaderError as exc:
@@ -104,15 +110,21 @@ class SendMessageProcessor:
             return checked
         topic_config, queue_id = checked
         if header.batch:
-            return await self.send_batch_message(channel.remote_addr, header, request.body, queue_id)
-        return await self.send_message(channel.remote_addr, header, request, topic_config, queue_id)
+            return await self.send_batch_message(channel.remote_addr, header, request.body, queue_id, ext)
+        return await self.send_message(channel.remote_addr, header, request, topic_config, queue_id, ext)
 
     def _response_ext(self) -> dict[str, str]:
+        """``MSG_REGION`` and ``TRACE_ON`` as every answer carries them: made again only when the
+        config changed (do not modify the dict returned)."""
         cfg = self.broker.config
-        return {
-            MessageConst.PROPERTY_MSG_REGION: cfg.region_id,
-            MessageConst.PROPERTY_TRACE_SWITCH: str(cfg.trace_on).lower(),
-        }
+        key = (cfg.region_id, cfg.trace_on)
+        if key != self._ext_key:
+            self._ext = {
+                MessageConst.PROPERTY_MSG_REGION: cfg.region_id,
+                MessageConst.PROPERTY_TRACE_SWITCH: str(cfg.trace_on).lower(),
+            }
+            self._ext_key = key
+        return self._ext
 
     # -- checks ----------------------------------------------------------------------------------
 
@@ -129,11 +141,15 @@ class SendMessageProcessor:
                 ResponseCode.NO_PERMISSION, f"the broker[{broker.addr}] sending message is forbidden"
             )
         topic = header.topic
-        problem = check_topic(topic)
-        if problem is not None:
-            return error(ResponseCode.SYSTEM_ERROR, problem)
-        if is_not_allowed_send_topic(topic):
-            return error(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        if topic not in self._valid_topics:
+            problem = check_topic(topic)
+            if problem is not None:
+                return error(ResponseCode.SYSTEM_ERROR, problem)
+            if is_not_allowed_send_topic(topic):
+                return error(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+            if len(self._valid_topics) >= 4096:
+                self._valid_topics.clear()
+            self._valid_topics.add(topic)
         tcm = broker.topic_config_manager
         topic_config = tcm.select_topic_config(topic)
         if topic_config is None:
@@ -191,12 +207,21 @@ class SendMessageProcessor:
             )
         return None
 
-    def _props(self, header_properties: str | None) -> tuple[dict[str, str], bool]:
-        """Header properties + CLUSTER, minus WAIT; returns (properties, wait_store_msg_ok)."""
-        props = string_to_properties(header_properties or "")
-        wait = props.pop(MessageConst.PROPERTY_WAIT_STORE_MSG_OK, "true").lower() != "false"
-        props[MessageConst.PROPERTY_CLUSTER] = self.broker.config.broker_cluster_name
-        return props, wait
+    def _props(self, header_properties: str | None) -> tuple[dict[str, str], bool, str]:
+        """Header properties + CLUSTER, minus WAIT; returns (properties, wait_store_msg_ok, the
+        properties as text). The text is the header's own plus the CLUSTER pair when parsing and
+        writing it back would give it unchanged (every pair well formed, no name twice: as many names
+        as pairs) and it holds neither WAIT nor CLUSTER: what every client sends."""
+        text = header_properties or ""
+        props = string_to_properties(text)
+        had_wait = _WAIT in props
+        wait = props.pop(_WAIT, "true").lower() != "false"
+        cluster = self.broker.config.broker_cluster_name
+        plain = not had_wait and _CLUSTER not in props and len(props) == text.count("\x02") + 1
+        props[_CLUSTER] = cluster
+        if plain:
+            return props, wait, f"{text}\x02{_CLUSTER}\x01{cluster}"
+        return props, wait, properties_to_string(props)
 
     def _size_error(self, body_len: int, props_len: int) -> RemotingCommand | None:
         limit = self.broker.store_config.max_message_size
@@ -221,12 +246,15 @@ class SendMessageProcessor:
         request: RemotingCommand,
         topic_config: TopicConfig,
         queue_id: int,
+        ext: dict[str, str] | None = None,
     ) -> RemotingCommand:
         """Store one message (``asyncSendMessage``). The common case (no retry topic, no delay
         level) goes to the store as a one-message :class:`MessageExtBatch`, with no
-        ``MessageExtBrokerInner``; a retry-topic or delayed message takes the general put path."""
-        ext = self._response_ext()
-        props, wait = self._props(header.properties)
+        ``MessageExtBrokerInner``; a retry-topic or delayed message takes the general put path.
+        ``ext``: the answer's ``MSG_REGION`` / ``TRACE_ON`` (default: from the config)."""
+        if ext is None:
+            ext = self._response_ext()
+        props, wait, text = self._props(header.properties)
         if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
             return error(
                 ResponseCode.NO_PERMISSION,
@@ -239,7 +267,6 @@ class SendMessageProcessor:
         store = self.broker.store
         try:
             if _DELAY not in props and not is_retry_topic(header.topic):
-                text = properties_to_string(props)
                 problem = self._size_error(len(request.body), _utf8_len(text))
                 if problem is not None:
                     problem.ext_fields.update(ext)
@@ -287,10 +314,17 @@ class SendMessageProcessor:
     # -- batch ------------------------------------------------------------------------------------
 
     async def send_batch_message(
-        self, remote_addr: str, header: SendMessageRequestHeader, body: bytes, queue_id: int
+        self,
+        remote_addr: str,
+        header: SendMessageRequestHeader,
+        body: bytes,
+        queue_id: int,
+        ext: dict[str, str] | None = None,
     ) -> RemotingCommand:
-        """Store a batch (``asyncSendBatchMessage``): every item gets the batch-level properties."""
-        ext = self._response_ext()
+        """Store a batch (``asyncSendBatchMessage``): every item gets the batch-level properties.
+        ``ext``: the answer's ``MSG_REGION`` / ``TRACE_ON`` (default: from the config)."""
+        if ext is None:
+            ext = self._response_ext()
         topic = header.topic
         if is_retry_topic(topic):
             return error(
@@ -306,22 +340,24 @@ class SendMessageProcessor:
             return error(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}", ext)
         if not bodies:
             return error(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message", ext)
-        batch_props, wait = self._props(header.properties)
+        batch_props, wait, batch_str = self._props(header.properties)
         if int(batch_props.get(_DELAY, "0") or 0) > 0:
             return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
-        batch_str = properties_to_string(batch_props)
-        texts: list[str] = []
-        for text in item_texts:
-            if text and batch_str and not text.endswith("\x02"):
-                text += "\x02"
-            text += batch_str
-            if len(text) * 4 > MAX_PROPERTIES_BYTES and len(text.encode()) > MAX_PROPERTIES_BYTES:
-                return error(
-                    ResponseCode.MESSAGE_ILLEGAL, "a batch item's properties exceed 32767 bytes", ext
-                )
-            if _DELAY_PAIR in text and int(property_value(text, _DELAY) or 0) > 0:
-                return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
-            texts.append(text)
+        if batch_str:
+            joined = "\x02" + batch_str
+            texts = [t + joined if t and t[-1] != "\x02" else t + batch_str for t in item_texts]
+        else:
+            texts = item_texts
+        # both checks over the whole batch at once; the item-by-item look (which names the first
+        # problem) only when one may fail ("DELAY\x01" cannot span texts joined by "\x00")
+        if max(map(len, texts)) * 4 > MAX_PROPERTIES_BYTES or _DELAY_PAIR in "\x00".join(texts):
+            for text in texts:
+                if len(text) * 4 > MAX_PROPERTIES_BYTES and len(text.encode()) > MAX_PROPERTIES_BYTES:
+                    return error(
+                        ResponseCode.MESSAGE_ILLEGAL, "a batch item's properties exceed 32767 bytes", ext
+                    )
+                if _DELAY_PAIR in text and int(property_value(text, _DELAY) or 0) > 0:
+                    return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
         batch = MessageExtBatch(
             topic,
             queue_id,
@@ -357,15 +393,20 @@ class SendMessageProcessor:
         if status is not PutMessageStatus.PUT_OK or append is None:
             return self._put_error(result, ext)
         code = ResponseCode.SUCCESS
-        if wait and not await self.broker.wait_for_flush(append.wrote_offset + append.wrote_bytes):
-            code = ResponseCode.FLUSH_DISK_TIMEOUT
-        if wait and code == ResponseCode.SUCCESS:  # SYNC_MASTER: a slave must hold it (store/ha)
-            code = await self.broker.handle_ha(append.wrote_offset + append.wrote_bytes)
-        fields = dict(ext)  # SendMessageResponseHeader's fields, written directly (hot path)
+        if wait:
+            broker = self.broker
+            end = append.wrote_offset + append.wrote_bytes
+            # SYNC_FLUSH: the fsync first; SYNC_MASTER: then a slave must hold it (store/ha). Neither
+            # (the usual ASYNC_FLUSH master) awaits nothing.
+            if broker.group_commit_service is not None and not await broker.wait_for_flush(end):
+                code = ResponseCode.FLUSH_DISK_TIMEOUT
+            elif broker.ha is not None and broker.ha.is_sync_master:
+                code = await broker.handle_ha(end)
+        fields = ext.copy()  # SendMessageResponseHeader's fields, written directly (hot path)
         fields["msgId"] = append.msg_id or ",".join(append.msg_ids)
         fields["queueId"] = str(queue_id)
         fields["queueOffset"] = str(append.logics_offset)
-        return RemotingCommand.create_response(code, None, fields)
+        return RemotingCommand(code, flag=RPC_TYPE_RESPONSE, ext_fields=fields)
 
     def _put_error(self, result: PutMessageResult, ext: dict[str, str]) -> RemotingCommand:
         status = result.status
