@@ -305,3 +305,73 @@ def test_v2_send_header_as_clients_send_it_is_read_plainly() -> None:
     header = SendMessageRequestHeader._from_v2_plain(ext)
     assert header == SendMessageRequestHeader._from_ext(ext, V2_FIELD_NAMES)
     assert header is not None and header.born_timestamp == 1700000000123 and header.queue_id == 3
+
+
+_PULL_KEYS = (
+    "consumerGroup",
+    "topic",
+    "queueId",
+    "queueOffset",
+    "maxMsgNums",
+    "sysFlag",
+    "commitOffset",
+    "suspendTimeoutMillis",
+    "subVersion",
+)
+_PULL_DIGITS = st.from_regex(r"[0-9]{1,18}", fullmatch=True)
+_PULL_MOSTLY_PLAIN = st.one_of(_PULL_DIGITS, _PULL_DIGITS, _PULL_DIGITS, _V2_VALUES)
+
+
+@settings(max_examples=300)
+@given(
+    st.one_of(
+        st.fixed_dictionaries(
+            {k: _PULL_MOSTLY_PLAIN for k in _PULL_KEYS},
+            optional={k: _V2_VALUES for k in ("subscription", "expressionType", "other")},
+        ),
+        st.dictionaries(st.sampled_from([*_PULL_KEYS, "subscription", "expressionType"]), _V2_VALUES),
+    )
+)
+def test_pull_header_plain_reading_matches_the_generic_parser(ext: dict[str, str]) -> None:
+    """The field-by-field reading of a PULL_MESSAGE header gives what the generic parser gives, or
+    steps aside (None) for it, which then parses the header or names the bad field."""
+    plain = h.PullMessageRequestHeader._from_plain(ext)
+    try:
+        generic = h.PullMessageRequestHeader._from_ext(ext, None)
+    except HeaderError as exc:
+        assert plain is None
+        with pytest.raises(HeaderError) as info:
+            h.PullMessageRequestHeader.from_ext_fields(ext)
+        assert info.value.field == exc.field
+        return
+    assert plain is None or plain == generic
+    assert h.PullMessageRequestHeader.from_ext_fields(ext) == generic
+
+
+def test_pull_header_as_clients_send_it_is_read_plainly() -> None:
+    """A pull as the C++ and tidemq clients send it takes the field-by-field reading."""
+    ext = {
+        "consumerGroup": "cg",
+        "topic": "T",
+        "queueId": "3",
+        "queueOffset": "1234567",
+        "maxMsgNums": "32",
+        "sysFlag": "3",
+        "commitOffset": "1234000",
+        "suspendTimeoutMillis": "15000",
+        "subscription": "*",
+        "subVersion": "1700000000123",
+        "expressionType": "TAG",
+    }
+    header = h.PullMessageRequestHeader._from_plain(ext)
+    assert header == h.PullMessageRequestHeader._from_ext(ext, None)
+    assert header is not None and header.queue_offset == 1234567 and header.max_msg_nums == 32
+
+
+@given(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1), st.integers())
+def test_pull_response_fields_are_the_headers_ext_fields(a: int, b: int, c: int, d: int) -> None:
+    fields = h.pull_response_fields(a, b, c, d)
+    expect = h.PullMessageResponseHeader(
+        suggest_which_broker_id=a, next_begin_offset=b, min_offset=c, max_offset=d
+    ).to_ext_fields()
+    assert fields == expect and list(fields) == list(expect)

@@ -35,12 +35,8 @@ from tidemq.protocol.body import EXPRESSION_TYPE_TAG, SubscriptionData
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import SUB_ALL, build_subscription_data
-from tidemq.protocol.headers import (
-    HeaderError,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    PullSysFlag,
-)
+from tidemq.protocol.headers import HeaderError, PullMessageRequestHeader, PullSysFlag
+from tidemq.protocol.headers.pull import pull_response_fields
 from tidemq.store.dispatcher import PutRecords, PutRun
 from tidemq.store.results import GetMessageResult, GetMessageStatus
 
@@ -271,23 +267,18 @@ class PullMessageProcessor:
             result,
             pull_response_code(result.status, header.queue_offset),
         )
-        fields = PullMessageResponseHeader(
-            suggest_which_broker_id=suggest,
-            next_begin_offset=next_begin,
-            min_offset=result.min_offset,
-            max_offset=result.max_offset,
-        ).to_ext_fields()
         if code == ResponseCode.SUCCESS:
             # statistics: one O(1) call per request
             self.broker.broker_stats.inc_get(
                 header.consumer_group, header.topic, result.message_count, result.buffer_total_size
             )
             body = result.body()
+            fields = pull_response_fields(suggest, next_begin, result.min_offset, result.max_offset)
             return RemotingCommand.create_response(code, result.status.value, fields, body)
         if (
             code == ResponseCode.PULL_NOT_FOUND
             and broker_allow_suspend
-            and PullSysFlag.has_suspend_flag(header.sys_flag)
+            and header.sys_flag & PullSysFlag.FLAG_SUSPEND
         ):
             cfg = self.broker.config
             if cfg.long_polling_enable:
@@ -318,12 +309,10 @@ class PullMessageProcessor:
                 result.min_offset,
                 result.max_offset,
             )
+        fields = pull_response_fields(suggest, next_begin, result.min_offset, result.max_offset)
         return RemotingCommand.create_response(code, result.status.value, fields)
 
 
 def _error(code: int, remark: str) -> RemotingCommand:
     """An error response: the four pull header fields are present (zeros) for every status."""
-    fields = PullMessageResponseHeader(
-        suggest_which_broker_id=0, next_begin_offset=0, min_offset=0, max_offset=0
-    ).to_ext_fields()
-    return RemotingCommand.create_response(code, remark, fields)
+    return RemotingCommand.create_response(code, remark, pull_response_fields(0, 0, 0, 0))

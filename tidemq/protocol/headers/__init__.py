@@ -81,6 +81,7 @@ from tidemq.protocol.headers.pull import (
     SearchOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
+    pull_response_fields,
 )
 from tidemq.protocol.headers.send import (
     SEND_REPLY_MESSAGE,
@@ -191,5 +192,6 @@ __all__ = [
     "b",
     "i32",
     "i64",
+    "pull_response_fields",
     "s",
 ]

@@ -16,6 +16,7 @@ Kind = Literal["str", "int", "long", "bool"]
 _INT_RE = re.compile(r"[+-]?[0-9]+")
 _RANGES: Final = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 _TRUE: Final = frozenset({"true", "1"})
+_SMALL_INTS: Final[dict[str, int]] = {str(number): number for number in range(1024)}
 _FALSE: Final = frozenset({"false", "0"})
 
 
@@ -76,6 +77,13 @@ def _to_str(value: Any) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def small_int(digits: str) -> int:
+    """``int(digits)`` of plain ASCII digits; the small values requests carry most (queue ids,
+    flags, batch sizes) from a table (the per-request header parses)."""
+    number = _SMALL_INTS.get(digits)
+    return int(digits) if number is None else number
 
 
 def _parse_value(header: str, wire: str, label: str, kind: Kind, raw: str) -> Any:

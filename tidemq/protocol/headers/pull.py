@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, Self
 
-from tidemq.protocol.headers.base import CommandHeader, b, i32, i64, s
+from tidemq.protocol.headers.base import CommandHeader, b, i32, i64, s, small_int
 
 
 class PullSysFlag:
@@ -76,6 +77,82 @@ class PullMessageRequestHeader(CommandHeader):
     sub_version: int = i64("subVersion")
     expression_type: str | None = s("expressionType", required=False)
 
+    @classmethod
+    def from_ext_fields(cls, ext: Mapping[str, Any]) -> Self:
+        """Parse ``ext``: read field by field when it is plainly formed (strings, unsigned digits:
+        every pull a client sends), else by the generic parser, which gives the same header or the
+        error that names the bad field.
+
+        Raises:
+            HeaderError: a required field is missing, or a value does not parse.
+        """
+        header = cls._from_plain(ext)
+        return header if header is not None else cls._from_ext(ext, None)
+
+    @classmethod
+    def _from_plain(cls, ext: Mapping[str, Any]) -> Self | None:
+        # Written out field by field, without loops or generators: this runs for every pull.
+        get = ext.get
+        group, topic, queue_id, offset, max_nums, sys_flag, commit, suspend, sub_version = (
+            get("consumerGroup"),
+            get("topic"),
+            get("queueId"),
+            get("queueOffset"),
+            get("maxMsgNums"),
+            get("sysFlag"),
+            get("commitOffset"),
+            get("suspendTimeoutMillis"),
+            get("subVersion"),
+        )
+        if not (
+            type(group) is str
+            and type(topic) is str
+            and type(queue_id) is str
+            and type(offset) is str
+            and type(max_nums) is str
+            and type(sys_flag) is str
+            and type(commit) is str
+            and type(suspend) is str
+            and type(sub_version) is str
+            and queue_id
+            and offset
+            and max_nums
+            and sys_flag
+            and commit
+            and suspend
+            and sub_version
+            and len(queue_id) < 10
+            and len(max_nums) < 10
+            and len(sys_flag) < 10
+            and len(offset) < 19
+            and len(commit) < 19
+            and len(suspend) < 19
+            and len(sub_version) < 19
+        ):
+            return None
+        digits = queue_id + offset + max_nums + sys_flag + commit + suspend + sub_version
+        if not (digits.isascii() and digits.isdigit()):  # every part is non-empty
+            return None
+        subscription, expression_type = get("subscription"), get("expressionType")
+        if not (
+            (subscription is None or type(subscription) is str)
+            and (expression_type is None or type(expression_type) is str)
+        ):
+            return None
+        header = object.__new__(cls)  # every field set (the test against the generic parser checks)
+        header.consumer_group = group
+        header.topic = topic
+        header.queue_id = small_int(queue_id)
+        header.queue_offset = int(offset)
+        header.max_msg_nums = small_int(max_nums)
+        header.sys_flag = small_int(sys_flag)
+        header.commit_offset = int(commit)
+        header.suspend_timeout_millis = int(suspend)
+        header.subscription = subscription
+        header.sub_version = int(sub_version)
+        header.expression_type = expression_type
+        return header
+
 
 @dataclass(slots=True, kw_only=True)
 class PullMessageResponseHeader(CommandHeader):
@@ -85,6 +162,19 @@ class PullMessageResponseHeader(CommandHeader):
     next_begin_offset: int = i64("nextBeginOffset")
     min_offset: int = i64("minOffset")
     max_offset: int = i64("maxOffset")
+
+
+def pull_response_fields(
+    suggest_which_broker_id: int, next_begin_offset: int, min_offset: int, max_offset: int
+) -> dict[str, str]:
+    """``PullMessageResponseHeader(...).to_ext_fields()`` written out (every pull's answer builds
+    it): the same keys in the same order, decimal strings."""
+    return {
+        "suggestWhichBrokerId": str(suggest_which_broker_id),
+        "nextBeginOffset": str(next_begin_offset),
+        "minOffset": str(min_offset),
+        "maxOffset": str(max_offset),
+    }
 
 
 @dataclass(slots=True, kw_only=True)

@@ -9,7 +9,7 @@ from typing import Any, Final, Self
 
 from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
-from tidemq.protocol.headers.base import CommandHeader, HeaderError, b, i32, i64, s
+from tidemq.protocol.headers.base import CommandHeader, HeaderError, b, i32, i64, s, small_int
 
 V2_FIELD_NAMES: Final[dict[str, str]] = {
     "producerGroup": "a",
@@ -35,16 +35,6 @@ _V1_CODES: Final = frozenset({int(RequestCode.SEND_MESSAGE), SEND_REPLY_MESSAGE}
 _V2_CODES: Final = frozenset(
     {int(RequestCode.SEND_MESSAGE_V2), int(RequestCode.SEND_BATCH_MESSAGE), SEND_REPLY_MESSAGE_V2}
 )
-
-
-_SMALL_INTS: Final[dict[str, int]] = {str(number): number for number in range(1024)}
-
-
-def _small_int(digits: str) -> int:
-    """``int(digits)`` of plain ASCII digits; the small values a send carries (queue ids, flags) from
-    a table."""
-    number = _SMALL_INTS.get(digits)
-    return int(digits) if number is None else number
 
 
 @dataclass(slots=True, kw_only=True)
@@ -144,7 +134,7 @@ class SendMessageRequestHeader(CommandHeader):
         if j is not None and j != "":
             if not (type(j) is str and j.isascii() and j.isdigit() and len(j) < 10):
                 return None
-            reconsume_times = _small_int(j)
+            reconsume_times = small_int(j)
         if l_ is not None and l_ != "":
             if not (type(l_) is str and l_.isascii() and l_.isdigit() and len(l_) < 10):
                 return None
@@ -167,11 +157,11 @@ class SendMessageRequestHeader(CommandHeader):
         header.producer_group = a
         header.topic = b_
         header.default_topic = c
-        header.default_topic_queue_nums = _small_int(d)
-        header.queue_id = _small_int(e)
-        header.sys_flag = _small_int(f)
+        header.default_topic_queue_nums = small_int(d)
+        header.queue_id = small_int(e)
+        header.sys_flag = small_int(f)
         header.born_timestamp = int(g)
-        header.flag = _small_int(h)
+        header.flag = small_int(h)
         header.properties = i
         header.reconsume_times = reconsume_times
         header.unit_mode = unit_mode
