@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -217,11 +218,23 @@ def measure_cpu(
 # -- Python calls per request in-process --------------------------------------------------------
 
 
+def _run_with_temp_dir(main: Callable[[str], Coroutine[Any, Any, None]]) -> None:
+    """``main(tmp)`` to completion on a new event loop (uvloop's when importable), ``tmp`` a
+    temporary directory removed afterwards."""
+    from tidemq.remoting.loop import new_event_loop
+
+    loop = new_event_loop()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            loop.run_until_complete(main(tmp))
+        finally:
+            loop.close()
+
+
 def measure_calls(
     frames: dict[str, bytes], flush: str, shapes: list[str], n: int, top: int
 ) -> dict[str, Any]:
     """Python calls per request (cProfile on the broker's loop thread), in this process."""
-    from tidemq.remoting.loop import new_event_loop
     from tidemq.testing import run_cluster
 
     out: dict[str, Any] = {}
@@ -272,12 +285,7 @@ def measure_calls(
                     ]
                 out[shape] = entry
 
-    loop = new_event_loop()
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            loop.run_until_complete(main(tmp))
-        finally:
-            loop.close()
+    _run_with_temp_dir(main)
     return out
 
 
@@ -313,7 +321,6 @@ def measure_replay(
     The best of ``reps`` runs of ``n`` requests (the least disturbed by other processes), after a
     first run (or ``warmup`` requests) that warms up."""
     from tidemq.remoting.channel import Channel
-    from tidemq.remoting.loop import new_event_loop
     from tidemq.testing import run_cluster
 
     out: dict[str, Any] = {}
@@ -350,12 +357,7 @@ def measure_replay(
                     raise RuntimeError(f"unexpected answer {transport.last[:200]!r}")
                 out[shape] = {"replay_us": round(best / max(requests, 1) * 1e6, 2)}
 
-    loop = new_event_loop()
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            loop.run_until_complete(main(tmp))
-        finally:
-            loop.close()
+    _run_with_temp_dir(main)
     return out
 
 

@@ -260,18 +260,10 @@ class MessageReader:
             or max(ends) > max_offset_py
         ):
             return False
-        if low >= in_disk_below:
-            limit_bytes, limit_count = (
-                cfg.max_transfer_bytes_on_message_in_memory,
-                cfg.max_transfer_count_on_message_in_memory,
-            )
-        elif high < in_disk_below:
-            limit_bytes, limit_count = (
-                cfg.max_transfer_bytes_on_message_in_disk,
-                cfg.max_transfer_count_on_message_in_disk,
-            )
-        else:
+        limits = self._span_limits(low, high, in_disk_below)
+        if limits is None:
             return False
+        limit_bytes, limit_count = limits
         running = list(accumulate(sizes))
         # the first record is always taken; then stop at the count or before the byte limit
         n = max(1, min(max_msg_nums, limit_count, k, bisect_right(running, limit_bytes)))
@@ -325,18 +317,10 @@ class MessageReader:
             or high + size > max_offset_py
         ):
             return False
-        if low >= in_disk_below:
-            limit_bytes, limit_count = (
-                cfg.max_transfer_bytes_on_message_in_memory,
-                cfg.max_transfer_count_on_message_in_memory,
-            )
-        elif high < in_disk_below:
-            limit_bytes, limit_count = (
-                cfg.max_transfer_bytes_on_message_in_disk,
-                cfg.max_transfer_count_on_message_in_disk,
-            )
-        else:
+        limits = self._span_limits(low, high, in_disk_below)
+        if limits is None:
             return False
+        limit_bytes, limit_count = limits
         # the first record is always taken; then stop at the count or before the byte limit
         n = max(1, min(max_msg_nums, limit_count, k, limit_bytes // size))
         max_phy_pulling = offsets[n] if n < k else offsets[-1]  # the entry the scan stopped at
@@ -364,6 +348,18 @@ class MessageReader:
         result.next_begin_offset = offset + n
         result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > self.memory_limit
         return True
+
+    def _span_limits(self, low: int, high: int, in_disk_below: int) -> tuple[int, int] | None:
+        """``(max bytes, max messages)`` for one pull of records from commit-log offset ``low`` to
+        ``high``: the in-memory limits when all are at or above ``in_disk_below``, the in-disk ones when
+        all are below it (``isTheBatchFull``'s two cases); None when the span straddles it (the
+        entry-by-entry scan then applies each entry's own)."""
+        cfg = self.config
+        if low >= in_disk_below:
+            return cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory
+        if high < in_disk_below:
+            return cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk
+        return None
 
     def _report_damaged(self, cq_name: str, queue_offset: int, phy: int, size: int) -> None:
         """One WARNING per damaged entry (first sighting only; a consumer re-pulls the same range)."""
