@@ -186,6 +186,30 @@ def _run(main_coro: Callable[[asyncio.Event], Awaitable[None]]) -> None:
         sys.exit(1)
 
 
+def _ready(line: str) -> None:
+    """Print the server's ``tidemq ready ...`` line (what scripts and ``ServeProcess`` wait for),
+    once start-up's objects are out of the cyclic garbage collector's way (:func:`freeze_startup_heap`)."""
+    freeze_startup_heap()
+    click.echo(line)
+    sys.stdout.flush()
+
+
+def freeze_startup_heap() -> None:
+    """One full collection, then ``gc.freeze()``: what start-up made (modules, configs, the loaded
+    store's tables; about 30,000 objects for ``tidemq serve``) moves to the permanent generation.
+
+    A server process calls this once it is ready. Later full collections scan only what was made
+    since: 0.04 ms instead of 10-34 ms of a stalled event loop for ``tidemq serve`` on a 2-core VM
+    (every connected client waits for a full collection). Frozen objects are still freed by reference
+    counting; only a start-up object in a reference cycle that later becomes garbage stays. Not for
+    library code: the client leaves the application's collector alone.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def _host_for(listen_host: str) -> str:
     from tidemq.broker.config import guess_broker_ip
 
@@ -270,8 +294,7 @@ def serve(
             raise
         extras = await _start_ops_servers(broker, ns_addr, host, metrics_port, dashboard_port, acl_file)
         fields = "".join(f" {k}={v}" for k, v in extras.items() if k != "stop")
-        click.echo(f"tidemq ready namesrv={ns_addr} broker={broker.addr}{fields}")
-        sys.stdout.flush()
+        _ready(f"tidemq ready namesrv={ns_addr} broker={broker.addr}{fields}")
         try:
             await stop.wait()
         finally:
@@ -361,8 +384,7 @@ def dashboard(
     except OSError as exc:
         click.echo(f"tidemq: error: {exc}", err=True)
         sys.exit(1)
-    click.echo(f"tidemq ready dashboard={_host_for(host)}:{bound}")
-    sys.stdout.flush()
+    _ready(f"tidemq ready dashboard={_host_for(host)}:{bound}")
 
     async def run(stop: asyncio.Event) -> None:
         try:
@@ -386,8 +408,7 @@ def namesrv(host: str, port: str) -> None:
     async def run(stop: asyncio.Event) -> None:
         server = NameServer(NamesrvConfig(), host, port_no)
         await server.start()
-        click.echo(f"tidemq ready namesrv={_host_for(host)}:{server.port}")
-        sys.stdout.flush()
+        _ready(f"tidemq ready namesrv={_host_for(host)}:{server.port}")
         try:
             await stop.wait()
         finally:
@@ -430,8 +451,7 @@ def broker(
         b = Broker(bc, sc, store_lock=store_lock)
         await b.start()
         ha = f" ha={b.addr.rsplit(':', 1)[0]}:{b.ha.service.port}" if b.ha and b.ha.service else ""
-        click.echo(f"tidemq ready broker={b.addr}{ha}")
-        sys.stdout.flush()
+        _ready(f"tidemq ready broker={b.addr}{ha}")
         try:
             await stop.wait()
         finally:
