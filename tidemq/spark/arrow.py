@@ -617,6 +617,11 @@ class RecordBatchBuilder:
             "reconsumeTimes": lambda: ints(after_store + L.AFTER_STORE_RECONSUME_TIMES, ">i4", np.int32),
             "properties": lambda: props.to_map() if props is not None else None,
         }
+        return self._assemble(makers, tags), n, next_offset
+
+    def _assemble(self, makers: dict[str, Any], tags: pa.Array | None) -> pa.RecordBatch:
+        """The batch of this decoder's schema, each column made by its maker (only the columns the
+        schema names are decoded), without the records whose tag the tag filter rejects."""
         batch = pa.RecordBatch.from_arrays([makers[name]() for name in self.schema.names], schema=self.schema)
         if self.tag_filter is not None:
             import pyarrow.compute as pc
@@ -624,7 +629,7 @@ class RecordBatchBuilder:
             assert tags is not None
             wanted = pc.fill_null(pc.is_in(tags, pa.array(sorted(self.tag_filter), pa.string())), False)
             batch = batch.filter(wanted)
-        return batch, n, next_offset
+        return batch
 
     def _decode(self, rec: _Records, end_offset: int) -> tuple[pa.RecordBatch | None, int, int]:
         import pyarrow.compute as pc
@@ -749,12 +754,7 @@ class RecordBatchBuilder:
             ),
             "properties": lambda: props.to_map() if props is not None else None,
         }
-        batch = pa.RecordBatch.from_arrays([makers[name]() for name in self.schema.names], schema=self.schema)
-        if self.tag_filter is not None:
-            assert tags is not None
-            wanted = pc.fill_null(pc.is_in(tags, pa.array(sorted(self.tag_filter), pa.string())), False)
-            batch = batch.filter(wanted)
-        return batch, n, next_offset
+        return self._assemble(makers, tags), n, next_offset
 
     def flush(self) -> pa.RecordBatch | None:
         """The records decoded since the last flush as one RecordBatch (None if none); resets."""

@@ -136,18 +136,29 @@ class ConsumeQueue:
         """:meth:`put_message_position_info` for entries given as columns (commit-log offsets, sizes,
         tag codes): a put's entries, appended at the written end with one write and no object per
         entry; anywhere else as units."""
-        count = len(offsets)
-        if not count:
+        if not offsets:
             return
+        offset = cq_offset * CQ_STORE_UNIT_SIZE
+        end_file = self._end_file(offset, len(offsets))
+        if end_file is None:
+            self.put_message_position_info(list(map(CqUnit, offsets, sizes, tags_codes)), cq_offset)
+            return
+        end_file.write(
+            offset - end_file.file_from_offset, b"".join(map(_UNIT.pack, offsets, sizes, tags_codes))
+        )
+        self.max_physic_offset = max(self.max_physic_offset, offsets[-1] + sizes[-1])
+
+    def _end_file(self, offset: int, count: int) -> MappedFile | None:
+        """The last file when byte ``offset`` is its written end and it has room for ``count`` more
+        units (the usual append: one write, no file search), else None."""
         files = self.queue.files
-        if files:
-            last_file = files[-1]
-            pos = cq_offset * CQ_STORE_UNIT_SIZE - last_file.file_from_offset
-            if pos == last_file.wrote_position and pos + count * CQ_STORE_UNIT_SIZE <= last_file.file_size:
-                last_file.write(pos, b"".join(map(_UNIT.pack, offsets, sizes, tags_codes)))
-                self.max_physic_offset = max(self.max_physic_offset, offsets[-1] + sizes[-1])
-                return
-        self.put_message_position_info(list(map(CqUnit, offsets, sizes, tags_codes)), cq_offset)
+        if not files:
+            return None
+        last_file = files[-1]
+        pos = offset - last_file.file_from_offset
+        if pos != last_file.wrote_position or pos + count * CQ_STORE_UNIT_SIZE > last_file.file_size:
+            return None
+        return last_file
 
     def put_message_position_info(self, units: list[CqUnit], cq_offset: int) -> None:
         """Append ``units`` at logical ``cq_offset`` (the store's next offset for this queue).
@@ -158,18 +169,12 @@ class ConsumeQueue:
         if not units:
             return
         offset = cq_offset * CQ_STORE_UNIT_SIZE
-        files = self.queue.files
-        if files:  # the usual: appending at the written end of the last file, with room for all
-            last_file = files[-1]
-            pos = offset - last_file.file_from_offset
-            if (
-                pos == last_file.wrote_position
-                and pos + len(units) * CQ_STORE_UNIT_SIZE <= last_file.file_size
-            ):
-                last_file.write(pos, b"".join([_UNIT.pack(*unit) for unit in units]))
-                last = units[-1]
-                self.max_physic_offset = max(self.max_physic_offset, last.commit_log_offset + last.size)
-                return
+        last = units[-1]
+        end_file = self._end_file(offset, len(units))
+        if end_file is not None:
+            end_file.write(offset - end_file.file_from_offset, b"".join([_UNIT.pack(*u) for u in units]))
+            self.max_physic_offset = max(self.max_physic_offset, last.commit_log_offset + last.size)
+            return
         end = self.queue.get_max_offset()
         if self.queue.last() is None and offset > 0:
             file_start = offset - offset % self.mapped_file_size
@@ -188,8 +193,7 @@ class ConsumeQueue:
             offset += len(same) * CQ_STORE_UNIT_SIZE
             if not units:
                 return
-        self._write_at(offset, b"".join(u.pack() for u in units))
-        last = units[-1]
+        self._write_at(offset, b"".join(u.pack() for u in units))  # the last unit is still ``last``
         self.max_physic_offset = max(self.max_physic_offset, last.commit_log_offset + last.size)
 
     # ---- recovery and retention

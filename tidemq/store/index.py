@@ -484,9 +484,10 @@ class IndexService:
                         uniq = property_value(text, _UNIQ_KEY) if indexed and _UNIQ_PAIR in text else None
                         keys = property_value(text, _KEYS) if indexed and _KEYS_PAIR in text else None
                         if uniq and not keys:
-                            if not f.put_key(zlib.crc32(_utf8(uniq), prefix), phy, store_timestamp):
+                            key_hash = zlib.crc32(_utf8(uniq), prefix)
+                            if not f.put_key(key_hash, phy, store_timestamp):
                                 f = self._writable_file(phy, force=True)
-                                f.put_key(zlib.crc32(_utf8(uniq), prefix), phy, store_timestamp)
+                                f.put_key(key_hash, phy, store_timestamp)
                         elif uniq or keys:
                             hashes = [zlib.crc32(_utf8(uniq), prefix)] if uniq else []
                             if keys:

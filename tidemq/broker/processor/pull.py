@@ -35,8 +35,7 @@ from tidemq.protocol.body import EXPRESSION_TYPE_TAG, SubscriptionData
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import SUB_ALL, build_subscription_data
-from tidemq.protocol.headers import HeaderError, PullMessageRequestHeader, PullSysFlag
-from tidemq.protocol.headers.pull import pull_response_fields
+from tidemq.protocol.headers import HeaderError, PullMessageRequestHeader, PullSysFlag, pull_response_fields
 from tidemq.store.dispatcher import PutRecords, PutRun
 from tidemq.store.results import GetMessageResult, GetMessageStatus
 
@@ -278,7 +277,7 @@ class PullMessageProcessor:
         if (
             code == ResponseCode.PULL_NOT_FOUND
             and broker_allow_suspend
-            and header.sys_flag & PullSysFlag.FLAG_SUSPEND
+            and PullSysFlag.has_suspend_flag(header.sys_flag)
         ):
             cfg = self.broker.config
             if cfg.long_polling_enable:
