@@ -1,8 +1,16 @@
 # tidemq: `make test` and `make demo` set everything up on a fresh Debian machine with Python 3.11.
-PYTHON ?= python3
+
+# The venv's interpreter: Debian's python3.11 when it can make a venv, else the first python3 on
+# PATH; `make PYTHON=...` picks another. Debian builds CPython with PGO and LTO; a plain source build
+# (pyenv's default) has neither and runs tidemq's pure-Python hot paths slower: the broker's CPU
+# per single send 10-30% higher (`python -m bench.send_cpu`), and the paced produce-to-consume
+# shape of `python -m bench.compare` fell short of 2,000 msg/s on this VM where Debian's kept it.
+DEBIAN_PYTHON := /usr/bin/python3.11
+PYTHON ?= $(shell $(DEBIAN_PYTHON) -c 'import ensurepip, venv' >/dev/null 2>&1 && echo $(DEBIAN_PYTHON) || echo python3)
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# One stamp per interpreter: choosing another one rebuilds the venv on it.
+STAMP  := $(VENV)/.installed-$(subst /,_,$(PYTHON))
 
 .PHONY: chromium-check venv test check lint typecheck unit integration interop spark demo bench clean java-check
 
@@ -10,6 +18,8 @@ STAMP  := $(VENV)/.installed
 # finder, so pkgutil.iter_modules() sees `pyspark_tidemq` and PySpark registers format("tidemq") on
 # its own (SPARK-45917 discovery runs in the Python worker).
 $(STAMP): pyproject.toml
+	@if [ -f $(VENV)/pyvenv.cfg ] && [ ! -f $(STAMP) ] && ls $(VENV)/.installed* >/dev/null 2>&1; then \
+	  echo "rebuilding $(VENV) on $(PYTHON)"; rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev,speed,spark,bench]' --config-settings editable_mode=compat

@@ -34,6 +34,7 @@ import statistics
 import time
 from typing import Any
 
+from bench import interpreter
 from bench.client_throughput import SHAPES, redis_available, redis_shapes, run
 
 FLUSH_PAIRS = {"async": "everysec", "sync": "always"}
@@ -129,6 +130,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", choices=SHAPES, help="shapes to run (default all)")
     parser.add_argument("--no-redis", action="store_true", help="tidemq rows only")
     args = parser.parse_args()
+    python = interpreter()
+    print(f"Python {python['python']} at {python['executable']} ({python['build']}, {python['compiler']})")
     result = compare(args)
     print_table(result)
     print(
@@ -139,6 +142,7 @@ def main() -> None:
                 "single": args.single,
                 "body_bytes": args.body,
                 "reps": args.reps,
+                "interpreter": python,
                 "results": result,
             }
         )

@@ -54,6 +54,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from bench import interpreter
+
 TOPIC = "SendCpu"
 BODY = b"x" * 1024
 _LEN = struct.Struct(">i")
@@ -498,7 +500,12 @@ def main() -> None:
                             rep[flush].setdefault(shape, {}).update(entry)
                 results[source].append(rep)
     for source, reps in results.items():
-        merged: dict[str, Any] = {"bench": "send_cpu", "source": source or ".", "load": os.getloadavg()[0]}
+        merged: dict[str, Any] = {
+            "bench": "send_cpu",
+            "source": source or ".",
+            "load": os.getloadavg()[0],
+            "interpreter": interpreter(),
+        }
         for flush in args.flush:
             merged[flush] = {}
             for shape in args.shape:

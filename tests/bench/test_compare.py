@@ -38,6 +38,7 @@ def test_compare_prints_every_shape_and_a_json_line() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     figures = json.loads(lines[-1])
+    assert figures["interpreter"]["executable"] == sys.executable
     ours = figures["results"]["async"]["tidemq"]
     for shape in SHAPES:
         assert shape in ours, shape
