@@ -22,6 +22,11 @@ Shapes (1 KiB bodies; ``--messages`` messages, 200,000 by default):
 
 Without ``redis-server`` or redis-py one line says so and only tidemq's figures are printed.
 
+Also printed: the interpreter (its build matters to pure-Python code) and a bare loopback
+ping-pong's round trip before and after the run (:func:`bench.loopback_round_trip_us`), which tells
+how expensive waking another process was: on the 2-vCPU VM of the README's tables it moves 5x with
+how idle the machine is, and every shape that waits for a peer moves with it.
+
 Run: ``python -m bench.compare [--messages N] [--single N] [--reps N] [--flush async sync]
 [--only SHAPE ...]``. Prints a table, then one JSON line with every figure.
 """
@@ -34,7 +39,7 @@ import statistics
 import time
 from typing import Any
 
-from bench import interpreter
+from bench import interpreter, loopback_round_trip_us
 from bench.client_throughput import SHAPES, redis_available, redis_shapes, run
 
 FLUSH_PAIRS = {"async": "everysec", "sync": "always"}
@@ -132,8 +137,14 @@ def main() -> None:
     args = parser.parse_args()
     python = interpreter()
     print(f"Python {python['python']} at {python['executable']} ({python['build']}, {python['compiler']})")
+    rtt_before = loopback_round_trip_us()
     result = compare(args)
+    rtt_after = loopback_round_trip_us()
     print_table(result)
+    print(
+        f"\nloopback ping-pong between two processes, before / after: p50 {rtt_before['p50_us']:.0f} / "
+        f"{rtt_after['p50_us']:.0f} us, p99 {rtt_before['p99_us']:.0f} / {rtt_after['p99_us']:.0f} us"
+    )
     print(
         json.dumps(
             {
@@ -143,6 +154,7 @@ def main() -> None:
                 "body_bytes": args.body,
                 "reps": args.reps,
                 "interpreter": python,
+                "loopback_rtt_us": {"before": rtt_before, "after": rtt_after},
                 "results": result,
             }
         )

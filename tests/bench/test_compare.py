@@ -39,6 +39,10 @@ def test_compare_prints_every_shape_and_a_json_line() -> None:
     lines = proc.stdout.strip().splitlines()
     figures = json.loads(lines[-1])
     assert figures["interpreter"]["executable"] == sys.executable
+    assert (
+        figures["loopback_rtt_us"]["before"]["p50_us"] > 0
+        and figures["loopback_rtt_us"]["after"]["p99_us"] > 0
+    )
     ours = figures["results"]["async"]["tidemq"]
     for shape in SHAPES:
         assert shape in ours, shape
