@@ -136,13 +136,19 @@ class Message:
         if delay_time_level:
             self.delay_time_level = delay_time_level
 
-    def _property(self, key: str) -> str | None:
-        """One property's value (None when absent); what ``tags``, ``keys`` and ``unique_key`` read."""
+    def get_property(self, key: str) -> str | None:
+        """One property's value (None when absent). Mirrors ``Message.getProperty``; what ``tags``,
+        ``keys`` and ``unique_key`` read."""
         return self.properties.get(key)
+
+    def put_property(self, key: str, value: str) -> None:
+        """Set one property. Mirrors ``MessageAccessor.putProperty``; ``key`` and ``value`` must not
+        hold ``\\x01`` / ``\\x02``."""
+        self.properties[key] = value
 
     @property
     def tags(self) -> str | None:
-        return self._property(MessageConst.PROPERTY_TAGS)
+        return self.get_property(MessageConst.PROPERTY_TAGS)
 
     @tags.setter
     def tags(self, value: str) -> None:
@@ -150,7 +156,7 @@ class Message:
 
     @property
     def keys(self) -> str | None:
-        return self._property(MessageConst.PROPERTY_KEYS)
+        return self.get_property(MessageConst.PROPERTY_KEYS)
 
     @keys.setter
     def keys(self, value: str) -> None:
@@ -167,7 +173,7 @@ class Message:
     @property
     def unique_key(self) -> str | None:
         """The client-generated message id (``UNIQ_KEY`` property), if any."""
-        return self._property(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        return self.get_property(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     def user_properties(self) -> dict[str, str]:
         """Properties minus the system keys RocketMQ sets itself."""
@@ -276,13 +282,25 @@ class MessageExt(Message):
         self._props = None
         self._props_text = text
 
-    def _property(self, key: str) -> str | None:
-        """Read from the properties text while it is not parsed yet (``tags``, ``keys``,
-        ``unique_key``)."""
+    def get_property(self, key: str) -> str | None:
+        """One property's value (None when absent), read from the properties text while it is not
+        parsed yet (no dict is built)."""
         props = self._props
         if props is None:
             return property_value(self._props_text, key)
         return props.get(key)
+
+    def put_property(self, key: str, value: str) -> None:
+        """Set one property; while the properties text is not parsed yet the pair is appended to it
+        (the last pair of a key wins, in the parse as in :meth:`get_property`), so a consumer that
+        stamps ``CONSUME_START_TIME`` on every message does not parse every message's properties."""
+        props = self._props
+        if props is None:
+            text = self._props_text
+            pair = f"{key}{NAME_VALUE_SEPARATOR}{value}"
+            self._props_text = f"{text}{PROPERTY_SEPARATOR}{pair}" if text else pair
+        else:
+            props[key] = value
 
     @property
     def msg_id(self) -> str:

@@ -579,13 +579,12 @@ def decode_messages(
     store_key: tuple[bytes, int] | None = None
     store_text = store_id = ""
     extra = PROPERTY_SEPARATOR + extra_properties if extra_properties else ""
-    extra_props = string_to_properties(extra_properties) if extra_properties else {}
     while pos < end:
         if end - pos < fixed or data[pos + flag_at] & _HOST_V6_FLAGS:
             msg, pos = decode_message(data, pos, decompress=decompress)
             msg.broker_name = broker_name
-            if extra_props:
-                msg.properties.update(extra_props)
+            if extra_properties:
+                msg.properties.update(string_to_properties(extra_properties))
             append(msg)
             continue
         try:

@@ -175,6 +175,28 @@ def test_decode_messages_back_to_back(items: list[tuple[bytes, dict[str, str]]])
     ]
 
 
+@given(props, st.lists(st.tuples(prop_text.filter(bool), prop_text), max_size=4), st.booleans())
+def test_put_property_on_a_pulled_message_is_setting_the_dict(
+    stored: dict[str, str], puts: list[tuple[str, str]], extra: bool
+) -> None:
+    """``put_property`` / ``get_property`` on a decoded message, whose properties are still text,
+    give what setting and reading the parsed dict gives; the text stays unparsed meanwhile."""
+    rec = encode_stored_message(topic="T", body=b"b", properties=stored, store_host="1.2.3.4:5")
+    extra_text = "MIN_OFFSET\x010\x02MAX_OFFSET\x017" if extra else ""
+    (lazy,) = decode_messages(rec, extra_properties=extra_text)
+    (eager,) = decode_messages(rec, extra_properties=extra_text)
+    expected = eager.properties  # parsed first, then set: the reference
+    for key, value in puts:
+        lazy.put_property(key, value)
+        eager.put_property(key, value)
+        expected[key] = value
+        assert lazy.get_property(key) == value
+    assert lazy._props is None  # the point: nobody read the dict, so it was never built
+    assert lazy.properties == expected == eager.properties
+    for key in list(stored) + [k for k, _ in puts]:
+        assert lazy.get_property(key) == expected.get(key)
+
+
 def test_compressed_body_inflated_on_decode() -> None:
     raw = b"abc" * 2000
     rec = encode_stored_message(topic="T", body=compress_body(raw), sys_flag=MessageSysFlag.COMPRESSED_FLAG)

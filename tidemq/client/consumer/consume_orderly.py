@@ -372,7 +372,7 @@ class ConsumeMessageOrderlyService:
                 reset_retry_topic(msgs, self.host.group_name)
                 stamp = str(now_ms())
                 for m in msgs:
-                    m.properties[MessageConst.PROPERTY_CONSUME_START_TIMESTAMP] = stamp
+                    m.put_property(MessageConst.PROPERTY_CONSUME_START_TIMESTAMP, stamp)
                 context = ConsumeOrderlyContext(mq)
                 async with self._consume_locks[mq]:
                     if pq.dropped:

@@ -191,7 +191,7 @@ class ConsumeMessageConcurrentlyService:
         reset_retry_topic(msgs, self.host.group_name)
         now = str(int(time.time() * 1000))
         for m in msgs:
-            m.properties[MessageConst.PROPERTY_CONSUME_START_TIMESTAMP] = now
+            m.put_property(MessageConst.PROPERTY_CONSUME_START_TIMESTAMP, now)
         context = ConsumeConcurrentlyContext(mq)
         try:
             result = self._runner.listener(msgs, context)
@@ -256,7 +256,7 @@ class ConsumeMessageConcurrentlyService:
             reset_retry_topic(msgs, self.host.group_name)
             now = str(int(time.time() * 1000))
             for m in msgs:
-                m.properties[MessageConst.PROPERTY_CONSUME_START_TIMESTAMP] = now
+                m.put_property(MessageConst.PROPERTY_CONSUME_START_TIMESTAMP, now)
             context = ConsumeConcurrentlyContext(mq)
             status = await self._call_listener(msgs, context)
         if pq.dropped:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tidemq.protocol.message import MessageExt
+from tidemq.protocol.message import MessageConst, MessageExt
 
 __all__ = [
     "PULL_MAX_IDLE_TIME_MS",
@@ -117,7 +117,7 @@ class ProcessQueue:
             dispatch = True
             self.consuming = True
         if last is not None:
-            max_offset = last.properties.get("MAX_OFFSET")
+            max_offset = last.get_property(MessageConst.PROPERTY_MAX_OFFSET)
             if max_offset and max_offset.isdigit():
                 self.msg_acc_cnt = max(0, int(max_offset) - last.queue_offset)
         return dispatch
@@ -164,7 +164,7 @@ class ProcessQueue:
             return -1
         self.queue_offset_max = top = max(self.queue_offset_max, prev)
         last = msgs[-1]
-        max_offset = last.properties.get("MAX_OFFSET")
+        max_offset = last.get_property(MessageConst.PROPERTY_MAX_OFFSET)
         if max_offset and max_offset.isdigit():
             self.msg_acc_cnt = max(0, int(max_offset) - last.queue_offset)
         return top + 1
