@@ -366,8 +366,12 @@ class AsyncPushConsumer:
                 log.exception("queue listener failed")
 
     def dispatch_pull_request(self, requests: list[PullRequest]) -> None:
+        """Start pulling newly assigned queues. Mirrors ``RebalancePushImpl.dispatchPullRequest``.
+        With queue lanes on, a new queue's first pull is a lane's (its first answer hands a backlog
+        back to the loop, as any lane's does): the first messages after a start or a rebalance do
+        not wait for a loop pull to find them and a lane thread and connection to be started."""
         for pr in requests:
-            self._pull_service.execute_pull_request_immediately(pr)
+            self._pull_next(pr, caught_up=True)
 
     # -- pulling -------------------------------------------------------------------------------
 
@@ -464,9 +468,10 @@ class AsyncPushConsumer:
         )
 
     def _pull_next(self, pr: PullRequest, *, caught_up: bool) -> None:
-        """After a good pull on the loop: the next one goes to a queue lane of its own when lanes
-        are on, the queue is ``caught_up`` (the broker had nothing past this answer) and a lane is
-        free (at most ``consume_thread_max``), else to the loop's pull service."""
+        """After a good pull on the loop, or for a new queue's first pull: the next one goes to a
+        queue lane of its own when lanes are on, the queue is ``caught_up`` (the broker had nothing
+        past this answer; assumed for a first pull) and a lane is free (at most
+        ``consume_thread_max``), else to the loop's pull service."""
         mq = pr.message_queue
         if (
             caught_up
