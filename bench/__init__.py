@@ -28,6 +28,10 @@ def loopback_round_trip_us(count: int = 3000) -> dict[str, float]:
     they idle (an idle vCPU halts and is woken through the hypervisor), and every shape that waits
     for another process moves with it, Redis's as much as tidemq's. Print it beside figures that
     are compared across runs.
+
+    Raises:
+        OSError: the child did not connect or echo within 10 s (``TimeoutError``) or closed early
+            (``ConnectionError``).
     """
     import os
     import socket
@@ -35,6 +39,7 @@ def loopback_round_trip_us(count: int = 3000) -> dict[str, float]:
     import time
 
     server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(10.0)  # a child that cannot connect fails the call instead of hanging it
     port = server.getsockname()[1]
     pid = os.fork()
     if pid == 0:  # the child echoes until the parent closes
@@ -46,21 +51,27 @@ def loopback_round_trip_us(count: int = 3000) -> dict[str, float]:
                 peer.sendall(data)
         finally:
             os._exit(0)
-    conn, _ = server.accept()
-    server.close()
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    ping = b"x" * 64
     rtts: list[float] = []
     try:
-        for _ in range(count):
-            start = time.perf_counter()
-            conn.sendall(ping)
-            got = 0
-            while got < len(ping):
-                got += len(conn.recv(64))
-            rtts.append((time.perf_counter() - start) * 1e6)
+        try:
+            conn, _ = server.accept()
+        finally:
+            server.close()
+        with conn:
+            conn.settimeout(10.0)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            ping = b"x" * 64
+            for _ in range(count):
+                start = time.perf_counter()
+                conn.sendall(ping)
+                got = 0
+                while got < len(ping):
+                    data = conn.recv(64)
+                    if not data:
+                        raise ConnectionError("the echoing child closed the connection")
+                    got += len(data)
+                rtts.append((time.perf_counter() - start) * 1e6)
     finally:
-        conn.close()
-        os.waitpid(pid, 0)
+        os.waitpid(pid, 0)  # the child ends once the connection is closed (or never made)
     q = statistics.quantiles(rtts, n=100)
     return {"p50_us": round(q[49], 1), "p99_us": round(q[98], 1)}

@@ -117,10 +117,15 @@ class ProcessQueue:
             dispatch = True
             self.consuming = True
         if last is not None:
-            max_offset = last.get_property(MessageConst.PROPERTY_MAX_OFFSET)
-            if max_offset and max_offset.isdigit():
-                self.msg_acc_cnt = max(0, int(max_offset) - last.queue_offset)
+            self._count_behind(last)
         return dispatch
+
+    def _count_behind(self, last: MessageExt) -> None:
+        """``msg_acc_cnt``: how far the queue's end on the broker (the ``MAX_OFFSET`` property the
+        pull added) is past ``last``, the newest message cached; read without parsing properties."""
+        max_offset = last.get_property(MessageConst.PROPERTY_MAX_OFFSET)
+        if max_offset and max_offset.isdigit():
+            self.msg_acc_cnt = max(0, int(max_offset) - last.queue_offset)
 
     def remove_messages(self, msgs: Iterable[MessageExt], now: int | None = None) -> int:
         """Forget consumed (or sent-back) messages and return the offset that may be committed.
@@ -163,10 +168,7 @@ class ProcessQueue:
         if not msgs:
             return -1
         self.queue_offset_max = top = max(self.queue_offset_max, prev)
-        last = msgs[-1]
-        max_offset = last.get_property(MessageConst.PROPERTY_MAX_OFFSET)
-        if max_offset and max_offset.isdigit():
-            self.msg_acc_cnt = max(0, int(max_offset) - last.queue_offset)
+        self._count_behind(msgs[-1])
         return top + 1
 
     def get_max_span(self) -> int:

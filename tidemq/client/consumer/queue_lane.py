@@ -28,9 +28,9 @@ message reaches the listener soonest. A backlog is read faster by the loop's sin
 cost more than the hops they save), so a lane whose answer shows more messages waiting hands the
 queue back to the loop, which starts a lane again once a pull finds the queue caught up
 (``AsyncPushConsumer._pull_next``). A newly assigned queue's first pull is a lane's: most queues
-are caught up then, and a backlog goes back to the loop with that first answer. The loop also takes over whatever is not the steady state: a
-failed or timed-out pull, a broker error, an unknown broker address or subscription,
-OFFSET_ILLEGAL; it retries and recovers. Flow control and ``suspend()`` make the lane wait on
+are caught up then, and a backlog goes back to the loop with that first answer. The loop also
+takes over whatever is not the steady state: a failed or timed-out pull, a broker error, an
+unknown broker address or subscription, OFFSET_ILLEGAL; it retries and recovers. Flow control and ``suspend()`` make the lane wait on
 its own thread.
 
 A lane ends when its queue is dropped (rebalance), the consumer shuts down (its socket is shut
