@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 import click
 
 from tidemq.errors import TideMQError
+from tidemq.remoting.busy_poll import SERVE_IDLE_POLL_US
 
 log = logging.getLogger("tidemq.cli")
 
@@ -125,9 +126,14 @@ def _broker_configs(
     namesrv: str | None,
     *,
     port_flag: str = "--port",
+    idle_poll_us: str | None = None,
 ) -> tuple[Any, Any]:
     """BrokerConfig + MessageStoreConfig from defaults, ``-c broker.conf`` and the CLI flags, checked
-    once by :func:`tidemq.broker.config_check.check_config`; an invalid value exits with one line."""
+    once by :func:`tidemq.broker.config_check.check_config`; an invalid value exits with one line.
+
+    The broker runs in a process of its own here, so it polls after reads
+    (``idle_poll_us`` = :data:`~tidemq.remoting.busy_poll.SERVE_IDLE_POLL_US`) unless
+    ``--idle-poll-us`` or ``idlePollUs`` in the broker.conf says otherwise."""
     from tidemq.broker.config import BrokerConfig, load_broker_conf
     from tidemq.broker.config_check import apply_overrides, check_config, check_flush_flag
     from tidemq.store.config import MessageStoreConfig
@@ -148,6 +154,10 @@ def _broker_configs(
             bc.broker_name = "broker-a"
         if namesrv is not None:
             flags["namesrv_addr"], sources["namesrv_addr"] = namesrv, "--namesrv"
+        if idle_poll_us is not None:
+            flags["idle_poll_us"], sources["idle_poll_us"] = idle_poll_us, "--idle-poll-us"
+        elif "idle_poll_us" not in sources:
+            bc.idle_poll_us = SERVE_IDLE_POLL_US
         apply_overrides(bc, flags, sources)
         if store is not None or not conf:
             sc.store_path_root_dir = str(Path(store or DEFAULT_STORE).expanduser())
@@ -216,6 +226,16 @@ def _host_for(listen_host: str) -> str:
     return guess_broker_ip(listen_host)
 
 
+def _idle_poll_opt(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--idle-poll-us",
+        metavar="US",
+        default=None,
+        help=f"Keep polling connections this many µs after each read instead of sleeping, so the next "
+        f"request need not wake a sleeping CPU (0 = off) [{SERVE_IDLE_POLL_US}, or idlePollUs of -c].",
+    )(f)
+
+
 def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--flush",
@@ -233,6 +253,7 @@ def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--namesrv-port", default="9876", show_default=True, help="Name server port (0 = free port).")
 @click.option("--broker-port", default=None, help="Broker port (0 = free port) [10911, or listenPort of -c].")
 @_flush_opt
+@_idle_poll_opt
 @click.option(
     "-c", "--config", "conf", type=click.Path(dir_okay=False, exists=True), help="RocketMQ broker.conf."
 )
@@ -262,6 +283,7 @@ def serve(
     namesrv_port: str,
     broker_port: str | None,
     flush: str | None,
+    idle_poll_us: str | None,
     conf: str | None,
     broker_name: str | None,
     acl_file: str | None,
@@ -275,7 +297,15 @@ def serve(
 
     ns_port = _port_value("--namesrv-port", namesrv_port)
     bc, sc = _broker_configs(
-        conf, store, host, broker_port, flush, broker_name, None, port_flag="--broker-port"
+        conf,
+        store,
+        host,
+        broker_port,
+        flush,
+        broker_name,
+        None,
+        port_flag="--broker-port",
+        idle_poll_us=idle_poll_us,
     )
     if acl_file:
         bc.acl_enable, bc.acl_file = True, str(Path(acl_file).resolve())
@@ -425,6 +455,7 @@ def namesrv(host: str, port: str) -> None:
 @click.option("--host", default="0.0.0.0", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=None, help="Broker port (0 = free port) [10911, or listenPort of -c].")
 @_flush_opt
+@_idle_poll_opt
 @click.option(
     "-c", "--config", "conf", type=click.Path(dir_okay=False, exists=True), help="RocketMQ broker.conf."
 )
@@ -435,13 +466,16 @@ def broker(
     host: str,
     port: str | None,
     flush: str | None,
+    idle_poll_us: str | None,
     conf: str | None,
     broker_name: str | None,
 ) -> None:
     """Run a broker alone, registering with the name servers given by --namesrv (or namesrvAddr)."""
     from tidemq.broker.broker import Broker
 
-    bc, sc = _broker_configs(conf, store, host, port, flush, broker_name, namesrv_addr)
+    bc, sc = _broker_configs(
+        conf, store, host, port, flush, broker_name, namesrv_addr, idle_poll_us=idle_poll_us
+    )
     if not bc.namesrv_addr_list():
         raise click.UsageError("no name server: pass --namesrv host:port (or namesrvAddr in -c broker.conf)")
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.helpers import wait_for
 from tidemq.broker.config import BrokerConfig, camel_to_snake, load_broker_conf, parse_properties
 from tidemq.broker.flush import GroupCommitService
 from tidemq.broker.longpolling import HeldPullRequest, PullRequestHoldService
@@ -239,3 +240,30 @@ def test_retention_runs_at_delete_when_hour(tmp_path: Path) -> None:
     assert broker.is_time_to_delete(datetime.datetime(2024, 1, 1, 4, 30))
     assert broker.is_time_to_delete(datetime.datetime(2024, 1, 1, 5, 0))
     assert not broker.is_time_to_delete(datetime.datetime(2024, 1, 1, 6, 0))
+
+
+async def test_group_commit_in_a_thread_pauses_the_loop_poller() -> None:
+    """While a flush runs in a thread the broker's loop stops polling (so the thread gets the GIL
+    back as soon as its fsync returns), and polls again after the next read once it is done."""
+    from tidemq.remoting.busy_poll import IdlePoller
+
+    poller = IdlePoller(10_000_000)  # polls until paused or closed
+    seen: list[bool] = []
+    written = 0
+
+    def flush() -> int:
+        seen.append(poller.paused)
+        return written
+
+    gcs = GroupCommitService(flush, sync_flush_timeout=5.0)  # inline_fsync_max 0: always a thread
+    gcs.idle_poller = poller
+    poller.touch()
+    written = 100
+    assert await gcs.wait_for_flush(100) is True
+    assert seen and all(seen)  # polling paused while the thread flushed
+    assert not poller.paused
+    await wait_for(lambda: not poller.polling, 5.0, "the pause to end the polling")
+    poller.touch()
+    assert poller.polling  # resumed: the next read polls again
+    poller.close()
+    await gcs.shutdown()

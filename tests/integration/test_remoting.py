@@ -496,3 +496,27 @@ async def test_work_after_write_of_a_request_answered_later_follows_its_answer(
     assert response.code == ResponseCode.SUCCESS
     await wait_for(lambda: "after" in processors.events, 5.0, "the work after the write")
     assert processors.events == ["processed", "write", "after"]
+
+
+@pytest.mark.parametrize("idle_poll_us", [0, 50_000])
+async def test_server_polls_after_reads_only_when_asked(
+    processors: Processors, client: RemotingClient, idle_poll_us: int
+) -> None:
+    """``idle_poll_us`` > 0: each read starts the loop polling (tidemq/remoting/busy_poll.py); 0: no
+    poller at all. Either way the answer is the same."""
+    srv = RemotingServer("127.0.0.1", 0, idle_poll_us=idle_poll_us)
+    srv.register_processor(ECHO, processors)
+    await srv.start()
+    try:
+        request = RemotingCommand.create_request(ECHO, {"k": "v"}, b"body")
+        response = await client.invoke(addr_of(srv), request, timeout=5.0)
+        assert (response.code, response.body) == (ResponseCode.SUCCESS, b"body")
+        if idle_poll_us == 0:
+            assert srv.idle_poller is None
+        else:
+            poller = srv.idle_poller
+            assert poller is not None and poller.window_us == idle_poll_us
+            await wait_for(lambda: poller.polls > 0, 5.0, "the read to start polling")
+    finally:
+        await srv.shutdown()
+    assert srv.idle_poller is None

@@ -28,6 +28,7 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]
         ("listenPort=70000", "listenPort", "70000", "0..65535"),
         ("brokerPermission=9", "brokerPermission", "9", "0..7"),
         ("messageDelayLevel=1s 5x", "messageDelayLevel", "'1s 5x'", "<number><s|m|h|d>"),
+        ("idlePollUs=-1", "idlePollUs", "-1", "0..100000"),
     ],
 )
 def test_bad_broker_conf_value_is_one_line_naming_key_value_and_allowed(
@@ -64,6 +65,8 @@ def test_cli_flush_disk_type_sync_is_refused_before_anything_starts(tmp_path: Pa
         (["serve", "--flush", "sometimes"], "--flush='sometimes': allowed: async, sync"),
         (["namesrv", "--port", "x1"], "--port='x1': must be an integer"),
         (["broker", "--namesrv", "nohost", "--port", "0"], "--namesrv='nohost': must be host:port"),
+        (["serve", "--idle-poll-us", "-1"], "--idle-poll-us=-1: must be an integer 0..100000"),
+        (["broker", "--namesrv", "h:1", "--idle-poll-us", "1ms"], "--idle-poll-us='1ms': must be an integer"),
     ],
 )
 def test_bad_cli_flag_is_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
@@ -106,3 +109,26 @@ async def test_broker_start_checks_its_config(tmp_path: Path) -> None:
         await broker.start()
     await broker.shutdown()
     assert not (tmp_path / "store" / "abort").exists()
+
+
+def test_serve_and_broker_poll_after_reads_unless_told_otherwise(tmp_path: Path) -> None:
+    """A broker in its own process (``tidemq serve`` / ``tidemq broker``) polls 500 µs after reads;
+    ``--idle-poll-us`` or ``idlePollUs`` change it, the flag winning; one made in code does not poll
+    (it may share its process with clients)."""
+    from tidemq.cli import _broker_configs
+    from tidemq.remoting.busy_poll import SERVE_IDLE_POLL_US
+
+    store = str(tmp_path / "store")
+
+    def idle_poll(conf: Path | None = None, flag: str | None = None) -> int:
+        args = (str(conf) if conf else None, store, "127.0.0.1", "0", None, None, None)
+        bc, _ = _broker_configs(*args, idle_poll_us=flag)
+        return int(bc.idle_poll_us)
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b1\nidlePollUs=250\n")
+    assert BrokerConfig().idle_poll_us == 0
+    assert idle_poll() == SERVE_IDLE_POLL_US == 500
+    assert idle_poll(flag="0") == 0
+    assert idle_poll(conf) == 250
+    assert idle_poll(conf, flag="1000") == 1000

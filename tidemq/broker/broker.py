@@ -126,7 +126,10 @@ class Broker:
         self.broker2client: Broker2Client = Broker2Client(self)
         self.client_housekeeping_service: ClientHousekeepingService = ClientHousekeepingService(self)
         self.remoting_server = RemotingServer(
-            config.listen_host, config.listen_port, idle_timeout=config.server_channel_max_idle_time_seconds
+            config.listen_host,
+            config.listen_port,
+            idle_timeout=config.server_channel_max_idle_time_seconds,
+            idle_poll_us=config.idle_poll_us,
         )
         self._offsets_file_missing = False
         self._store_lock = store_lock if store_lock is not None else StoreLock(root)
@@ -239,6 +242,7 @@ class Broker:
                 sync_flush_timeout=sync_timeout,
                 inline_fsync_max=INLINE_FSYNC_MAX,
             )
+            self.group_commit_service.idle_poller = self.remoting_server.idle_poller
             interval = getattr(self.store_config, "flush_interval_consume_queue", 1000) / 1000.0
         else:
             interval = getattr(self.store_config, "flush_interval_commit_log", 500) / 1000.0

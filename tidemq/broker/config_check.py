@@ -187,6 +187,7 @@ BROKER_RULES: dict[str, Rule] = {
     "max_reconsume_times": _between(0, 10_000),
     "broker_role": _one_of("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
     "server_channel_max_idle_time_seconds": _at_least(1),
+    "idle_poll_us": _between(0, 100_000),
 }
 """``{BrokerConfig field: (is valid, what is allowed)}``; fields not listed only need their type."""
 

@@ -24,6 +24,10 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tidemq.remoting.busy_poll import IdlePoller
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,9 @@ class GroupCommitService:
         """Moving average of the flush's duration (s)."""
         self.flush_count = 0
         self._closed = False
+        self.idle_poller: IdlePoller | None = None
+        """The broker's loop poller (tidemq/remoting/busy_poll.py), paused while a flush runs in a
+        thread so that thread gets the GIL back as soon as its fsync returns."""
 
     async def wait_for_flush(self, end_offset: int) -> bool:
         """Wait until the commit log is fsynced up to ``end_offset`` (exclusive end of a message).
@@ -137,14 +144,21 @@ class GroupCommitService:
 
     async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        while self._waiters:
-            try:
-                pos = await loop.run_in_executor(None, self._timed_flush)
-            except Exception:
-                log.exception("commit log flush failed")
-                await asyncio.sleep(0.01)  # back off before retrying a failing disk
-                continue
-            self._resolve(pos)
+        poller = self.idle_poller
+        if poller is not None:
+            poller.pause()
+        try:
+            while self._waiters:
+                try:
+                    pos = await loop.run_in_executor(None, self._timed_flush)
+                except Exception:
+                    log.exception("commit log flush failed")
+                    await asyncio.sleep(0.01)  # back off before retrying a failing disk
+                    continue
+                self._resolve(pos)
+        finally:
+            if poller is not None:
+                poller.resume()
 
     async def shutdown(self) -> None:
         """Finish the running flush; waiters still uncovered get False."""

@@ -71,10 +71,11 @@ def format_addr(sockname: Any) -> str:
 class _ChannelProtocol(asyncio.Protocol):
     """asyncio glue: forwards transport events to its :class:`Channel`."""
 
-    __slots__ = ("channel",)
+    __slots__ = ("_after_read", "channel")
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: Channel, after_read: Callable[[], None] | None = None) -> None:
         self.channel = channel
+        self._after_read = after_read
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
@@ -82,6 +83,8 @@ class _ChannelProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.channel._on_data(data)
+        if self._after_read is not None:
+            self._after_read()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.channel._on_lost(exc)
@@ -147,9 +150,11 @@ class Channel:
         self.last_read_time = self._loop.time()
         """``loop.time()`` of the last bytes received (the idle reaper closes silent connections)."""
 
-    def protocol(self) -> asyncio.Protocol:
-        """The ``asyncio.Protocol`` to hand to ``create_server`` / ``create_connection``."""
-        return _ChannelProtocol(self)
+    def protocol(self, after_read: Callable[[], None] | None = None) -> asyncio.Protocol:
+        """The ``asyncio.Protocol`` to hand to ``create_server`` / ``create_connection``;
+        ``after_read`` (optional) is called after each chunk of received bytes is handled (the
+        server's :class:`~tidemq.remoting.busy_poll.IdlePoller`)."""
+        return _ChannelProtocol(self, after_read)
 
     def __repr__(self) -> str:
         state = "active" if self.is_active else "closed"

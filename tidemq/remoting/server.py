@@ -11,6 +11,7 @@ import contextlib
 import logging
 
 from tidemq.protocol.command import MAX_FRAME_SIZE
+from tidemq.remoting.busy_poll import IdlePoller
 from tidemq.remoting.channel import Channel
 from tidemq.remoting.idle import IdleChannelReaper
 from tidemq.remoting.processor import (
@@ -44,6 +45,9 @@ class RemotingServer:
             closes that connection.
         idle_timeout: seconds after which a connection that sent nothing (or stopped reading our
             responses) is closed (RocketMQ's ``serverChannelMaxIdleTimeSeconds``, default 120).
+        idle_poll_us: after each read, keep the loop polling for this many µs instead of sleeping
+            (:class:`~tidemq.remoting.busy_poll.IdlePoller`); 0 (default) = off. Only for a server
+            that owns its process: the polling holds the GIL between its system calls.
 
     Example::
 
@@ -61,8 +65,12 @@ class RemotingServer:
         *,
         max_frame_size: int = MAX_FRAME_SIZE,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        idle_poll_us: int = 0,
     ) -> None:
         self.host = host
+        self.idle_poll_us = idle_poll_us
+        self.idle_poller: IdlePoller | None = None
+        """Set by :meth:`start` when ``idle_poll_us`` > 0 (tidemq/remoting/busy_poll.py)."""
         self._requested_port = port
         self.max_frame_size = max_frame_size
         self._dispatcher = RequestDispatcher()
@@ -118,6 +126,8 @@ class RemotingServer:
         sockets = self._server.sockets
         if sockets:
             self._port = int(sockets[0].getsockname()[1])
+        if self.idle_poll_us > 0:
+            self.idle_poller = IdlePoller(self.idle_poll_us, loop)
         self.idle_reaper.start()
         log.info("remoting server listening on %s:%d", self.host, self._port)
 
@@ -127,6 +137,9 @@ class RemotingServer:
         if server is None:
             return
         server.close()
+        if self.idle_poller is not None:
+            self.idle_poller.close()
+            self.idle_poller = None
         await self.idle_reaper.stop()
         channels = list(self._channels)
         for channel in channels:
@@ -151,7 +164,8 @@ class RemotingServer:
             on_close=self._on_close,
             pause_reading_on_backpressure=True,
         )
-        return channel.protocol()
+        poller = self.idle_poller
+        return channel.protocol(poller.touch if poller is not None else None)
 
     def _on_open(self, channel: Channel) -> None:
         self._channels.add(channel)
