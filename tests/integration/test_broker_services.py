@@ -257,7 +257,9 @@ async def test_group_commit_in_a_thread_pauses_the_loop_poller() -> None:
 
     gcs = GroupCommitService(flush, sync_flush_timeout=5.0)  # inline_fsync_max 0: always a thread
     gcs.idle_poller = poller
-    poller.touch()
+    for _ in range(12):  # reads in quick succession: the loop polls
+        poller.touch()
+    assert poller.polling
     written = 100
     assert await gcs.wait_for_flush(100) is True
     assert seen and all(seen)  # polling paused while the thread flushed

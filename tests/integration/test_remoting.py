@@ -502,15 +502,16 @@ async def test_work_after_write_of_a_request_answered_later_follows_its_answer(
 async def test_server_polls_after_reads_only_when_asked(
     processors: Processors, client: RemotingClient, idle_poll_us: int
 ) -> None:
-    """``idle_poll_us`` > 0: each read starts the loop polling (tidemq/remoting/busy_poll.py); 0: no
-    poller at all. Either way the answer is the same."""
+    """``idle_poll_us`` > 0: requests in quick succession start the loop polling after each read
+    (tidemq/remoting/busy_poll.py); 0: no poller at all. Either way the answers are the same."""
     srv = RemotingServer("127.0.0.1", 0, idle_poll_us=idle_poll_us)
     srv.register_processor(ECHO, processors)
     await srv.start()
     try:
-        request = RemotingCommand.create_request(ECHO, {"k": "v"}, b"body")
-        response = await client.invoke(addr_of(srv), request, timeout=5.0)
-        assert (response.code, response.body) == (ResponseCode.SUCCESS, b"body")
+        for i in range(20):  # one client's requests back to back: each well within 50 ms of the last
+            request = RemotingCommand.create_request(ECHO, {"k": "v"}, b"body%d" % i)
+            response = await client.invoke(addr_of(srv), request, timeout=5.0)
+            assert (response.code, response.body) == (ResponseCode.SUCCESS, b"body%d" % i)
         if idle_poll_us == 0:
             assert srv.idle_poller is None
         else:
