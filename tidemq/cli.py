@@ -231,8 +231,9 @@ def _idle_poll_opt(f: Callable[..., Any]) -> Callable[..., Any]:
         "--idle-poll-us",
         metavar="US",
         default=None,
-        help=f"Keep polling connections this many µs after each read instead of sleeping, so the next "
-        f"request need not wake a sleeping CPU (0 = off) [{SERVE_IDLE_POLL_US}, or idlePollUs of -c].",
+        help=f"While requests come close together, keep polling connections this many µs after each "
+        f"read instead of sleeping, so the next request need not wake a sleeping CPU (0 = off) "
+        f"[{SERVE_IDLE_POLL_US}, or idlePollUs of -c].",
     )(f)
 
 

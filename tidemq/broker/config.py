@@ -81,8 +81,9 @@ class BrokerConfig:
         server_channel_max_idle_time_seconds: a connection that sends nothing for this long (s) is
             closed, as is one that has not read our responses for this long (RocketMQ's
             ``NettyServerConfig.serverChannelMaxIdleTimeSeconds``, 120).
-        idle_poll_us: after each read the broker's loop keeps polling its connections this long (µs)
-            before it sleeps, so the next request does not have to wake a sleeping CPU
+        idle_poll_us: while requests come close together, the broker's loop keeps polling its
+            connections this long (µs) after each read before it sleeps, so the next request does
+            not have to wake a sleeping CPU
             (:class:`~tidemq.remoting.busy_poll.IdlePoller`; not a RocketMQ option). 0 (default)
             = off, for a broker sharing its process with clients; ``tidemq serve`` and ``tidemq
             broker`` own theirs and use 500 unless ``--idle-poll-us`` or ``idlePollUs`` says otherwise.
