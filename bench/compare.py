@@ -25,7 +25,9 @@ Without ``redis-server`` or redis-py one line says so and only tidemq's figures 
 Also printed: the interpreter (its build matters to pure-Python code) and a bare loopback
 ping-pong's round trip before and after the run (:func:`bench.loopback_round_trip_us`), which tells
 how expensive waking another process was: on the 2-vCPU VM of the README's tables it moves 5x with
-how idle the machine is, and every shape that waits for a peer moves with it.
+how idle the machine is, and every shape that waits for a peer moves with it. The JSON line also
+carries ``serve_idle_poll_us``, the idle polling ``tidemq serve`` ran with (its default; runs
+before 2026-11-26's had none).
 
 Run: ``python -m bench.compare [--messages N] [--single N] [--reps N] [--flush async sync]
 [--only SHAPE ...]``. Prints a table, then one JSON line with every figure.
@@ -41,6 +43,7 @@ from typing import Any
 
 from bench import interpreter, loopback_round_trip_us
 from bench.client_throughput import SHAPES, redis_available, redis_shapes, run
+from tidemq.remoting.busy_poll import SERVE_IDLE_POLL_US
 
 FLUSH_PAIRS = {"async": "everysec", "sync": "always"}
 """tidemq ``--flush`` mode -> the Redis ``appendfsync`` policy it is compared with."""
@@ -155,6 +158,7 @@ def main() -> None:
                 "reps": args.reps,
                 "interpreter": python,
                 "loopback_rtt_us": {"before": rtt_before, "after": rtt_after},
+                "serve_idle_poll_us": SERVE_IDLE_POLL_US,
                 "results": result,
             }
         )

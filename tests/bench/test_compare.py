@@ -43,6 +43,7 @@ def test_compare_prints_every_shape_and_a_json_line() -> None:
         figures["loopback_rtt_us"]["before"]["p50_us"] > 0
         and figures["loopback_rtt_us"]["after"]["p99_us"] > 0
     )
+    assert isinstance(figures["serve_idle_poll_us"], int)
     ours = figures["results"]["async"]["tidemq"]
     for shape in SHAPES:
         assert shape in ours, shape
