@@ -390,12 +390,17 @@ def print_ratios(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace, flush: str = "async", single: int | None = None) -> dict[str, Any]:
-    """The tidemq figures: ``tidemq serve --flush FLUSH`` in a subprocess, ``args.only`` shapes
-    (default all), ``single`` messages for ``send_single`` (default ``args.messages // 4``)."""
+    """The tidemq figures: ``tidemq serve --flush FLUSH`` (plus ``args.serve_args`` when set) in a
+    subprocess, ``args.only`` shapes (default all), ``single`` messages for ``send_single`` (default
+    ``args.messages // 4``)."""
     body = b"x" * args.body
     out: dict[str, Any] = {"bench": "client_throughput", "messages": args.messages, "body_bytes": args.body}
     shapes = args.only or SHAPES
-    with tempfile.TemporaryDirectory() as tmp, ServeProcess(Path(tmp) / "store", flush=flush) as proc:
+    serve_args = list(getattr(args, "serve_args", None) or [])  # bench.compare --serve-arg
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        ServeProcess(Path(tmp) / "store", flush=flush, extra_args=serve_args) as proc,
+    ):
         ns = proc.namesrv_addr
         n = args.messages
         single = n // 4 if single is None else single

@@ -26,7 +26,8 @@ Also printed: the interpreter (its build matters to pure-Python code) and a bare
 ping-pong's round trip before and after the run (:func:`bench.loopback_round_trip_us`), which tells
 how expensive waking another process was: on the 2-vCPU VM of the README's tables it moves 5x with
 how idle the machine is, and every shape that waits for a peer moves with it. The JSON line also
-carries ``serve_idle_poll_us``, the idle polling ``tidemq serve`` ran with (its default; runs
+carries ``serve_args`` (``--serve-arg``, e.g. ``--serve-arg=--idle-poll-us --serve-arg=0`` for an
+A/B of idle polling) and ``serve_idle_poll_us``, the idle polling ``tidemq serve`` ran with (runs
 before 2026-11-26's had none).
 
 Run: ``python -m bench.compare [--messages N] [--single N] [--reps N] [--flush async sync]
@@ -126,6 +127,20 @@ def print_table(result: dict[str, Any]) -> None:
                 print(f"{'latency.' + key:27} {pair:18} {_fmt(lat_a[key]):>10} {_fmt(b):>10} {'':>13}")
 
 
+def idle_poll_of(serve_args: list[str]) -> int | str:
+    """The ``--idle-poll-us`` that ``tidemq serve`` runs with given ``serve_args`` (its default when
+    not among them; the text as given when it is not a number)."""
+    value: str | None = None
+    for i, arg in enumerate(serve_args):
+        if arg == "--idle-poll-us" and i + 1 < len(serve_args):
+            value = serve_args[i + 1]
+        elif arg.startswith("--idle-poll-us="):
+            value = arg.split("=", 1)[1]
+    if value is None:
+        return SERVE_IDLE_POLL_US
+    return int(value) if value.strip().isdigit() else value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--messages", type=int, default=200_000, help="messages per throughput shape")
@@ -137,6 +152,14 @@ def main() -> None:
     parser.add_argument("--flush", nargs="+", choices=sorted(FLUSH_PAIRS), default=["async", "sync"])
     parser.add_argument("--only", nargs="*", choices=SHAPES, help="shapes to run (default all)")
     parser.add_argument("--no-redis", action="store_true", help="tidemq rows only")
+    parser.add_argument(
+        "--serve-arg",
+        dest="serve_args",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument for `tidemq serve` (repeat; e.g. --serve-arg=--idle-poll-us --serve-arg=0)",
+    )
     args = parser.parse_args()
     python = interpreter()
     print(f"Python {python['python']} at {python['executable']} ({python['build']}, {python['compiler']})")
@@ -158,7 +181,8 @@ def main() -> None:
                 "reps": args.reps,
                 "interpreter": python,
                 "loopback_rtt_us": {"before": rtt_before, "after": rtt_after},
-                "serve_idle_poll_us": SERVE_IDLE_POLL_US,
+                "serve_args": args.serve_args,
+                "serve_idle_poll_us": idle_poll_of(args.serve_args),
                 "results": result,
             }
         )

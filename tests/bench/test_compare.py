@@ -29,6 +29,8 @@ def test_compare_prints_every_shape_and_a_json_line() -> None:
             "1",
             "--flush",
             "async",
+            "--serve-arg=--idle-poll-us",  # an A/B's other side: tidemq serve without idle polling
+            "--serve-arg=0",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -43,7 +45,7 @@ def test_compare_prints_every_shape_and_a_json_line() -> None:
         figures["loopback_rtt_us"]["before"]["p50_us"] > 0
         and figures["loopback_rtt_us"]["after"]["p99_us"] > 0
     )
-    assert isinstance(figures["serve_idle_poll_us"], int)
+    assert figures["serve_args"] == ["--idle-poll-us", "0"] and figures["serve_idle_poll_us"] == 0
     ours = figures["results"]["async"]["tidemq"]
     for shape in SHAPES:
         assert shape in ours, shape
@@ -69,3 +71,12 @@ def test_fsync_warm_prints_each_kind_and_a_json_line(tmp_path: Path) -> None:
     assert set(figures["results"]) == {"sparse", "warm", "append"}
     assert all(r["p50_us"] > 0 for r in figures["results"].values())
     assert list(tmp_path.iterdir()) == []  # its files are gone
+
+
+def test_idle_poll_of_serve_args() -> None:
+    from bench.compare import idle_poll_of
+    from tidemq.remoting.busy_poll import SERVE_IDLE_POLL_US
+
+    assert idle_poll_of([]) == SERVE_IDLE_POLL_US
+    assert idle_poll_of(["--flush", "sync", "--idle-poll-us", "250"]) == 250
+    assert idle_poll_of(["--idle-poll-us=0"]) == 0
