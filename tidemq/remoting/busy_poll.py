@@ -17,10 +17,10 @@ Seastar's reactor (ScyllaDB, Redpanda: ``--idle-poll-time-us``, 200 µs by defau
 It polls only while most reads come within the window of the one before (see :class:`IdlePoller`):
 then the wait is short and the poll likely to catch the next request. Cost: while it polls, up to
 one CPU core (the broker used most of one in that regime already); nothing while the server is
-idle or its requests come further apart. A broker that shares
-its process (and GIL) with clients must not poll, so :class:`~tidemq.broker.config.BrokerConfig`
-leaves it off (``idle_poll_us = 0``) and the ``tidemq serve`` / ``tidemq broker`` commands, which
-own their process, turn it on (``--idle-poll-us``, default :data:`SERVE_IDLE_POLL_US`).
+idle or its requests come further apart. A broker that shares its process (and GIL) with clients
+must not poll, so :class:`~tidemq.broker.config.BrokerConfig` leaves it off (``idle_poll_us = 0``)
+and the ``tidemq serve`` / ``tidemq broker`` commands, which own their process, turn it on
+(``--idle-poll-us``, default :data:`SERVE_IDLE_POLL_US`).
 """
 
 from __future__ import annotations

@@ -45,9 +45,10 @@ class RemotingServer:
             closes that connection.
         idle_timeout: seconds after which a connection that sent nothing (or stopped reading our
             responses) is closed (RocketMQ's ``serverChannelMaxIdleTimeSeconds``, default 120).
-        idle_poll_us: after each read, keep the loop polling for this many µs instead of sleeping
-            (:class:`~tidemq.remoting.busy_poll.IdlePoller`); 0 (default) = off. Only for a server
-            that owns its process: the polling holds the GIL between its system calls.
+        idle_poll_us: while reads come close together, keep the loop polling for this many µs after
+            each read instead of sleeping (:class:`~tidemq.remoting.busy_poll.IdlePoller`); 0
+            (default) = off. Only for a server that owns its process: the polling holds the GIL
+            between its system calls.
 
     Example::
 
@@ -116,6 +117,8 @@ class RemotingServer:
         if self._server is not None:
             return
         loop = asyncio.get_running_loop()
+        if self.idle_poll_us > 0:  # before accepting: every connection's reads touch it
+            self.idle_poller = IdlePoller(self.idle_poll_us, loop)
         self._server = await loop.create_server(
             self._new_protocol,
             self.host,
@@ -126,8 +129,6 @@ class RemotingServer:
         sockets = self._server.sockets
         if sockets:
             self._port = int(sockets[0].getsockname()[1])
-        if self.idle_poll_us > 0:
-            self.idle_poller = IdlePoller(self.idle_poll_us, loop)
         self.idle_reaper.start()
         log.info("remoting server listening on %s:%d", self.host, self._port)
 

@@ -30,8 +30,8 @@ queue back to the loop, which starts a lane again once a pull finds the queue ca
 (``AsyncPushConsumer._pull_next``). A newly assigned queue's first pull is a lane's: most queues
 are caught up then, and a backlog goes back to the loop with that first answer. The loop also
 takes over whatever is not the steady state: a failed or timed-out pull, a broker error, an
-unknown broker address or subscription, OFFSET_ILLEGAL; it retries and recovers. Flow control and ``suspend()`` make the lane wait on
-its own thread.
+unknown broker address or subscription, OFFSET_ILLEGAL; it retries and recovers. Flow control and
+``suspend()`` make the lane wait on its own thread.
 
 A lane ends when its queue is dropped (rebalance), the consumer shuts down (its socket is shut
 down so that a held pull does not keep it), or it hands the queue back.
