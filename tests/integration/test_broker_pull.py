@@ -312,6 +312,36 @@ async def test_held_pull_is_answered_from_the_put_as_a_pull_would_be(
     assert [m.body for m in got] == [m.body for m in batch[:expected]]
 
 
+async def test_held_pull_on_a_new_queue_is_answered_from_its_first_put(
+    wire: Wire, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pull held on a queue nothing was ever written to (no consume queue yet) is answered from the
+    first put's records, as a pull of offset 0 made afterwards is: the first message of a new queue
+    does not wait for its consume queue's file to be created."""
+    from tidemq.protocol.message import Message
+    from tidemq.store.message_store import MessageStore
+
+    answered: list[bool] = []
+    real = MessageStore.get_message_from_put
+
+    def spy(self: MessageStore, *args: Any) -> Any:
+        result = real(self, *args)
+        answered.append(result is not None)
+        return result
+
+    monkeypatch.setattr(MessageStore, "get_message_from_put", spy)
+    await wire.create_topic("LPN", 1)
+    pull = await held_pull(wire, cluster, "LPN", 0)
+    assert cluster.broker.store.find_consume_queue("LPN", 0) is None
+    await send_batch_on_another_connection(cluster, "LPN", [Message("LPN", b"first")])
+    r = await asyncio.wait_for(pull, 10)
+    assert answered == [True]
+    again = await wire.pull("LPN", 0)
+    assert r.code == again.code == ResponseCode.SUCCESS
+    assert offsets(r) == offsets(again)
+    assert [(m.body, m.queue_offset) for m in decode_messages(r.body)] == [(b"first", 0)]
+
+
 async def test_held_pull_waits_for_the_dispatch_when_the_put_has_a_rejected_tag(
     wire: Wire, cluster: Cluster
 ) -> None:
