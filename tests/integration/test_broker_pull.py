@@ -90,6 +90,22 @@ async def send_batch_on_another_connection(cluster: Cluster, topic: str, msgs: l
         await other.close()
 
 
+def answers_from_put(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Spy on ``MessageStore.get_message_from_put``: the list gets, per call, whether it answered."""
+    from tidemq.store.message_store import MessageStore
+
+    answered: list[bool] = []
+    real = MessageStore.get_message_from_put
+
+    def spy(self: MessageStore, *args: Any) -> Any:
+        result = real(self, *args)
+        answered.append(result is not None)
+        return result
+
+    monkeypatch.setattr(MessageStore, "get_message_from_put", spy)
+    return answered
+
+
 async def test_found_returns_messages_and_next_offset(wire: Wire) -> None:
     """FOUND: SUCCESS, remark FOUND, body = the records, nextBeginOffset = offset + count."""
     await fill(wire, "PT", 5)
@@ -281,19 +297,10 @@ async def test_held_pull_is_answered_from_the_put_as_a_pull_would_be(
     consume-queue entries are written: the same records, offsets and limits (count, bytes) as a
     pull of that offset made afterwards."""
     from tidemq.protocol.message import Message
-    from tidemq.store.message_store import MessageStore
 
     if max_bytes is not None:
         monkeypatch.setattr(cluster.broker.store.config, "max_transfer_bytes_on_message_in_memory", max_bytes)
-    answered: list[bool] = []
-    real = MessageStore.get_message_from_put
-
-    def spy(self: MessageStore, *args: Any) -> Any:
-        result = real(self, *args)
-        answered.append(result is not None)
-        return result
-
-    monkeypatch.setattr(MessageStore, "get_message_from_put", spy)
+    answered = answers_from_put(monkeypatch)
     await wire.create_topic("LPP", 1)
     await fill(wire, "LPP", 2, tags="TagA")
     kw: dict[str, Any] = {"subscription": subscription, "max_msg_nums": max_msg_nums}
@@ -319,17 +326,8 @@ async def test_held_pull_on_a_new_queue_is_answered_from_its_first_put(
     first put's records, as a pull of offset 0 made afterwards is: the first message of a new queue
     does not wait for its consume queue's file to be created."""
     from tidemq.protocol.message import Message
-    from tidemq.store.message_store import MessageStore
 
-    answered: list[bool] = []
-    real = MessageStore.get_message_from_put
-
-    def spy(self: MessageStore, *args: Any) -> Any:
-        result = real(self, *args)
-        answered.append(result is not None)
-        return result
-
-    monkeypatch.setattr(MessageStore, "get_message_from_put", spy)
+    answered = answers_from_put(monkeypatch)
     await wire.create_topic("LPN", 1)
     pull = await held_pull(wire, cluster, "LPN", 0)
     assert cluster.broker.store.find_consume_queue("LPN", 0) is None
