@@ -58,13 +58,16 @@ def _median(values: list[float]) -> float:
 
 
 def _collect(reps: list[dict[str, Any]], shapes: tuple[str, ...]) -> dict[str, Any]:
-    """Medians over repetitions of one side: ``{shape: msgs/s, "latency": {key: value}}``."""
+    """Medians over repetitions of one side: ``{shape: msgs/s, "latency": {key: value}}``; the
+    latency also keeps each repetition's p99 (``p99_ms_per_rep``, in run order): a calm stretch and
+    a noisy one differ there by several times, which a median hides."""
     out: dict[str, Any] = {}
     for shape in shapes:
         if shape == "latency":
             lats = [r["latency"] for r in reps if "latency" in r]
             if lats:
                 out["latency"] = {k: _median([lat[k] for lat in lats]) for k in LATENCY_KEYS}
+                out["latency"]["p99_ms_per_rep"] = [lat["p99_ms"] for lat in lats]
         else:
             key = f"{shape}_msgs_per_s"
             out[shape] = _median([r[key] for r in reps if key in r])
@@ -125,6 +128,9 @@ def print_table(result: dict[str, Any]) -> None:
             for key in LATENCY_KEYS:
                 b = lat_b.get(key, float("nan"))
                 print(f"{'latency.' + key:27} {pair:18} {_fmt(lat_a[key]):>10} {_fmt(b):>10} {'':>13}")
+            reps_a = " / ".join(map(_fmt, lat_a["p99_ms_per_rep"]))
+            reps_b = " / ".join(map(_fmt, lat_b.get("p99_ms_per_rep", [])))
+            print(f"{'latency.p99_ms, each rep':27} {pair:18} tidemq {reps_a}; redis {reps_b or '-'}")
 
 
 def idle_poll_of(serve_args: list[str]) -> int | str:

@@ -51,6 +51,8 @@ def test_compare_prints_every_shape_and_a_json_line() -> None:
         assert shape in ours, shape
         assert any(line.startswith("latency." if shape == "latency" else shape) for line in lines)
     assert ours["latency"]["p99_ms"] > 0 and ours["send_batch32"] > 0
+    assert ours["latency"]["p99_ms_per_rep"] == [ours["latency"]["p99_ms"]]  # one rep: its own p99
+    assert any(line.startswith("latency.p99_ms, each rep") for line in lines)
     theirs = figures["results"]["async"]["redis"]
     if redis_available() is None:
         assert set(theirs) == set(ours)
