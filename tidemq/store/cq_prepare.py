@@ -72,6 +72,8 @@ class ConsumeQueuePreparer:
         self.root_dir = Path(root_dir)
         self.file_size = file_size
         self._lock = threading.Lock()
+        self._making = threading.Lock()
+        """Held while a file is made: :meth:`cancel` waits for it."""
         self._pending: set[tuple[str, int]] = set()
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
@@ -90,6 +92,13 @@ class ConsumeQueuePreparer:
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="consume-queue-prepare")
             self._executor.submit(self._make, key)
 
+    def cancel(self, topics: set[str]) -> None:
+        """Drop what is asked for ``topics`` and wait for a file of theirs being made: after this, no
+        file of theirs appears (the store deletes a topic's directory next; a file made after
+        that would bring the topic back at the broker's next start)."""
+        with self._making, self._lock:
+            self._pending = {key for key in self._pending if key[0] not in topics}
+
     def shutdown(self) -> None:
         """Wait for the file being made; the others asked for are dropped."""
         with self._lock:
@@ -99,11 +108,15 @@ class ConsumeQueuePreparer:
             executor.shutdown(wait=True, cancel_futures=True)
 
     def _make(self, key: tuple[str, int]) -> None:
-        try:
-            if not self._closed and make_first_segment(self.root_dir / key[0] / str(key[1]), self.file_size):
-                self.made += 1
-        except OSError as exc:
-            log.warning("cannot prepare the consume queue of %s:%d: %s", key[0], key[1], exc)
-        finally:
+        with self._making:
             with self._lock:
-                self._pending.discard(key)
+                if self._closed or key not in self._pending:  # shut down, or cancelled
+                    return
+            try:
+                if make_first_segment(self.root_dir / key[0] / str(key[1]), self.file_size):
+                    self.made += 1
+            except OSError as exc:
+                log.warning("cannot prepare the consume queue of %s:%d: %s", key[0], key[1], exc)
+            finally:
+                with self._lock:
+                    self._pending.discard(key)

@@ -603,6 +603,7 @@ class MessageStore:
     def delete_topics(self, topics: set[str]) -> int:
         """Delete the consume queues of ``topics`` (``DefaultMessageStore.deleteTopics``); returns count."""
         count = 0
+        self.consume_queue_preparer.cancel(topics)
         with self._put_lock:
             self.dispatcher.dispatch_pending()
             for key in [k for k in self.consume_queue_table if k[0] in topics]:

@@ -4,6 +4,7 @@ file in the background; puts then use it, restarts load it, a crash mid-way leav
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,55 @@ def test_preparer_after_shutdown_makes_nothing(tmp_path: Path) -> None:
     preparer.shutdown()
     preparer.prepare("T", 0)
     assert not (tmp_path / "T").exists() and preparer.made == 0
+
+
+def test_cancel_waits_for_the_file_being_made_and_drops_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A topic deleted while its first files are being made: what is under way finishes before
+    ``cancel`` returns (the store deletes the directory next), nothing asked after it is made."""
+    import threading
+
+    from tidemq.store import cq_prepare
+
+    entered, release = threading.Event(), threading.Event()
+    real = cq_prepare.make_first_segment
+
+    def slow(queue_dir: Path, size: int) -> bool:
+        entered.set()
+        assert release.wait(10)
+        return real(queue_dir, size)
+
+    monkeypatch.setattr(cq_prepare, "make_first_segment", slow)
+    preparer = ConsumeQueuePreparer(tmp_path, 40)
+    preparer.prepare("Del", 0)
+    preparer.prepare("Del", 1)
+    preparer.prepare("Kept", 0)
+    assert entered.wait(10)
+    cancelled = threading.Event()
+
+    def cancel() -> None:
+        preparer.cancel({"Del"})
+        cancelled.set()
+
+    canceller = threading.Thread(target=cancel)
+    canceller.start()
+    assert not cancelled.wait(0.05)  # waits for Del/0 being made
+    release.set()
+    canceller.join(10)
+    assert cancelled.is_set() and (tmp_path / "Del" / "0" / CQ_FILE).exists()
+    shutil.rmtree(tmp_path / "Del")  # as the store does right after
+    wait_for_sync((tmp_path / "Kept" / "0" / CQ_FILE).exists, 10, "Kept/0, asked after Del/1")
+    preparer.shutdown()
+    assert not (tmp_path / "Del").exists()  # Del/1 (one worker, in order) was not made after cancel
+
+
+def test_a_deleted_topic_does_not_come_back_with_a_prepared_file(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
+    store = open_store()
+    store.get_message("g", "Gone", 0, 0, 32, None)
+    store.delete_topics({"Gone"})
+    store.shutdown()
+    assert "Gone" not in open_store().topics_and_queues()
+    assert not (tmp_path / "store" / "consumequeue" / "Gone").exists()
