@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemq.broker.config import BrokerConfig, guess_broker_ip
 from tidemq.broker.config_check import check_config
+from tidemq.broker.config_persist import ConfigPersister
 from tidemq.broker.config_recovery import config_files_missing, recreate_missing_topics, warn_lost_offsets
 from tidemq.broker.flush import INLINE_FSYNC_MAX, FlushRealTimeService, GroupCommitService
 from tidemq.broker.longpolling import PullRequestHoldService
@@ -115,6 +116,8 @@ class Broker:
         self.store_config = store_config
         root = Path(store_config.store_path_root_dir).expanduser()
         self.config_dir = root / "config"
+        self.config_persister = ConfigPersister()
+        """Writes ``topics.json`` and ``subscriptionGroup.json`` off the loop (``config_persist.py``)."""
         self.topic_config_manager = TopicConfigManager(config, self.config_dir / "topics.json")
         self.subscription_group_manager = SubscriptionGroupManager(
             config, self.config_dir / "subscriptionGroup.json"
@@ -270,6 +273,8 @@ class Broker:
         if not self.config.is_slave:  # a slave copies delay progress, it never delivers
             await self.schedule_message_service.start()
         self.topic_config_manager.on_change = self._on_topic_change
+        for manager in (self.topic_config_manager, self.subscription_group_manager):
+            manager.persist_later = self.config_persister.request  # no fsync on the loop
         self.remoting_server.register_default_processor(_NotSupportedProcessor())
         self.started = True
         # 5. name servers + periodic tasks
@@ -357,6 +362,7 @@ class Broker:
             await self.flush_service.shutdown()
         if self.schedule_message_service is not None:
             await self.schedule_message_service.shutdown()
+        await self.loop.run_in_executor(None, self.config_persister.shutdown)  # writes still queued
         for persist in (
             self.consumer_offset_manager.persist,
             self.topic_config_manager.persist,
@@ -370,6 +376,18 @@ class Broker:
             await self.loop.run_in_executor(None, self.store.shutdown)
         self._store_lock.release()
         log.info("broker %s at %s stopped", self.config.broker_name, self.addr)
+
+    async def config_files_written(self) -> None:
+        """Wait until ``topics.json`` and ``subscriptionGroup.json`` hold every change made so far
+        (admin requests answer after it).
+
+        Raises:
+            StoreError: a file could not be written.
+        """
+        for manager in (self.topic_config_manager, self.subscription_group_manager):
+            pending = manager.pending_write
+            if pending is not None:
+                await asyncio.wrap_future(pending)
 
     # -- name server registration ---------------------------------------------------------------
 

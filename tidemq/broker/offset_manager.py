@@ -43,6 +43,7 @@ class ConsumerOffsetManager:
         self.path = Path(path)
         self.offset_table: dict[str, dict[int, int]] = {}
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self._dirty = False
 
     # -- persistence ---------------------------------------------------------------------------
@@ -85,11 +86,12 @@ class ConsumerOffsetManager:
         With ``force=False`` nothing is written unless an offset changed since the last persist.
         Returns True when the file was written.
         """
-        with self._lock:
-            if not force and not self._dirty:
-                return False
-            self._dirty = False
-        atomic_write_json(self.path, self.encode())
+        with self._write_lock:  # one writer at a time (the periodic task, a slave's sync, shutdown)
+            with self._lock:
+                if not force and not self._dirty:
+                    return False
+                self._dirty = False
+            atomic_write_json(self.path, self.encode())
         return True
 
     # -- offsets -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ answers codes 43 and 45 on every broker (the master serves them).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -86,7 +87,7 @@ class SlaveSynchronize:
             tcm.topic_config_table.clear()
             tcm.topic_config_table.update(wrapper.topic_config_table)
             tcm.data_version = wrapper.data_version
-        tcm.persist()
+        tcm.persist_soon()  # off the loop (config_persist.py)
         log.info("slave: %d topic configs copied from %s", len(wrapper.topic_config_table), self.master_addr)
 
     async def sync_consumer_offset(self) -> None:
@@ -97,7 +98,7 @@ class SlaveSynchronize:
         with com._lock:
             for key, queues in table.items():
                 com.offset_table[str(key)] = {int(q): int(o) for q, o in dict(queues).items()}
-        com.persist()
+        await asyncio.get_running_loop().run_in_executor(None, com.persist)  # fsyncs: off the loop
 
     async def sync_delay_offset(self) -> None:
         """GET_ALL_DELAY_OFFSET (45): write the master's ``delayOffset.json`` content."""
@@ -123,7 +124,7 @@ class SlaveSynchronize:
             sgm.subscription_group_table.clear()
             sgm.subscription_group_table.update(groups)
             sgm.data_version = version
-        sgm.persist()
+        sgm.persist_soon()
 
 
 def _same_version(a: DataVersion, b: DataVersion) -> bool:

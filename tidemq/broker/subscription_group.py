@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.config_persist import PersistedConfig
 from tidemq.broker.names import is_valid_group
 from tidemq.broker.topic_config import now_ms
 from tidemq.errors import StoreError
 from tidemq.protocol.body import DataVersion, SubscriptionGroupConfig
-from tidemq.store.config_file import atomic_write_json, load_json
+from tidemq.store.config_file import load_json
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ SYSTEM_GROUPS = (
 )
 
 
-class SubscriptionGroupManager:
+class SubscriptionGroupManager(PersistedConfig):
     """Consumer-group configs of this broker. Mirrors ``SubscriptionGroupManager``.
 
     Args:
@@ -47,6 +48,7 @@ class SubscriptionGroupManager:
     """
 
     def __init__(self, broker_config: BrokerConfig, path: str | Path) -> None:
+        super().__init__()
         self.broker_config = broker_config
         self.path = Path(path)
         self.subscription_group_table: dict[str, SubscriptionGroupConfig] = {}
@@ -88,10 +90,6 @@ class SubscriptionGroupManager:
                 },
             }
 
-    def persist(self) -> None:
-        """Write the file atomically (previous copy kept as ``.bak``)."""
-        atomic_write_json(self.path, self.encode())
-
     def _next_version(self) -> None:
         self.data_version = DataVersion(timestamp=now_ms(), counter=self.data_version.counter + 1)
 
@@ -115,7 +113,7 @@ class SubscriptionGroupManager:
             self.subscription_group_table[group] = cfg
             self._next_version()
         log.info("auto create subscription group %s", group)
-        self.persist()
+        self.persist_soon()
         return cfg
 
     def update_subscription_group_config(self, cfg: SubscriptionGroupConfig) -> None:
@@ -123,7 +121,7 @@ class SubscriptionGroupManager:
         with self._lock:
             self.subscription_group_table[cfg.group_name] = cfg
             self._next_version()
-        self.persist()
+        self.persist_soon()
 
     def delete_subscription_group_config(self, group: str) -> bool:
         """Remove a group config; False if it did not exist."""
@@ -131,7 +129,7 @@ class SubscriptionGroupManager:
             if self.subscription_group_table.pop(group, None) is None:
                 return False
             self._next_version()
-        self.persist()
+        self.persist_soon()
         return True
 
     def contains(self, group: str) -> bool:

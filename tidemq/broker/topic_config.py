@@ -11,7 +11,8 @@ Built-in topics (as RocketMQ's constructor creates them): ``SELF_TEST_TOPIC`` (1
 and broker-name topics (perm INHERIT, plus read/write when enabled), ``OFFSET_MOVED_EVENT`` (1) and
 ``SCHEDULE_TOPIC_XXXX`` (18 queues, one per delay level).
 
-Every change bumps ``data_version`` and persists; ``on_change`` (set by the broker) then re-registers
+Every change bumps ``data_version`` and is written (off the event loop in a broker:
+``config_persist.py``); ``on_change`` (set by the broker) then re-registers
 the broker with the name servers so routes appear at once.
 """
 
@@ -25,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.broker.config import BrokerConfig
+from tidemq.broker.config_persist import PersistedConfig
 from tidemq.errors import StoreError
 from tidemq.protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, PermName
-from tidemq.store.config_file import atomic_write_json, load_json
+from tidemq.store.config_file import load_json
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +74,7 @@ def make_topic_config(
     )
 
 
-class TopicConfigManager:
+class TopicConfigManager(PersistedConfig):
     """Topic configs of this broker. Mirrors ``TopicConfigManager``.
 
     Args:
@@ -84,6 +86,7 @@ class TopicConfigManager:
     """
 
     def __init__(self, broker_config: BrokerConfig, path: str | Path) -> None:
+        super().__init__()
         self.broker_config = broker_config
         self.path = Path(path)
         self.topic_config_table: dict[str, TopicConfig] = {}
@@ -145,15 +148,11 @@ class TopicConfigManager:
                 },
             }
 
-    def persist(self) -> None:
-        """Write ``topics.json`` atomically (previous copy kept as ``.bak``)."""
-        atomic_write_json(self.path, self.encode())
-
     def _next_version(self) -> None:
         self.data_version = DataVersion(timestamp=now_ms(), counter=self.data_version.counter + 1)
 
     def _changed(self) -> None:
-        self.persist()
+        self.persist_soon()
         if self.on_change is not None:
             try:
                 self.on_change()

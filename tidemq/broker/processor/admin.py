@@ -50,6 +50,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_CONFIG_CHANGES = frozenset(
+    {
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    }
+)
+"""Admin requests that change ``topics.json`` or ``subscriptionGroup.json``: answered once written."""
+
 
 def _resp(code: int, remark: str | None = None, body: bytes = b"") -> RemotingCommand:
     return RemotingCommand.create_response(code, remark, None, body)
@@ -95,7 +105,10 @@ class AdminBrokerProcessor:
                     "DELETE_EXPIRED_COMMITLOG from %s deleted %s segment(s)", channel.remote_addr, deleted
                 )
                 return _resp(ResponseCode.SUCCESS)
-            return self.handle(request)
+            response = self.handle(request)
+            if code in _CONFIG_CHANGES:
+                await self.broker.config_files_written()  # answered once the change is on disk
+            return response
         except (HeaderError, ProtocolError) as exc:
             return _resp(ResponseCode.SYSTEM_ERROR, str(exc))
 
