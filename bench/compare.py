@@ -28,7 +28,9 @@ how expensive waking another process was: on the 2-vCPU VM of the README's table
 how idle the machine is, and every shape that waits for a peer moves with it. The JSON line also
 carries ``serve_args`` (``--serve-arg``, e.g. ``--serve-arg=--idle-poll-us --serve-arg=0`` for an
 A/B of idle polling) and ``serve_idle_poll_us``, the idle polling ``tidemq serve`` ran with (runs
-before 2026-11-26's had none).
+before 2026-11-26's had none). The paced p99 of each repetition is printed too (JSON:
+``latency.p99_ms_per_rep``): on that VM the host's CPU steal comes and goes within a run, and one
+repetition's p99 can be 0.6 ms and the next 10 ms.
 
 Run: ``python -m bench.compare [--messages N] [--single N] [--reps N] [--flush async sync]
 [--only SHAPE ...]``. Prints a table, then one JSON line with every figure.
