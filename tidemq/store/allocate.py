@@ -108,7 +108,7 @@ class AllocateMappedFileService:
                 if self._wanted == path:
                     self._drop_locked()
                 return False
-            tmp = _tmp_path(path)
+            tmp = segment_tmp_path(path)
             try:
                 os.rename(tmp, path)
                 fsync_dir(path.parent)  # an fdatasync of the data later does not commit the rename
@@ -136,7 +136,7 @@ class AllocateMappedFileService:
         thread then deletes it itself, seeing it is no longer wanted)."""
         if self._wanted is not None and not self._busy:
             with contextlib.suppress(FileNotFoundError):
-                _tmp_path(self._wanted).unlink()
+                segment_tmp_path(self._wanted).unlink()
         self._wanted, self._ready = None, False
 
     def _run(self) -> None:
@@ -148,7 +148,7 @@ class AllocateMappedFileService:
                 path = self._wanted
                 assert path is not None
                 self._busy = True
-            ok = self._warm(_tmp_path(path))
+            ok = self._warm(segment_tmp_path(path))
             with self._cond:
                 self._busy = False
                 if ok and self._wanted == path and not self._closed:
@@ -156,7 +156,7 @@ class AllocateMappedFileService:
                     self.warmed += 1
                 else:
                     with contextlib.suppress(FileNotFoundError):
-                        _tmp_path(path).unlink()
+                        segment_tmp_path(path).unlink()
                     if self._wanted == path:
                         self._wanted = None  # failed: the queue creates a sparse segment
                 self._cond.notify_all()
@@ -183,5 +183,7 @@ class AllocateMappedFileService:
             os.close(fd)
 
 
-def _tmp_path(path: Path) -> Path:
+def segment_tmp_path(path: Path) -> Path:
+    """Where segment ``path`` is made before it is moved into place: ``<name>.tmp``, the name the
+    store's loader skips and :func:`discard_warm_files` deletes."""
     return path.with_name(path.name + ".tmp")

@@ -25,6 +25,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tidemq.store.allocate import segment_tmp_path
 from tidemq.store.mapped_file import offset_to_file_name
 
 __all__ = ["ConsumeQueuePreparer", "make_first_segment"]
@@ -44,7 +45,7 @@ def make_first_segment(queue_dir: Path, file_size: int) -> bool:
     if any(p.name.isdigit() for p in queue_dir.iterdir()):
         return False
     final = queue_dir / offset_to_file_name(0)
-    tmp = final.with_name(final.name + ".tmp")
+    tmp = segment_tmp_path(final)
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.ftruncate(fd, file_size)
