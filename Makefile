@@ -12,7 +12,7 @@ PY     := $(VENV)/bin/python
 # One stamp per interpreter: choosing another one rebuilds the venv on it.
 STAMP  := $(VENV)/.installed-$(subst /,_,$(PYTHON))
 
-.PHONY: chromium-check venv test check lint typecheck unit integration interop spark demo bench clean java-check
+.PHONY: node-check v5-venv chromium-check venv test check lint typecheck unit integration interop spark demo bench clean java-check
 
 # Editable install in compat mode: a .pth path entry for the worktree instead of setuptools' import
 # finder, so pkgutil.iter_modules() sees `pyspark_tidemq` and PySpark registers format("tidemq") on
@@ -59,6 +59,32 @@ chromium-check:
 	fi
 	@[ -x "$(CHROMIUM)" ] && "$(CHROMIUM)" --version 2>/dev/null | head -1 || echo "no chromium at $(CHROMIUM): the browser test will skip"
 
+# Real clients others wrote, from the registries: Aliyun's ali-ons (half messages, SQL92, start-deliver
+# time) and RocketMQ 5's Node client, pinned in tests/interop/node/package-lock.json; RocketMQ 5's
+# Python client in a venv of its own (.venv-v5), because its top-level package is `rocketmq`, the
+# same name as the C++ client's (`rocketmq==0.4.4`) in the main venv. Node.js comes from Debian's
+# packages when it is missing and we may (root); otherwise the tests that need it skip and say why.
+NODE_DIR := tests/interop/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.installed
+V5_VENV ?= .venv-v5
+V5_STAMP := $(V5_VENV)/.installed-5.1.2
+node-check: $(NODE_STAMP)
+$(NODE_STAMP): $(NODE_DIR)/package-lock.json
+	@if ! command -v npm >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing nodejs and npm for the ali-ons and RocketMQ 5 Node interop tests"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null) \
+	    || echo "could not install nodejs: the Node interop tests will skip"; \
+	fi
+	@if command -v npm >/dev/null 2>&1; then \
+	  cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+	else echo "no npm: the Node interop tests will skip"; fi
+
+v5-venv: $(V5_STAMP)
+$(V5_STAMP):
+	$(PYTHON) -m venv $(V5_VENV)
+	$(V5_VENV)/bin/python -m pip install --quiet 'rocketmq-python-client==5.1.2'
+	touch $(V5_STAMP)
+
 lint: venv
 	$(VENV)/bin/ruff check tidemq tests bench
 	$(VENV)/bin/ruff format --check tidemq tests bench
@@ -69,7 +95,7 @@ typecheck: venv
 check: lint typecheck
 
 # No retries: a test that fails fails the run (a flaky test is fixed, not re-run).
-test: venv java-check chromium-check check
+test: venv java-check chromium-check node-check v5-venv check
 	$(VENV)/bin/pytest -q tests
 
 unit: venv
@@ -88,4 +114,4 @@ bench: venv
 	$(PY) -m bench.broker_throughput
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) $(V5_VENV) $(NODE_DIR)/node_modules .pytest_cache .mypy_cache .ruff_cache build *.egg-info
