@@ -303,6 +303,7 @@ class Broker:
         from tidemq.broker.processor.pull import PullMessageProcessor
         from tidemq.broker.processor.query import QueryMessageProcessor
         from tidemq.broker.processor.relay import AdminRelayProcessor
+        from tidemq.broker.processor.reply import ReplyMessageProcessor
         from tidemq.broker.processor.send import SendMessageProcessor
         from tidemq.broker.processor.send_back import SendMessageBackProcessor
         from tidemq.broker.slave_sync import SlaveSyncServeProcessor
@@ -321,6 +322,7 @@ class Broker:
             SendMessageBackProcessor(self),
             self.admin_relay_processor,
             SlaveSyncServeProcessor(self),
+            ReplyMessageProcessor(self),
         ]
         for processor in processors:
             for code in processor.CODES:

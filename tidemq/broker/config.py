@@ -57,6 +57,8 @@ class BrokerConfig:
         broker_permission: perm bits of the broker itself (6 = read + write).
         trace_on: value of the ``TRACE_ON`` ext field on send responses.
         region_id: value of the ``MSG_REGION`` ext field on send responses.
+        store_reply_message_enable: request-reply answers (SEND_REPLY_MESSAGE 324/325) are also
+            stored on ``<cluster>_REPLY_TOPIC``, besides being pushed to the requester.
         channel_expired_timeout: client channels silent this long are dropped (ms).
         flush_consumer_offset_interval: consumerOffset.json persist period (ms).
         notify_consumer_ids_changed_enable: default for new subscription groups.
@@ -111,6 +113,7 @@ class BrokerConfig:
     broker_permission: int = 6
     trace_on: bool = True
     region_id: str = "DefaultRegion"
+    store_reply_message_enable: bool = True
     channel_expired_timeout: int = 120_000
     client_channel_scan_interval: int = 10_000
     flush_consumer_offset_interval: int = 5000

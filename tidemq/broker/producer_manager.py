@@ -61,6 +61,16 @@ class ProducerManager:
         with self._mutex:
             return list(self._groups.get(group, {}).values())
 
+    def find_channel(self, client_id: str) -> ClientChannel | None:
+        """The live channel of the producer with ``client_id`` (any group), or None. Mirrors
+        ``ProducerManager.findChannel`` (request-reply pushes replies there)."""
+        with self._mutex:
+            for channels in self._groups.values():
+                for info in channels.values():
+                    if info.client_id == client_id and info.channel.is_active:
+                        return info.channel
+        return None
+
     def do_channel_close_event(self, channel: ClientChannel | str) -> list[str]:
         """Forget a closed channel (object or ``"ip:port"``) in every group; returns the groups it left."""
         addr = channel if isinstance(channel, str) else channel.remote_addr

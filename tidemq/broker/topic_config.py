@@ -9,7 +9,8 @@ File ``<store>/config/topics.json`` in RocketMQ's shape::
 Built-in topics (as RocketMQ's constructor creates them): ``SELF_TEST_TOPIC`` (1 queue), ``TBW102``
 (``default_topic_queue_nums`` queues, perm 7, only when ``auto_create_topic_enable``), the cluster-name
 and broker-name topics (perm INHERIT, plus read/write when enabled), ``OFFSET_MOVED_EVENT`` (1) and
-``SCHEDULE_TOPIC_XXXX`` (18 queues, one per delay level).
+``SCHEDULE_TOPIC_XXXX`` (18 queues, one per delay level), ``<cluster>_REPLY_TOPIC`` (1 queue, where
+request-reply answers are stored).
 
 Every change bumps ``data_version`` and is written (off the event loop in a broker:
 ``config_persist.py``); ``on_change`` (set by the broker) then re-registers
@@ -114,6 +115,8 @@ class TopicConfigManager(PersistedConfig):
         table[cfg.broker_name] = make_topic_config(cfg.broker_name, 1, perm)
         table[OFFSET_MOVED_EVENT] = make_topic_config(OFFSET_MOVED_EVENT, 1)
         table[SCHEDULE_TOPIC] = make_topic_config(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS)
+        reply = f"{cfg.broker_cluster_name}_REPLY_TOPIC"  # request-reply (TopicConfigManager, 4.6+)
+        table[reply] = make_topic_config(reply, 1)
 
     def load(self) -> None:
         """Read ``topics.json`` (falling back to ``.bak``); entries override the built-ins.

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from tidemq.client.api import ClientAPI
 from tidemq.client.config import ClientConfig
+from tidemq.client.producer.request import PUSH_REPLY_MESSAGE_TO_CLIENT, ReplyMessageProcessor
 from tidemq.client.route import (
     FindBrokerResult,
     TopicPublishInfo,
@@ -211,6 +212,9 @@ class ClientInstance:
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, _ClientProcessor(self))
         self.remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, _ClientProcessor(self))
         self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, _ClientProcessor(self))
+        self.remoting.register_processor(
+            PUSH_REPLY_MESSAGE_TO_CLIENT, ReplyMessageProcessor()
+        )  # request-reply
         cfg = self.config
         self._spawn(
             self._every(cfg.poll_name_server_interval, self.update_topic_route_info_from_name_server, 0.01)

@@ -613,6 +613,28 @@ class AsyncProducer:
         header = self._build_header(carrier, mq, 0, batch=True)
         return await self.instance.api.send_message(addr, mq.broker_name, header, body, timeout, uniq_id=uniq)
 
+    # -- request-reply (tidemq.client.producer.request) ----------------------------------------
+
+    async def request(self, msg: Message, timeout_ms: int = 3000, **send_kwargs: Any) -> MessageExt:
+        """Send ``msg`` as a request, return the reply. Mirrors ``request(msg, timeout)``; see
+        :func:`tidemq.client.producer.request.request` (``RequestTimeoutError`` when none comes)."""
+        from tidemq.client.producer.request import request
+
+        return await request(self, msg, timeout_ms, **send_kwargs)
+
+    def request_async(
+        self, msg: Message, timeout_ms: int = 3000, **send_kwargs: Any
+    ) -> asyncio.Task[MessageExt]:
+        """:meth:`request` as a task. Mirrors ``request(msg, RequestCallback, timeout)``."""
+        return asyncio.ensure_future(self.request(msg, timeout_ms, **send_kwargs))
+
+    async def send_reply(self, reply: Message, timeout: float | None = None) -> SendResult:
+        """Send a reply built by ``create_reply_message`` once (SEND_REPLY_MESSAGE_V2); see
+        :func:`tidemq.client.producer.request.send_reply`."""
+        from tidemq.client.producer.request import send_reply
+
+        return await send_reply(self, reply, timeout)
+
     # -- queries (MQAdmin) -------------------------------------------------------------------
 
     async def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryResult:
@@ -787,6 +809,32 @@ class Producer(BlockingFacade[AsyncProducer]):
                 mq = queue if queue is not None else core.fault_strategy.select_one_message_queue(info, None)
                 return self._send_kernel_direct(carrier, mq, t, batch_body=body, uniq=uniq)
         return self._run(self._core.send_batch(batch, timeout, queue=queue))
+
+    def request(self, msg: Message, timeout_ms: int = 3000, **send_kwargs: Any) -> MessageExt:
+        """See :meth:`AsyncProducer.request` (blocks for the reply, at most ``timeout_ms``)."""
+        return self._run(self._core.request(msg, timeout_ms, **send_kwargs))
+
+    def request_async(
+        self,
+        msg: Message,
+        callback: Callable[[MessageExt | None, BaseException | None], object] | None = None,
+        timeout_ms: int = 3000,
+        **send_kwargs: Any,
+    ) -> concurrent.futures.Future[MessageExt]:
+        """Start a request; ``callback(reply, error)`` runs when the reply (or the error) comes."""
+        fut = self._loop.submit(self._core.request(msg, timeout_ms, **send_kwargs))
+        if callback is not None:
+
+            def done(f: concurrent.futures.Future[MessageExt]) -> None:
+                exc = f.exception()
+                callback(None if exc else f.result(), exc)
+
+            fut.add_done_callback(done)
+        return fut
+
+    def send_reply(self, reply: Message, timeout: float | None = None) -> SendResult:
+        """See :meth:`AsyncProducer.send_reply`."""
+        return self._run(self._core.send_reply(reply, timeout))
 
     def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """See :meth:`AsyncProducer.fetch_publish_message_queues`."""
