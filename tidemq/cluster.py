@@ -1,4 +1,4 @@
-"""``tidemq cluster up | down | status``: a local multi-process cluster for development and tests.
+"""``tidemq cluster up | down | status | stop | start | kill``: a local multi-process cluster for development and tests.
 
 ``up`` starts ``--namesrv`` name servers and ``--groups`` broker groups (``broker-a``,
 ``broker-b``...), each a master plus ``--replicas`` slaves, every one its own ``tidemq namesrv`` /
@@ -7,7 +7,9 @@
 ``node.log``. After the first start a broker's ports are written into its ``broker.conf``, so a
 restarted node (:meth:`LocalCluster.start_node`) comes back on the same address (its slaves
 reconnect to it by themselves). ``down`` stops every recorded process (SIGTERM, SIGKILL after a
-timeout); ``status`` shows which are alive and the name server's cluster table.
+timeout); ``status`` shows which are alive and the name server's cluster table. ``stop NODE``
+(SIGTERM, clean), ``kill NODE`` (SIGKILL, a crash) and ``start NODE`` (same ports, same store)
+act on one node, to practise failover: ``tidemq cluster kill --dir D broker-a-0``.
 
 The same is available from Python (tests, benchmarks)::
 
@@ -422,3 +424,51 @@ def status_command(dir_: str) -> None:
             click.echo(f"route {data.cluster} {name}: {addrs}")
     except Exception as exc:  # status is informative only
         click.echo(f"name server query failed: {exc}")
+
+
+def _known_node(cluster: LocalCluster, node: str) -> Node:
+    if node not in cluster.nodes:
+        raise click.ClickException(f"no node {node!r} in {cluster.dir}; nodes: {', '.join(cluster.nodes)}")
+    return cluster.nodes[node]
+
+
+@cluster_group.command("stop")
+@click.option("--dir", "dir_", type=click.Path(file_okay=False), required=True, help="Cluster directory.")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds before SIGKILL.")
+@click.argument("node")
+def stop_command(dir_: str, timeout: float, node: str) -> None:
+    """Stop one node cleanly (SIGTERM; SIGKILL after --timeout), e.g. broker-a-0."""
+    cluster = LocalCluster.load(dir_)
+    n = _known_node(cluster, node)
+    was_alive = n.alive
+    cluster.stop_node(node, timeout)
+    click.echo(f"{node} stopped (pid {n.pid})" if was_alive else f"{node} was not running")
+
+
+@cluster_group.command("kill")
+@click.option("--dir", "dir_", type=click.Path(file_okay=False), required=True, help="Cluster directory.")
+@click.argument("node")
+def kill_command(dir_: str, node: str) -> None:
+    """SIGKILL one node (a crash: no shutdown, no final flush), e.g. broker-a-0."""
+    cluster = LocalCluster.load(dir_)
+    n = _known_node(cluster, node)
+    was_alive = n.alive
+    cluster.kill(node)
+    click.echo(f"{node} killed (pid {n.pid})" if was_alive else f"{node} was not running")
+
+
+@cluster_group.command("start")
+@click.option("--dir", "dir_", type=click.Path(file_okay=False), required=True, help="Cluster directory.")
+@click.argument("node")
+def start_command(dir_: str, node: str) -> None:
+    """Start one stopped node again, on its recorded ports and store (its slaves reconnect)."""
+    cluster = LocalCluster.load(dir_)
+    n = _known_node(cluster, node)
+    if n.alive:
+        click.echo(f"{node} is already running (pid {n.pid})")
+        return
+    try:
+        cluster.start_node(node)
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"{node} started (pid {n.pid}) addr={n.addr}")

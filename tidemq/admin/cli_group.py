@@ -9,32 +9,55 @@ import click
 
 from tidemq.admin.cli import Out, admin_command, fmt_ms, parse_time_ms
 from tidemq.admin.client import AsyncAdminClient
-from tidemq.errors import BrokerError, ClientError
+from tidemq.errors import BrokerError, ClientError, TideMQError
 from tidemq.protocol.body import SubscriptionGroupConfig
 from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.topic import group_of_retry_topic, is_sys_consumer_group
 
 
-@click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-g", "--group", default=None, help="Consumer group (default: every group, one line each).")
 @click.option(
     "-t", "--topic", default=None, help="Only this topic (default: every topic the group has offsets for)."
 )
+@click.option(
+    "-s", "--show-client-ip", type=click.BOOL, default=False, help="true: the client of each queue."
+)
+@click.option("-c", "--cluster", default=None, help="Only the brokers of this cluster.")
 @admin_command("consumer-progress", "consumerProgress")
-async def consumer_progress(admin: AsyncAdminClient, out: Out, group: str, topic: str | None) -> None:
-    """Per queue: broker offset, the group's offset and the lag (GET_CONSUME_STATS)."""
-    rows = await admin.consumer_progress(group, topic)
-    if not rows:
+async def consumer_progress(
+    admin: AsyncAdminClient,
+    out: Out,
+    group: str | None,
+    topic: str | None,
+    show_client_ip: bool,
+    cluster: str | None,
+) -> None:
+    """Per queue: broker offset, the group's offset and the lag (GET_CONSUME_STATS); a broker group
+    whose master is down is read on its slave, and brokers that could not be asked are named.
+    Without -g: one line per consumer group (mqadmin's overview)."""
+    if group is None:
+        await _all_groups_progress(admin, out, cluster)
+        return
+    rows, unreachable = await admin.consumer_progress_report(group, topic)
+    if cluster:
+        names = set((await admin.examine_broker_cluster_info()).cluster_addr_table.get(cluster, set()))
+        rows = [r for r in rows if r.mq.broker_name in names]
+        unreachable = {n: why for n, why in unreachable.items() if n in names}
+    if not rows and not unreachable:
         raise BrokerError.for_code(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
             f"consumer group {group} has no offsets"
             + (f" for topic {topic}" if topic else "")
             + " on any broker",
         )
+    clients = await _queue_clients(admin, group) if show_client_ip else {}
     total = sum(r.lag for r in rows)
     if out.as_json:
         out.json(
             {
                 "group": group,
                 "totalLag": total,
+                "unreachableBrokers": unreachable,
                 "queues": [
                     {
                         "topic": r.mq.topic,
@@ -44,12 +67,14 @@ async def consumer_progress(admin: AsyncAdminClient, out: Out, group: str, topic
                         "consumerOffset": r.consumer_offset,
                         "lag": r.lag,
                         "lastTimestamp": r.last_timestamp,
+                        **({"clientIP": clients.get(_mq_key(r.mq), "")} if show_client_ip else {}),
                     }
                     for r in rows
                 ],
             }
         )
         return
+    headers = ["topic", "broker", "queue", "brokerOffset", "consumerOffset", "lag", "lastTime"]
     table = [
         (
             r.mq.topic,
@@ -59,15 +84,59 @@ async def consumer_progress(admin: AsyncAdminClient, out: Out, group: str, topic
             r.consumer_offset,
             r.lag,
             fmt_ms(r.last_timestamp),
+            *((clients.get(_mq_key(r.mq), "-"),) if show_client_ip else ()),
         )
         for r in rows
     ]
-    out.table(
-        ["topic", "broker", "queue", "brokerOffset", "consumerOffset", "lag", "lastTime"],
-        table,
-        title=f"progress of {group}",
+    out.table([*headers, *(["clientIP"] if show_client_ip else [])], table, title=f"progress of {group}")
+    out.line(f"total lag: {total}" + (" (without the brokers below)" if unreachable else ""))
+    for name, why in sorted(unreachable.items()):
+        out.line(f"could not ask broker {name}: {why}")
+
+
+def _mq_key(mq: Any) -> str:
+    return f"{mq.topic}/{mq.broker_name}/{mq.queue_id}"
+
+
+async def _queue_clients(admin: AsyncAdminClient, group: str) -> dict[str, str]:
+    """``{"topic/broker/queueId": client address}`` from each live member's running info."""
+    try:
+        conns = (await admin.examine_consumer_connection_info(group)).connection_set
+        infos = await admin.consumer_status(group)
+    except TideMQError:
+        return {}
+    addr_of = {c.client_id: c.client_addr for c in conns}
+    return {mq: addr_of.get(cid, cid) for cid, info in infos.items() for mq in (info.get("mqTable") or {})}
+
+
+async def _all_groups_progress(admin: AsyncAdminClient, out: Out, cluster: str | None) -> None:
+    """mqadmin's ``consumerProgress`` without ``-g``: every group (from its ``%RETRY%`` topic)."""
+    groups = sorted(
+        g
+        for t in await admin.fetch_all_topic_list()
+        if (g := group_of_retry_topic(t)) is not None and not is_sys_consumer_group(g)
     )
-    out.line(f"total lag: {total}")
+    rows: list[tuple[Any, ...]] = []
+    unreachable: dict[str, str] = {}
+    for g in groups:
+        stats, missing = await admin.consume_stats_report(g)
+        unreachable.update(missing)
+        try:
+            cc = await admin.examine_consumer_connection_info(g)
+            count, ctype = len(cc.connection_set), cc.consume_type.value if cc.consume_type else "-"
+            model = cc.message_model.value if cc.message_model else "-"
+        except TideMQError:
+            count, ctype, model = 0, "-", "-"
+        rows.append((g, count, ctype, model, round(stats.consume_tps, 2), stats.compute_total_diff()))
+    if out.as_json:
+        keys = ("group", "count", "consumeType", "messageModel", "consumeTps", "diffTotal")
+        out.json(
+            {"groups": [dict(zip(keys, r, strict=True)) for r in rows], "unreachableBrokers": unreachable}
+        )
+        return
+    out.table(["group", "count", "consumeType", "messageModel", "consumeTps", "diffTotal"], rows)
+    for name, why in sorted(unreachable.items()):
+        out.line(f"could not ask broker {name}: {why}")
 
 
 @click.option("-g", "--group", required=True, help="Consumer group.")

@@ -175,6 +175,12 @@ class AdminClient:
         """See :meth:`AsyncAdminClient.consumer_progress`."""
         return self._run(self.core.consumer_progress(group, topic))
 
+    def consumer_progress_report(
+        self, group: str, topic: str | None = None
+    ) -> tuple[list[QueueProgress], dict[str, str]]:
+        """See :meth:`AsyncAdminClient.consumer_progress_report` (rows, brokers that could not be asked)."""
+        return self._run(self.core.consumer_progress_report(group, topic))
+
     def examine_consumer_connection_info(self, group: str) -> ConsumerConnection:
         """See :meth:`AsyncAdminClient.examine_consumer_connection_info`."""
         return self._run(self.core.examine_consumer_connection_info(group))

@@ -357,38 +357,61 @@ class AdminCore:
         """:meth:`update_consumer_offset` for many queues, concurrently."""
         await asyncio.gather(*(self.update_consumer_offset(group, mq, off) for mq, off in offsets.items()))
 
-    async def examine_consume_stats(
+    async def _broker_groups(self, topic: str | None, timeout: float | None) -> dict[str, list[str]]:
+        """``{brokerName: [master, slave...]}`` of ``topic``'s route (or of every broker), master first."""
+        if topic:
+            datas = (await self.examine_topic_route_info(topic, timeout)).broker_datas
+        else:
+            datas = list((await self.examine_broker_cluster_info(timeout)).broker_addr_table.values())
+        return {bd.broker_name: [a for _, a in sorted(bd.broker_addrs.items()) if a] for bd in datas}
+
+    async def consume_stats_report(
         self, group: str, topic: str | None = None, timeout: float | None = None
-    ) -> ConsumeStats:
-        """GET_CONSUME_STATS (208), merged over the brokers of ``topic`` (or of every broker).
+    ) -> tuple[ConsumeStats, dict[str, str]]:
+        """GET_CONSUME_STATS (208) per broker group, merged; a group whose master does not answer is
+        asked on its slaves (which hold the master's offsets as of their last sync, and the offsets
+        consumers commit to them while the master is down).
+
+        Returns:
+            ``(stats, unreachable)``: ``unreachable`` maps each broker name none of whose addresses
+            answered to why (``"127.0.0.1:10911: connect failed ..."``).
 
         Raises:
-            NoRouteError: ``topic`` is unknown.
+            NoRouteError: ``topic`` is unknown. BrokerError: a broker refused (its remark says why).
         """
-        if topic:
-            route = await self.examine_topic_route_info(topic, timeout)
-            addrs = [bd.broker_addrs.get(MASTER_ID) or bd.select_broker_addr() for bd in route.broker_datas]
-        else:
-            addrs = list((await self.all_broker_addrs()).values())
         stats = ConsumeStats()
-        for addr in addrs:
-            if not addr:
-                continue
-            req = RemotingCommand.create_request(
-                RequestCode.GET_CONSUME_STATS,
-                GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext_fields(),
-            )
-            body = (await self._invoke_checked(addr, req, timeout)).body
-            if body:
+        unreachable: dict[str, str] = {}
+        ext = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext_fields()
+        for name, addrs in sorted((await self._broker_groups(topic, timeout)).items()):
+            body: bytes | None = None
+            errors = []
+            for addr in addrs:
+                req = RemotingCommand.create_request(RequestCode.GET_CONSUME_STATS, dict(ext))
+                try:
+                    body = (await self._invoke_checked(addr, req, timeout)).body or b""
+                    break
+                except RemotingError as exc:
+                    errors.append(f"{addr}: {exc}")
+            if body is None:
+                unreachable[name] = "; ".join(errors) or "no address registered"
+            elif body:
                 part = ConsumeStats.decode(body)
                 stats.offset_table.update(part.offset_table)
                 stats.consume_tps += part.consume_tps
-        return stats
+        return stats, unreachable
 
-    async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
-        """:meth:`examine_consume_stats` as sorted rows with the lag per queue."""
-        stats = await self.examine_consume_stats(group, topic)
-        return [
+    async def examine_consume_stats(
+        self, group: str, topic: str | None = None, timeout: float | None = None
+    ) -> ConsumeStats:
+        """:meth:`consume_stats_report` without the list of brokers that could not be asked."""
+        return (await self.consume_stats_report(group, topic, timeout))[0]
+
+    async def consumer_progress_report(
+        self, group: str, topic: str | None = None
+    ) -> tuple[list[QueueProgress], dict[str, str]]:
+        """:meth:`consume_stats_report` as sorted rows with the lag per queue, and the unreachable brokers."""
+        stats, unreachable = await self.consume_stats_report(group, topic)
+        rows = [
             QueueProgress(
                 mq,
                 w.broker_offset,
@@ -398,6 +421,11 @@ class AdminCore:
             )
             for mq, w in sorted(stats.offset_table.items())
         ]
+        return rows, unreachable
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[QueueProgress]:
+        """:meth:`consumer_progress_report`'s rows."""
+        return (await self.consumer_progress_report(group, topic))[0]
 
     async def examine_consumer_connection_info(
         self, group: str, timeout: float | None = None

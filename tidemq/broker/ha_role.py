@@ -74,8 +74,9 @@ class BrokerHA:
         broker = self.broker
         if self.is_slave:
             broker.store.slave_mode = True
-            from tidemq.broker.slave_sync import SYNC_INTERVAL, SlaveSynchronize
+            from tidemq.broker.slave_sync import SYNC_INTERVAL, SlaveSynchronize, SlaveTopics
 
+            broker.topic_config_manager.fallback = SlaveTopics(broker)
             self.client = HAClient(
                 SlaveCommitLogAppender(broker.store), broker.config.ha_master_address, self.ha_config
             )

@@ -6,6 +6,12 @@ entries overwrite the slave's), delay offsets (GET_ALL_DELAY_OFFSET, 45; written
 ``delayOffset.json``) and subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, 201; replaced when
 the dataVersion differs). Each table is persisted after it changed. :class:`SlaveSyncServeProcessor`
 answers codes 43 and 45 on every broker (the master serves them).
+
+Between two synchronisations a slave may hold messages of a topic it has not copied yet (a
+SYNC_MASTER acknowledges a message once the slave holds it; the master may die a second after
+the topic's creation). :class:`SlaveTopics` serves such a topic anyway: its consume queues prove
+it exists and give its queue count (highest queue id + 1); the next sync brings the real config.
+RocketMQ's slaves refuse the topic until then (TOPIC_NOT_EXIST); tidemq does not.
 """
 
 from __future__ import annotations
@@ -14,7 +20,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from tidemq.protocol.body import DataVersion, SubscriptionGroupConfig, TopicConfigSerializeWrapper
+from tidemq.protocol.body import (
+    DataVersion,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicConfigSerializeWrapper,
+)
 from tidemq.protocol.body.fastjson import fastjson_loads
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -125,6 +136,45 @@ class SlaveSynchronize:
             sgm.subscription_group_table.update(groups)
             sgm.data_version = version
         sgm.persist_soon()
+
+
+class SlaveTopics:
+    """A slave's :attr:`TopicConfigManager.fallback`: the topics its consume queues hold.
+
+    Args:
+        broker: the slave broker (its store's ``consume_queue_table`` is read, never changed).
+
+    ``__call__(topic)`` returns a read/write ``TopicConfig`` with ``highest queue id + 1`` queues
+    when the store has a consume queue of ``topic``, else None. The answer is cached until the
+    store's consume-queue count changes (a new queue may raise the count).
+    """
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._cache: dict[str, tuple[int, TopicConfig | None]] = {}
+        self._logged: set[str] = set()
+
+    def __call__(self, topic: str) -> TopicConfig | None:
+        table = self.broker.store.consume_queue_table
+        size = len(table)
+        hit = self._cache.get(topic)
+        if hit is not None and hit[0] == size:
+            return hit[1]
+        qids = [qid for t, qid in list(table) if t == topic]
+        tc = None
+        if qids:
+            from tidemq.broker.topic_config import make_topic_config
+
+            tc = make_topic_config(topic, max(qids) + 1)
+            if topic not in self._logged:
+                self._logged.add(topic)
+                log.info(
+                    "slave: serving topic %s from its %d consume queues until the next sync", topic, len(qids)
+                )
+        if len(self._cache) > 4096:
+            self._cache.clear()
+        self._cache[topic] = (size, tc)
+        return tc
 
 
 def _same_version(a: DataVersion, b: DataVersion) -> bool:

@@ -93,6 +93,8 @@ class TopicConfigManager(PersistedConfig):
         self.topic_config_table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion(timestamp=now_ms(), counter=0)
         self.on_change: Callable[[], None] | None = None
+        self.fallback: Callable[[str], TopicConfig | None] | None = None
+        """A slave's lookup of topics it holds messages of but has not copied yet (slave_sync.py)."""
         self._lock = threading.RLock()
         self._add_builtin_topics()
 
@@ -172,8 +174,11 @@ class TopicConfigManager(PersistedConfig):
     # -- queries ------------------------------------------------------------------------------
 
     def select_topic_config(self, topic: str) -> TopicConfig | None:
-        """The config of ``topic``, or None."""
-        return self.topic_config_table.get(topic)
+        """The config of ``topic``, or None (a slave also asks :attr:`fallback`)."""
+        tc = self.topic_config_table.get(topic)
+        if tc is None and self.fallback is not None:
+            return self.fallback(topic)
+        return tc
 
     def is_order_topic(self, topic: str) -> bool:
         tc = self.topic_config_table.get(topic)

@@ -27,6 +27,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
+from tidemq.client.consumer.failure_log import FailureLog
 from tidemq.errors import BrokerError, ClientError, TideMQError
 from tidemq.protocol.message import MessageQueue
 
@@ -132,6 +133,7 @@ class RemoteBrokerOffsetStore(OffsetStore):
     def __init__(self, backend: OffsetBackend, group: str) -> None:
         super().__init__(group)
         self.backend = backend
+        self.failure_log = FailureLog(log, f"persisting offsets of {group}")
 
     async def _read_from_store(self, mq: MessageQueue) -> int:
         try:
@@ -167,8 +169,10 @@ class RemoteBrokerOffsetStore(OffsetStore):
         try:
             await self.backend.update_consumer_offset(self.group, mq, offset, oneway=oneway)
         except TideMQError as exc:
-            log.warning("persisting offset %d of %s for %s failed: %s", offset, mq, self.group, exc)
+            if not self.failure_log.failed(mq.broker_name, exc):
+                log.debug("persisting offset %d of %s for %s failed: %s", offset, mq, self.group, exc)
             return False
+        self.failure_log.succeeded(mq.broker_name)
         return True
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidemq.client.api import ClientAPI, PullResult
+from tidemq.client.consumer.failure_log import FailureLog
 from tidemq.client.consumer.pull_api import process_pull_result
 from tidemq.client.consumer.pull_service import PullRequest
 from tidemq.client.direct import DirectConnection, DirectPool
@@ -71,6 +72,7 @@ class CallerSide:
 
     def __init__(self, core: AsyncPullConsumer) -> None:
         self._core = core
+        self._commit_failures = FailureLog(log, f"persisting offsets of {core.group_name}")
         self._take_lock = threading.Lock()
         """Serialises the blocking pollers' take + decode + bookkeeping (RocketMQ's ``poll`` is
         synchronized): a queue's batches are counted as consumed in the order they were pulled."""
@@ -187,8 +189,8 @@ class CallerSide:
                         while_waiting = functools.partial(self._pull_and_predecode, pull_conn, along)
                 responses = conn.invoke_many(requests, core.config.mq_client_api_timeout, while_waiting)
             except (RemotingError, ClientError) as exc:
-                for mq, off in items:
-                    log.warning("persisting offset %d of %s for %s failed: %s", off, mq, core.group_name, exc)
+                for name in {mq.broker_name for mq, _ in items}:
+                    self._commit_failures.failed(name, exc)
                 continue
             finally:
                 conn.lock.release()
@@ -198,8 +200,9 @@ class CallerSide:
                 try:
                     api.check_update_consumer_offset_response(response, addr)
                 except TideMQError as exc:
-                    log.warning("persisting offset %d of %s for %s failed: %s", off, mq, core.group_name, exc)
+                    self._commit_failures.failed(mq.broker_name, exc)
                     continue
+                self._commit_failures.succeeded(mq.broker_name)
                 with core._lock:
                     core._committed[mq] = off
         return rest
