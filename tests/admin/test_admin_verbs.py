@@ -213,4 +213,5 @@ def test_every_admin_verb(served: tuple[ServeProcess, dict[str, Any]]) -> None:
     admin.ok("deleteTopic", "-t", "OpsT")
     assert "topicList" in admin.fails("topicRoute", "-t", "OpsT")
     admin.fails("topicStatus", "-t", "NoSuchTopic")
+    assert "no trace of message" in admin.fails("queryMsgTraceById", "-i", "7F0000010000000000000000000000AA")
     assert admin.used == set(MQADMIN_NAMES), f"verbs not driven: {set(MQADMIN_NAMES) - admin.used}"

@@ -345,6 +345,6 @@ async def resolve_broker_addrs(admin: AsyncAdminClient, broker: str | None, clus
 Verb = Callable[..., Awaitable[None]]
 
 # Register the verbs (each module adds its commands to admin_group on import).
-from tidemq.admin import cli_broker, cli_group, cli_message, cli_topic  # noqa: E402
+from tidemq.admin import cli_broker, cli_group, cli_message, cli_topic, cli_trace  # noqa: E402
 
-__all__ += ["cli_broker", "cli_group", "cli_message", "cli_topic"]
+__all__ += ["cli_broker", "cli_group", "cli_message", "cli_topic", "cli_trace"]

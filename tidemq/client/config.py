@@ -72,6 +72,9 @@ class ClientConfig:
         language: LanguageCode name sent in request headers (``"PYTHON"``).
         access_key / secret_key: ACL credentials; when both are set every request is signed
             (``AclClientRPCHook``, docs/acl.md). ``security_token``: optional, sent as ``SecurityToken``.
+        enable_msg_trace: record message traces (producers: sends; push consumers: consumes) on
+            ``customized_trace_topic`` (default ``RMQ_SYS_TRACE_TOPIC``), as the Java client's
+            ``enableMsgTrace`` does (:mod:`tidemq.client.trace`). False.
     """
 
     namesrv_addr: str = field(default="127.0.0.1:9876", metadata=_IMPORTANT)
@@ -87,6 +90,8 @@ class ClientConfig:
     access_key: str | None = None
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
+    enable_msg_trace: bool = False
+    customized_trace_topic: str | None = None
 
     def build_client_id(self) -> str:
         """``ip@instance[@unit]`` (``ClientConfig.buildMQClientId``); fills defaults on first use."""

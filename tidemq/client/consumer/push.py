@@ -108,6 +108,7 @@ class AsyncPushConsumer:
         self._lanes: dict[MessageQueue, QueueLane] = {}
         """Queues pulled and consumed by a thread of their own (``queue_lane.py``); loop only."""
         self._lanes_enabled = False
+        self._trace: Any = None  # AsyncTraceDispatcher while enable_msg_trace (tidemq.client.trace)
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -206,10 +207,15 @@ class AsyncPushConsumer:
         else:
             self._offset_store = RemoteBrokerOffsetStore(inst, self.group_name)
         await self._offset_store.load()
+        listener = self._listener
+        if cfg.enable_msg_trace:  # message trace: SubBefore / SubAfter records around the listener
+            from tidemq.client.trace import start_consume_trace
+
+            self._trace, listener = await start_consume_trace(cfg, self.group_name, listener)
         if self.consume_orderly:
             orderly = ConsumeMessageOrderlyService(
                 self,
-                self._listener,
+                listener,
                 consume_thread_max=cfg.consume_thread_max,
                 consume_message_batch_max_size=cfg.consume_message_batch_max_size,
                 suspend_current_queue_time_millis=cfg.suspend_current_queue_time_millis,
@@ -221,7 +227,7 @@ class AsyncPushConsumer:
         else:
             self._consume = ConsumeMessageConcurrentlyService(
                 self,
-                self._listener,  # type: ignore[arg-type]  # an orderly wrapper sets consume_orderly
+                listener,  # type: ignore[arg-type]  # an orderly wrapper sets consume_orderly
                 consume_thread_max=cfg.consume_thread_max,
                 consume_message_batch_max_size=cfg.consume_message_batch_max_size,
             )
@@ -265,6 +271,9 @@ class AsyncPushConsumer:
         if isinstance(self._consume, ConsumeMessageOrderlyService) and not self.is_broadcasting:
             await self._consume.unlock_all(set(self.rebalancer.process_queue_table), oneway=False)
         self.rebalancer.destroy()
+        trace, self._trace = self._trace, None
+        if trace is not None:
+            await trace.shutdown()
         inst, self._instance = self._instance, None
         if inst is not None:
             await inst.unregister_consumer(self.group_name)

@@ -242,6 +242,8 @@ class AsyncProducer:
             latency_max=self.config.latency_max,
             not_available_duration=self.config.not_available_duration,
         )
+        self.trace_hook: Any = None
+        """A ``tidemq.client.trace.SendTraceHook`` while ``enable_msg_trace`` (set by :meth:`start`)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -259,9 +261,16 @@ class AsyncProducer:
         inst.register_producer(self.group_name, self)
         self._instance = inst
         await inst.start()
+        if self.config.enable_msg_trace:  # message trace: Pub records (tidemq.client.trace)
+            from tidemq.client.trace import start_send_trace
+
+            self.trace_hook = await start_send_trace(self.config, self.group_name)
 
     async def shutdown(self) -> None:
         """Unregister from every broker and stop the instance if nothing else uses it."""
+        hook, self.trace_hook = self.trace_hook, None
+        if hook is not None:
+            await hook.dispatcher.shutdown()
         inst, self._instance = self._instance, None
         if inst is not None:
             await inst.unregister_producer(self.group_name)
@@ -449,7 +458,12 @@ class AsyncProducer:
         addr = await self._broker_addr(mq)
         body, sys_flag, uniq = self._prepare(msg)
         header = self._build_header(msg, mq, sys_flag, batch=False)
-        return await self.instance.api.send_message(addr, mq.broker_name, header, body, timeout, uniq_id=uniq)
+        result = await self.instance.api.send_message(
+            addr, mq.broker_name, header, body, timeout, uniq_id=uniq
+        )
+        if self.trace_hook is not None:
+            self.trace_hook.sent(msg, header, addr, result)
+        return result
 
     async def send_oneway(
         self,
@@ -757,7 +771,10 @@ class Producer(BlockingFacade[AsyncProducer]):
             response = conn.invoke(api.build_send_request(header, body), timeout)
         finally:
             conn.lock.release()
-        return api.process_send_response(mq.broker_name, header.topic, response, addr, uniq, mq)
+        result = api.process_send_response(mq.broker_name, header.topic, response, addr, uniq, mq)
+        if core.trace_hook is not None and batch_body is None:
+            core.trace_hook.sent(msg, header, addr, result)
+        return result
 
     def send_oneway(
         self,

@@ -1,0 +1,80 @@
+"""Message trace end to end: a producer and a push consumer with ``enable_msg_trace=True`` write
+Pub / SubBefore / SubAfter records to ``RMQ_SYS_TRACE_TOPIC``; ``tidemq admin queryMsgTraceById``
+shows the message's whole path (sender, store time, consuming group, costs, results)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tests.helpers import wait_for_sync
+from tidemq.admin.cli import admin_group
+from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
+from tidemq.client.consumer.push import PushConsumer
+from tidemq.client.producer.producer import Producer
+from tidemq.protocol.message import Message, MessageExt
+from tidemq.testing import ClusterThread
+
+
+def test_trace_shows_send_and_consume_in_admin(tmp_path: Path) -> None:
+    """A traced message's trace names its producer group, store time, consumer group (a failed first
+    attempt, then a success on retry) and each step's cost."""
+    with ClusterThread(tmp_path) as cluster:
+        ns = cluster.namesrv_addr
+        producer = Producer(namesrv_addr=ns, producer_group="trace-pg", enable_msg_trace=True)
+        producer.start()
+        attempts: list[int] = []
+        done = threading.Event()
+
+        def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+            attempts.append(msgs[0].reconsume_times)
+            if msgs[0].reconsume_times == 0:
+                ctx.delay_level_when_next_consume = 1  # retry after 1 s
+                return ConsumeConcurrentlyStatus.RECONSUME_LATER
+            done.set()
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(
+            namesrv_addr=ns,
+            consumer_group="trace-cg",
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            enable_msg_trace=True,
+        )
+        consumer.subscribe("TracedTopic", "*")
+        consumer.register_message_listener(listener)
+        try:
+            result = producer.send(Message("TracedTopic", b"trace me", tags="T1", keys="order-7"))
+            consumer.start()
+            assert done.wait(30), f"consumed attempts: {attempts}"
+        finally:
+            consumer.shutdown()
+            producer.shutdown()
+        runner = CliRunner()
+
+        def trace() -> dict[str, object] | None:
+            out = runner.invoke(admin_group, ["queryMsgTraceById", "-n", ns, "-i", result.msg_id, "--json"])
+            if out.exit_code != 0:
+                return None
+            got = json.loads(out.output)
+            return got if len(got["sub"].get("trace-cg", [])) >= 2 and got["pub"] else None
+
+        wait_for_sync(lambda: trace() is not None, 15, "the trace of the message in the admin")
+        got = trace()
+        assert got is not None
+        (pub,) = got["pub"]  # type: ignore[misc]
+        assert (pub["producerGroup"], pub["status"], pub["topic"], pub["tags"], pub["keys"]) == (
+            "trace-pg", "success", "TracedTopic", "T1", "order-7",
+        )  # fmt: skip
+        assert pub["storeHost"] == cluster.broker_addr and pub["offsetMsgId"] == result.offset_msg_id
+        assert pub["sendTime"] <= got["storeTime"]  # type: ignore[operator]
+        steps = got["sub"]["trace-cg"]  # type: ignore[index]
+        assert [(s["status"], s["retryTimes"], s["returnType"]) for s in steps] == [
+            ("failed", 0, "FAILED"),
+            ("success", 1, "SUCCESS"),
+        ]
+        assert all(s["costTime"] >= 0 and s["consumeTime"] >= pub["sendTime"] for s in steps)
+        text = runner.invoke(admin_group, ["queryMsgTraceById", "-n", ns, "-i", result.msg_id]).output
+        assert "trace-pg" in text and "trace-cg" in text and "#ConsumerGroup" in text
