@@ -244,10 +244,11 @@ async def test_unknown_code_and_garbage_frame(wire: Wire, cluster: Cluster) -> N
     assert r.code == ResponseCode.SUCCESS
 
 
-async def test_transaction_half_message_refused(wire: Wire) -> None:
-    """TRAN_MSG=true is refused with NO_PERMISSION (transactions are not supported)."""
+async def test_transaction_half_message_stays_invisible(wire: Wire) -> None:
+    """TRAN_MSG=true is stored as a half message: accepted, not on its topic (test_transactions_wire.py)."""
     r = await wire.send("TopicTx", b"x", properties={"TRAN_MSG": "true"})
-    assert r.code == ResponseCode.NO_PERMISSION
+    assert r.code == ResponseCode.SUCCESS
+    assert (await wire.pull("TopicTx", 0)).code != ResponseCode.SUCCESS
 
 
 async def test_update_and_create_topic_then_get_all(wire: Wire) -> None:

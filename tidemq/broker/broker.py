@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from tidemq.broker.producer_manager import ProducerManager
     from tidemq.broker.rebalance_lock import RebalanceLockManager
     from tidemq.broker.schedule import ScheduleMessageService
+    from tidemq.broker.transaction import TransactionalMessageService
     from tidemq.remoting import Channel
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,7 @@ class Broker:
         self.send_processor: SendMessageProcessor | None = None
         self.pull_processor: PullMessageProcessor | None = None
         self.schedule_message_service: ScheduleMessageService | None = None
+        self.transaction_service: TransactionalMessageService | None = None
         self.ha: BrokerHA | None = None
         self.addr = ""
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
@@ -255,6 +257,10 @@ class Broker:
 
         self.ha = BrokerHA(self)  # master: HA port; slave: replication + metadata sync
         await self.ha.start()
+        from tidemq.broker.transaction import TransactionalMessageService
+
+        self.transaction_service = TransactionalMessageService(self)  # half/op state from the store
+        await self.transaction_service.start()
         self._register_processors()
         check = 5.0 if self.config.long_polling_enable else self.config.short_polling_time_mills / 1000.0
         assert self.pull_processor is not None
@@ -307,6 +313,7 @@ class Broker:
         from tidemq.broker.processor.send import SendMessageProcessor
         from tidemq.broker.processor.send_back import SendMessageBackProcessor
         from tidemq.broker.slave_sync import SlaveSyncServeProcessor
+        from tidemq.broker.transaction import EndTransactionProcessor
 
         self.send_processor = SendMessageProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
@@ -323,6 +330,7 @@ class Broker:
             self.admin_relay_processor,
             SlaveSyncServeProcessor(self),
             ReplyMessageProcessor(self),
+            EndTransactionProcessor(self),
         ]
         for processor in processors:
             for code in processor.CODES:
@@ -364,6 +372,8 @@ class Broker:
             await self.flush_service.shutdown()
         if self.schedule_message_service is not None:
             await self.schedule_message_service.shutdown()
+        if self.transaction_service is not None:
+            await self.transaction_service.shutdown()
         await self.loop.run_in_executor(None, self.config_persister.shutdown)  # writes still queued
         for persist in (
             self.consumer_offset_manager.persist,

@@ -89,6 +89,14 @@ class BrokerConfig:
             (:class:`~tidemq.remoting.busy_poll.IdlePoller`; not a RocketMQ option). 0 (default)
             = off, for a broker sharing its process with clients; ``tidemq serve`` and ``tidemq
             broker`` own theirs and use 500 unless ``--idle-poll-us`` or ``idlePollUs`` says otherwise.
+        reject_transaction_message: refuse half messages with NO_PERMISSION
+            (``rejectTransactionMessage``).
+        transaction_time_out: a half message younger than this is not checked yet (ms,
+            ``transactionTimeOut``, 6000; a message's ``CHECK_IMMUNITY_TIME_IN_SECONDS`` can lengthen it).
+        transaction_check_max: checks of one half message before it is discarded to
+            ``TRANS_CHECK_MAX_TIME_TOPIC`` (``transactionCheckMax``, 15).
+        transaction_check_interval: period of the check pass (ms, ``transactionCheckInterval``,
+            RocketMQ 4.9's 60000). See docs/transactions.md.
     """
 
     broker_name: str = field(default_factory=_default_broker_name, metadata={"important": True})
@@ -130,6 +138,10 @@ class BrokerConfig:
     acl_file: str | None = None
     server_channel_max_idle_time_seconds: int = 120
     idle_poll_us: int = 0
+    reject_transaction_message: bool = False
+    transaction_time_out: int = 6000
+    transaction_check_max: int = 15
+    transaction_check_interval: int = 60_000
 
     def namesrv_addr_list(self) -> list[str]:
         """``namesrv_addr`` split on ``;`` (blank entries dropped)."""

@@ -188,6 +188,9 @@ BROKER_RULES: dict[str, Rule] = {
     "broker_role": _one_of("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
     "server_channel_max_idle_time_seconds": _at_least(1),
     "idle_poll_us": _between(0, 100_000),
+    "transaction_time_out": _at_least(0),
+    "transaction_check_max": _between(1, 10_000),
+    "transaction_check_interval": _at_least(10),
 }
 """``{BrokerConfig field: (is valid, what is allowed)}``; fields not listed only need their type."""
 

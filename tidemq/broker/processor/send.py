@@ -13,8 +13,8 @@ Order of checks (each failure answers a code + remark, never an exception):
    else TOPIC_NOT_EXIST; topic writable (NO_PERMISSION); ``queueId < max(read, write) queues``
    (SYSTEM_ERROR); ``queueId < 0`` picks a random queue;
 4. ``%RETRY%`` with ``reconsumeTimes >= maxReconsumeTimes`` goes to ``%DLQ%<group>`` queue 0;
-5. body and properties sizes (MESSAGE_ILLEGAL); transactional half messages are refused
-   (NO_PERMISSION: transactions are not supported here).
+5. body and properties sizes (MESSAGE_ILLEGAL); a half message (``TRAN_MSG=true``) goes to
+   :func:`tidemq.broker.transaction.send_half_message`.
 
 Then the broker adds ``CLUSTER``, drops ``WAIT`` (after reading it) and puts (the store parks
 ``DELAY`` messages in ``SCHEDULE_TOPIC_XXXX`` and tells the broker's long-polling service about the
@@ -256,10 +256,10 @@ class SendMessageProcessor:
             ext = self._response_ext()
         props, wait, text = self._props(header.properties)
         if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
-            return error(
-                ResponseCode.NO_PERMISSION,
-                f"the broker[{self.broker.addr}] sending transaction message is forbidden",
-                ext,
+            from tidemq.broker.transaction import send_half_message  # transactions.md §1.2
+
+            return await send_half_message(
+                self, remote_addr, header, request.body, queue_id, props, text, wait, ext
             )
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type == "MULTI_TAG":

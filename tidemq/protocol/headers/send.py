@@ -201,7 +201,7 @@ class EndTransactionRequestHeader(CommandHeader):
     commit_log_offset: int = i64("commitLogOffset")
     commit_or_rollback: int = i32("commitOrRollback")
     from_transaction_check: bool = b("fromTransactionCheck", default=False)
-    msg_id: str = s("msgId")
+    msg_id: str | None = s("msgId", required=False)
     transaction_id: str | None = s("transactionId", required=False)
 
 

@@ -1,0 +1,149 @@
+"""Transactional messages on a real broker, at the wire: half, END, the C++ 2.x frames replayed,
+rejectTransactionMessage, crash-cut commits (transactions.md §1)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from pathlib import Path
+
+import orjson
+
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.command import FrameDecoder, RemotingCommand
+from tidemq.protocol.message_codec import decode_messages, decode_offset_msg_id
+from tidemq.remoting import RemotingClient
+from tidemq.testing import run_cluster
+
+from ..helpers import wait_for
+from .conftest import Wire
+
+CPP2 = Path(__file__).resolve().parents[1] / "fixtures" / "cpp2_client" / "cpp2_client-stub-transaction.jsonl"
+HALF = {"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": "U"}
+
+
+def end_request(group: str, send_answer: RemotingCommand, kind: int, **extra: str) -> RemotingCommand:
+    _, commit_log_offset = decode_offset_msg_id(send_answer.ext_fields["msgId"])
+    fields = {
+        "producerGroup": group,
+        "tranStateTableOffset": send_answer.ext_fields["queueOffset"],
+        "commitLogOffset": str(commit_log_offset),
+        "commitOrRollback": str(kind),
+        "fromTransactionCheck": "false",
+        "msgId": "U",
+    }
+    fields.update(extra)
+    return RemotingCommand.create_request(RequestCode.END_TRANSACTION, fields)
+
+
+async def messages(wire: Wire, topic: str, queue_id: int = 0) -> list:  # type: ignore[type-arg]
+    r = await wire.pull(topic, 0, queue_id=queue_id)
+    return decode_messages(r.body) if r.code == ResponseCode.SUCCESS else []
+
+
+async def test_half_invisible_until_commit_then_once(wire: Wire) -> None:
+    """A half message is invisible; commit makes it visible once (sysFlag 8, TRAN_MSG and REAL_*
+    gone); a second commit, a rollback after it and UNKNOW change nothing; a wrong group is refused."""
+    sent = await wire.send("TxWire", b"order-1", properties=HALF, sys_flag=4, queue_id=1)
+    assert sent.code == ResponseCode.SUCCESS, sent.remark
+    assert sent.ext_fields["queueId"] == "1"
+    assert await messages(wire, "TxWire", 1) == []
+    (half,) = await messages(wire, "RMQ_SYS_TRANS_HALF_TOPIC")
+    assert half.offset_msg_id == sent.ext_fields["msgId"] and half.properties["REAL_QID"] == "1"
+    unknow = end_request("PG", sent, 0)
+    unknow.mark_oneway()
+    await wire.client.invoke_oneway(wire.addr, unknow)
+    wrong = await wire.client.invoke(wire.addr, end_request("other", sent, 8), 5)
+    assert (wrong.code, wrong.remark) == (ResponseCode.SYSTEM_ERROR, "The producer group wrong")
+    bad_offset = end_request("PG", sent, 8, tranStateTableOffset="7")
+    r = await wire.client.invoke(wire.addr, bad_offset, 5)
+    assert r.remark == "The transaction state table offset wrong"
+    for kind in (8, 8, 12):
+        r = await wire.client.invoke(wire.addr, end_request("PG", sent, kind), 5)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+    (msg,) = await messages(wire, "TxWire", 1)
+    assert msg.body == b"order-1" and msg.sys_flag & 0xC == 8
+    assert "TRAN_MSG" not in msg.properties and "REAL_TOPIC" not in msg.properties
+    assert msg.prepared_transaction_offset == decode_offset_msg_id(sent.ext_fields["msgId"])[1]
+    (op,) = await messages(wire, "RMQ_SYS_TRANS_OP_HALF_TOPIC")
+    assert op.body == sent.ext_fields["queueOffset"].encode() and op.tags == "d"
+
+
+async def test_rollback_delivers_nothing(wire: Wire) -> None:
+    sent = await wire.send("TxRollback", b"x", properties=HALF, sys_flag=4)
+    r = await wire.client.invoke(wire.addr, end_request("PG", sent, 12), 5)
+    assert r.code == ResponseCode.SUCCESS
+    r = await wire.client.invoke(wire.addr, end_request("PG", sent, 8), 5)  # too late: decided
+    assert r.code == ResponseCode.SUCCESS
+    assert await messages(wire, "TxRollback") == []
+    assert wire.cluster.broker.transaction_service is not None
+    assert wire.cluster.broker.transaction_service.pending == {}
+
+
+async def test_reject_transaction_message(tmp_path: Path) -> None:
+    """rejectTransactionMessage: a half send gets NO_PERMISSION with RocketMQ's remark."""
+    async with run_cluster(tmp_path, reject_transaction_message=True) as cluster:
+        client = RemotingClient()
+        try:
+            r = await Wire(client, cluster).send("TxNo", b"x", properties=HALF, sys_flag=4)
+        finally:
+            await client.close()
+    assert r.code == ResponseCode.NO_PERMISSION
+    assert r.remark == f"the broker[{cluster.broker_addr}] sending transaction message is forbidden"
+
+
+async def test_cpp2_frames_replayed(wire: Wire) -> None:
+    """The C++ 2.x client's own frames, sent as captured: three half sends, then its END frames with
+    every value a string (offsets swapped for this broker's answers, kept strings): COMMIT delivers
+    i=0, ROLLBACK drops i=1, UNKNOW leaves i=2 pending."""
+    records = [json.loads(line) for line in CPP2.read_text().splitlines()]
+    c2s = [
+        r
+        for r in records
+        if r.get("kind") == "frame" and r.get("listener") == "broker" and r["direction"] == "c2s"
+    ]
+    reader, writer = await asyncio.open_connection(*wire.addr.rsplit(":", 1))
+    decoder = FrameDecoder()
+
+    async def roundtrip(raw: bytes, opaque: int) -> RemotingCommand:
+        """Send ``raw``; the answer with ``opaque`` (END's answers, flag 0 asks for one, are skipped)."""
+        writer.write(raw)
+        await writer.drain()
+        while True:
+            for got in decoder.feed(await asyncio.wait_for(reader.read(65536), 5)):
+                if got.opaque == opaque:
+                    return got
+
+    answers: list[RemotingCommand] = []
+    try:
+        for record in c2s:
+            code = record["header"]["code"]
+            if code == RequestCode.SEND_MESSAGE_V2:
+                answers.append(
+                    await roundtrip(base64.b64decode(record["raw_b64"]), record["header"]["opaque"])
+                )
+            elif (
+                code == RequestCode.END_TRANSACTION
+                and record["header"]["extFields"]["fromTransactionCheck"] == "0"
+            ):
+                sent = answers[-1]  # the client ends each transaction before its next send
+                header = record["header"]
+                ext = dict(header["extFields"])
+                ext["commitLogOffset"] = str(decode_offset_msg_id(sent.ext_fields["msgId"])[1])
+                ext["tranStateTableOffset"] = sent.ext_fields["queueOffset"]
+                assert all(isinstance(v, str) for v in ext.values())
+                frame = orjson.dumps({**header, "extFields": ext})
+                writer.write(len(frame + b"    ").to_bytes(4, "big") + len(frame).to_bytes(4, "big") + frame)
+                await writer.drain()
+    finally:
+        writer.close()
+    assert all(a.code == ResponseCode.SUCCESS for a in answers)
+    service = wire.cluster.broker.transaction_service
+    assert service is not None
+
+    await wait_for(lambda: len(service.pending) == 1, 5, "the END frames to be processed")
+    bodies = [m.body for q in range(4) for m in await messages(wire, "TxTopic", q)]
+    assert bodies == [b"tx-body-0"]
+    (pending,) = service.pending_stats()
+    assert (pending["producerGroup"], pending["topic"], pending["count"]) == ("TxProducerGroup", "TxTopic", 1)

@@ -1,0 +1,121 @@
+"""The C++ 2.x client's transaction frames (tests/fixtures/cpp2_client) and the pure record builders."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from tidemq.broker.transaction.bridge import (
+    check_body,
+    committed_message,
+    copy_batch,
+    half_properties_text,
+    op_message,
+    origin_of,
+    parse_op_body,
+)
+from tidemq.protocol.codes import RequestCode
+from tidemq.protocol.command import FrameDecoder, RemotingCommand
+from tidemq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from tidemq.protocol.message import MessageExt, string_to_properties
+from tidemq.protocol.message_codec import decode_message
+
+FIXTURE = (
+    Path(__file__).resolve().parents[2] / "fixtures" / "cpp2_client" / "cpp2_client-stub-transaction.jsonl"
+)
+
+
+def frames(code: int) -> list[tuple[dict[str, Any], RemotingCommand]]:
+    out = []
+    for line in FIXTURE.read_text().splitlines():
+        record = json.loads(line)
+        if record.get("kind") != "frame" or record["header"].get("code") != code:
+            continue
+        decoder = FrameDecoder()
+        (cmd,) = decoder.feed(base64.b64decode(record["raw_b64"]))
+        out.append((record, cmd))
+    return out
+
+
+def test_cpp2_end_transaction_frames_parse() -> None:
+    """Every value a string, fromTransactionCheck "0"/"1", transactionId "" and flag 0 (not oneway)."""
+    ends = [EndTransactionRequestHeader.from_command(cmd) for _, cmd in frames(RequestCode.END_TRANSACTION)]
+    got = [
+        (h.commit_log_offset, h.tran_state_table_offset, h.commit_or_rollback, h.from_transaction_check)
+        for h in ends
+    ]
+    assert got == [(0, 0, 8, False), (272, 1, 12, False), (544, 2, 0, False), (816, 3, 8, True)]
+    assert {h.producer_group for h in ends} == {"TxProducerGroup"}
+    assert ends[0].transaction_id == "" and ends[3].transaction_id == "7F00000152AD121B148987447B900002"
+    assert all(not cmd.is_oneway for _, cmd in frames(RequestCode.END_TRANSACTION))
+
+
+def test_cpp2_half_sends_carry_tran_msg() -> None:
+    """The three SEND_MESSAGE_V2 frames: sysFlag 4, TRAN_MSG=true, PGROUP, a mixed int/string header."""
+    sends = frames(RequestCode.SEND_MESSAGE_V2)
+    assert len(sends) == 3
+    for _, cmd in sends:
+        assert cmd.ext_fields["f"] in (4, "4")
+        props = string_to_properties(str(cmd.ext_fields["i"]))
+        assert props["TRAN_MSG"] == "true" and props["PGROUP"] == "TxProducerGroup"
+
+
+def test_check_header_is_sent_as_strings() -> None:
+    """The broker's CHECK_TRANSACTION_STATE header: strings only (C++ 2.x reads nothing else)."""
+    header = CheckTransactionStateRequestHeader(
+        tran_state_table_offset=3, commit_log_offset=816, msg_id="U", transaction_id="U", offset_msg_id="X"
+    )
+    fields = header.to_ext_fields()
+    assert fields == {
+        "tranStateTableOffset": "3",
+        "commitLogOffset": "816",
+        "msgId": "U",
+        "transactionId": "U",
+        "offsetMsgId": "X",
+    }
+    ((_, stub_check),) = frames(RequestCode.CHECK_TRANSACTION_STATE)
+    parsed = CheckTransactionStateRequestHeader.from_command(stub_check)
+    assert (parsed.commit_log_offset, parsed.tran_state_table_offset) == (816, 3)
+
+
+def _half(queue_offset: int, props: dict[str, str]) -> MessageExt:
+    return MessageExt(
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        b"body",
+        properties=props,
+        queue_offset=queue_offset,
+        commit_log_offset=1000,
+        sys_flag=0,
+        born_timestamp=1,
+        born_host="127.0.0.1:1",
+        store_timestamp=2,
+        store_host="127.0.0.1:2",
+    )
+
+
+def test_records_half_copy_op_commit() -> None:
+    """Half text, copies (origin + check count), op bodies (4.9 and 5.x forms) and the committed message."""
+    text = half_properties_text("TAGS\x01a\x02TRAN_MSG\x01true\x02", "T", 3)
+    assert string_to_properties(text) == {"TAGS": "a", "TRAN_MSG": "true", "REAL_TOPIC": "T", "REAL_QID": "3"}
+    half = _half(17, string_to_properties(text))
+    assert origin_of(half) == 17
+    copy = copy_batch(half, count_check=True)
+    copy_props = string_to_properties(copy.properties[0])
+    assert copy_props["TRAN_PREPARED_QUEUE_OFFSET"] == "17" and copy_props["TRANSACTION_CHECK_TIMES"] == "1"
+    assert op_message(half, "127.0.0.1:1").body == b"17"
+    later = _half(25, copy_props)
+    assert origin_of(later) == 17 and op_message(later, "127.0.0.1:1").body == b"25,17"
+    assert parse_op_body(b"17,18,") == [17, 18] and parse_op_body(b"x") == []
+    real = committed_message(half)
+    assert (real.topic, real.queue_id, real.sys_flag & 0xC, real.prepared_transaction_offset) == (
+        "T",
+        3,
+        8,
+        1000,
+    )
+    assert "TRAN_MSG" not in real.properties and "REAL_TOPIC" not in real.properties
+    decoded, _ = decode_message(check_body(_half(25, copy_props)))
+    assert (decoded.topic, decoded.queue_id, decoded.queue_offset) == ("T", 3, 25)
+    assert decoded.properties["TRANSACTION_CHECK_TIMES"] == "1"

@@ -1,0 +1,217 @@
+"""Half, op, check-copy and discard records: pure builders over the store's record types.
+
+Mirrors RocketMQ 4.9's ``TransactionalMessageBridge`` (``parseHalfMessageInner``,
+``addRemoveTagInTransactionOp``, ``renewHalfMessageInner``) and
+``AbstractTransactionalMessageCheckListener`` / ``EndTransactionProcessor.endMessageTransaction``
+(transactions.md §1). No I/O here: the service in :mod:`tidemq.broker.transaction.service` puts
+what these functions build.
+
+Record shapes (all on queue 0 of their system topic; the half queue id is always 0):
+
+* half: the producer's message with ``REAL_TOPIC`` / ``REAL_QID`` added and the sysFlag
+  transaction bits reset to 0, on ``RMQ_SYS_TRANS_HALF_TOPIC``;
+* check copy: a half record re-appended with ``TRANSACTION_CHECK_TIMES`` + 1 and
+  ``TRAN_PREPARED_QUEUE_OFFSET`` = the half queue offset of the transaction's first record (its
+  *origin*); an immunity copy has the origin only;
+* op: tag ``d`` on ``RMQ_SYS_TRANS_OP_HALF_TOPIC``, body the ended record's half queue offset in
+  decimal ASCII (``"17"``, as 4.9 writes it), followed by ``",<origin>"`` when the ended record is
+  a copy (5.x's comma-separated form: readers split on ``,``);
+* committed message: ``REAL_TOPIC`` / ``REAL_QID`` restored and removed, ``TRAN_MSG`` removed,
+  sysFlag transaction bits 8, ``preparedTransactionOffset`` = the ended record's commit-log offset;
+* discarded: the half record as it is, on ``TRANS_CHECK_MAX_TIME_TOPIC`` queue 0.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from tidemq.protocol.filter import tags_hash
+from tidemq.protocol.message import MessageConst, MessageExt, properties_to_string
+from tidemq.protocol.message_codec import MessageSysFlag, encode_stored_message
+from tidemq.protocol.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from tidemq.store.results import MessageExtBatch, MessageExtBrokerInner
+
+__all__ = [
+    "CHECK_TIMES",
+    "CID_SYS_TRANS",
+    "IMMUNITY",
+    "PREPARED_QUEUE_OFFSET",
+    "REMOVE_TAG",
+    "check_body",
+    "check_times",
+    "committed_message",
+    "copy_batch",
+    "discard_batch",
+    "half_batch",
+    "half_properties_text",
+    "op_message",
+    "origin_of",
+    "parse_op_body",
+]
+
+CID_SYS_TRANS: Final = "CID_RMQ_SYS_TRANS"
+"""The group whose offsets on the half and op queues are the check service's progress (``MixAll``)."""
+CHECK_TIMES: Final = "TRANSACTION_CHECK_TIMES"
+IMMUNITY: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
+REMOVE_TAG: Final = "d"
+_REAL_TOPIC = MessageConst.PROPERTY_REAL_TOPIC
+_REAL_QID = MessageConst.PROPERTY_REAL_QUEUE_ID
+_TRAN_MSG = MessageConst.PROPERTY_TRANSACTION_PREPARED
+_NOT_TYPE = MessageSysFlag.TRANSACTION_NOT_TYPE
+
+
+def half_properties_text(text: str, topic: str, queue_id: int) -> str:
+    """The properties text of a half record: the producer's ``text`` plus ``REAL_TOPIC`` / ``REAL_QID``."""
+    pairs = f"{_REAL_TOPIC}\x01{topic}\x02{_REAL_QID}\x01{queue_id}"
+    return f"{text.rstrip(chr(2))}\x02{pairs}" if text else pairs
+
+
+def half_batch(
+    *,
+    topic: str,
+    queue_id: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: str,
+    reconsume_times: int,
+    flag: int,
+    body: bytes,
+    properties_text: str,
+) -> MessageExtBatch:
+    """The half record of a sent message (``parseHalfMessageInner``), as a one-message batch: the
+    store's batch path leaves ``DELAY`` alone, so a delayed transactional message is scheduled when
+    it is committed, not now."""
+    return MessageExtBatch(
+        TRANS_HALF_TOPIC,
+        0,
+        MessageSysFlag.reset_transaction_value(sys_flag, _NOT_TYPE),
+        born_timestamp,
+        born_host,
+        reconsume_times,
+        flags=[flag],
+        bodies=[body],
+        properties=[half_properties_text(properties_text, topic, queue_id)],
+    )
+
+
+def origin_of(msg: MessageExt) -> int:
+    """The half queue offset of the transaction's first record: ``TRAN_PREPARED_QUEUE_OFFSET`` of a
+    copy, else the record's own queue offset."""
+    raw = msg.get_property(PREPARED_QUEUE_OFFSET)
+    if raw is not None and raw.isdigit():
+        return int(raw)
+    return msg.queue_offset
+
+
+def check_times(msg: MessageExt) -> int:
+    """``TRANSACTION_CHECK_TIMES`` of a half record (0 when absent or not a number)."""
+    raw = msg.get_property(CHECK_TIMES)
+    return int(raw) if raw is not None and raw.isdigit() else 0
+
+
+def _batch(topic: str, msg: MessageExt, properties: dict[str, str]) -> MessageExtBatch:
+    return MessageExtBatch(
+        topic,
+        0,
+        msg.sys_flag,
+        msg.born_timestamp,
+        msg.born_host or "0.0.0.0:0",
+        msg.reconsume_times,
+        flags=[msg.flag],
+        bodies=[msg.body],
+        properties=[properties_to_string(properties)],
+    )
+
+
+def copy_batch(msg: MessageExt, *, count_check: bool) -> MessageExtBatch:
+    """A half record re-appended to the half queue (``renewHalfMessageInner``): the origin recorded
+    in ``TRAN_PREPARED_QUEUE_OFFSET``, and ``TRANSACTION_CHECK_TIMES`` + 1 when ``count_check``
+    (a check copy; an immunity copy keeps its count)."""
+    props = dict(msg.properties)
+    props[PREPARED_QUEUE_OFFSET] = str(origin_of(msg))
+    if count_check:
+        props[CHECK_TIMES] = str(check_times(msg) + 1)
+    return _batch(TRANS_HALF_TOPIC, msg, props)
+
+
+def discard_batch(msg: MessageExt) -> MessageExtBatch:
+    """A half record given up on, for ``TRANS_CHECK_MAX_TIME_TOPIC`` queue 0 (``resolveDiscardMsg``)."""
+    return _batch(TRANS_CHECK_MAX_TIME_TOPIC, msg, dict(msg.properties))
+
+
+def op_message(half: MessageExt, born_host: str) -> MessageExtBrokerInner:
+    """The op record that ends ``half`` (``addRemoveTagInTransactionOp``): tag ``d``, body the half
+    queue offset, plus ``,<origin>`` for a copy."""
+    origin = origin_of(half)
+    body = str(half.queue_offset) if origin == half.queue_offset else f"{half.queue_offset},{origin}"
+    props = {MessageConst.PROPERTY_TAGS: REMOVE_TAG}
+    return MessageExtBrokerInner(
+        TRANS_OP_HALF_TOPIC,
+        body.encode(),
+        properties=props,
+        queue_id=half.queue_id,
+        born_timestamp=half.store_timestamp,
+        born_host=born_host,
+        tags_code=tags_hash(REMOVE_TAG),
+    )
+
+
+def parse_op_body(body: bytes) -> list[int]:
+    """The half queue offsets an op record ends: ``b"17"`` (4.9) or ``b"17,18,"`` (5.x); parts that
+    are not numbers are skipped."""
+    out: list[int] = []
+    for part in body.split(b","):
+        part = part.strip()
+        if part.isdigit():
+            out.append(int(part))
+    return out
+
+
+def committed_message(half: MessageExt) -> MessageExtBrokerInner:
+    """The real message a commit puts (``endMessageTransaction``): topic and queue from
+    ``REAL_TOPIC`` / ``REAL_QID`` (both removed), ``TRAN_MSG`` removed, transaction bits 8,
+    ``preparedTransactionOffset`` = the half record's commit-log offset; body, flag, born time and
+    host, reconsume times and the other properties kept; tags code from ``TAGS``."""
+    props = dict(half.properties)
+    topic = props.pop(_REAL_TOPIC, half.topic)
+    raw_qid = props.pop(_REAL_QID, "0")
+    props.pop(_TRAN_MSG, None)
+    return MessageExtBrokerInner(
+        topic,
+        half.body,
+        flag=half.flag,
+        properties=props,
+        queue_id=int(raw_qid) if raw_qid.isdigit() else 0,
+        sys_flag=MessageSysFlag.reset_transaction_value(
+            half.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE
+        ),
+        born_timestamp=half.born_timestamp,
+        born_host=half.born_host or "0.0.0.0:0",
+        reconsume_times=half.reconsume_times,
+        prepared_transaction_offset=half.commit_log_offset,
+        tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
+    )
+
+
+def check_body(copy: MessageExt) -> bytes:
+    """The body of CHECK_TRANSACTION_STATE (39): the stored layout of the check copy with topic and
+    queue id set back to ``REAL_TOPIC`` / ``REAL_QID`` and every property kept (``MessageDecoder.encode``)."""
+    props = copy.properties
+    raw_qid = props.get(_REAL_QID, "0")
+    return encode_stored_message(
+        topic=props.get(_REAL_TOPIC, copy.topic),
+        body=copy.body,
+        properties=properties_to_string(props),
+        queue_id=int(raw_qid) if raw_qid.isdigit() else 0,
+        flag=copy.flag,
+        queue_offset=copy.queue_offset,
+        commit_log_offset=copy.commit_log_offset,
+        sys_flag=copy.sys_flag,
+        born_timestamp=copy.born_timestamp,
+        born_host=copy.born_host or "0.0.0.0:0",
+        store_timestamp=copy.store_timestamp,
+        store_host=copy.store_host or "0.0.0.0:0",
+        reconsume_times=copy.reconsume_times,
+        prepared_transaction_offset=copy.prepared_transaction_offset,
+    )

@@ -1,0 +1,513 @@
+"""Transactional messages on the broker: half puts, ends, the pending table, the check pass.
+
+Mirrors RocketMQ 4.9's ``TransactionalMessageServiceImpl`` + ``TransactionalMessageCheckService``
+(transactions.md §1). Every fact lives in the commit log and consume queues:
+
+* ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0: half records (originals, check copies, immunity copies);
+* ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0: op records (tag ``d``), one per commit or rollback;
+* ``CID_RMQ_SYS_TRANS``'s offsets on both queues: how far the check service has looked.
+
+In memory there is only :attr:`TransactionalMessageService.pending`, ``{origin: PendingTransaction}``
+of the transactions with no decision yet (the *origin* is the half queue offset of a
+transaction's first record; copies carry it in ``TRAN_PREPARED_QUEUE_OFFSET``). It is rebuilt at
+start-up from the two queues (:meth:`TransactionalMessageService.load`) and is what decides:
+
+* END_TRANSACTION acts only while the transaction is pending: the first decision wins, a
+  duplicate or late END (a check answer racing the producer's own END, a retried END after a
+  restart) writes nothing, so a committed transaction is put on its real topic exactly once.
+  RocketMQ re-puts on every matching commit; tidemq does not.
+* A commit puts the real message and its op record in one append (one contiguous write). A crash
+  can only cut the op off the commit log's tail; :meth:`load` then finds the committed message
+  as the commit log's last record and writes the missing op
+  (:meth:`TransactionalMessageService.repair_torn_commit`).
+
+The check pass walks the half queue from the group's offset; which op records it may skip over
+next time is decided by store time: an op written before the first record still to look at
+cannot concern any record from there on (a copy is only made while its transaction is pending).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tidemq.broker.transaction.bridge import (
+    CID_SYS_TRANS,
+    IMMUNITY,
+    check_body,
+    check_times,
+    committed_message,
+    copy_batch,
+    discard_batch,
+    op_message,
+    origin_of,
+    parse_op_body,
+)
+from tidemq.protocol.codes import RequestCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import CheckTransactionStateRequestHeader
+from tidemq.protocol.message import MessageConst, MessageExt
+from tidemq.protocol.message_codec import MessageSysFlag
+from tidemq.protocol.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from tidemq.store.results import MessageExtBatch, PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
+    from tidemq.store.consume_queue import ConsumeQueue
+
+__all__ = ["PendingTransaction", "TransactionalMessageService"]
+
+log = logging.getLogger(__name__)
+
+_YIELD_EVERY = 128
+"""Records looked at between two yields to the event loop during a check pass."""
+_OFFSET_HOST = "127.0.0.1"
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class PendingTransaction:
+    """A transaction with no decision yet.
+
+    Attributes:
+        producer_group: ``PGROUP`` of its half message ("" when the producer set none).
+        topic: its real topic (``REAL_TOPIC``).
+        born_timestamp: the producer's send time (ms since the epoch).
+        latest: half queue offset of its newest record (older records are superseded copies).
+    """
+
+    producer_group: str
+    topic: str
+    born_timestamp: int
+    latest: int
+
+
+class TransactionalMessageService:
+    """The broker's transaction state and check-back. Mirrors ``TransactionalMessageServiceImpl``.
+
+    Args:
+        broker: the owning broker (config: ``transaction_time_out``, ``transaction_check_max``,
+            ``transaction_check_interval``, ``reject_transaction_message``; its store, offsets and
+            producer manager).
+
+    Runs on the broker's event loop; store calls are synchronous and short.
+
+    Attributes:
+        pending: ``{origin half queue offset: PendingTransaction}``.
+        checks_sent: CHECK_TRANSACTION_STATE requests sent since start.
+        discarded: half messages moved to ``TRANS_CHECK_MAX_TIME_TOPIC`` since start.
+    """
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.pending: dict[int, PendingTransaction] = {}
+        self.loaded = False
+        self.checks_sent = 0
+        self.discarded = 0
+        self.clock_ms = now_ms
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+        self._stopped = False
+        self._rng = random.Random()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Load the pending table (a master) and start the check service."""
+        if not self.broker.config.is_slave:
+            self.load()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="transaction-check")
+
+    async def shutdown(self) -> None:
+        """Stop the check service (state is all on disk already)."""
+        self._stopped = True
+        self._wakeup.set()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+            self._task = None
+
+    def wakeup(self) -> None:
+        """Run a check pass now instead of at the end of the current interval."""
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        while not self._stopped:
+            interval = max(0.01, self.broker.config.transaction_check_interval / 1000.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), interval)
+            self._wakeup.clear()
+            if self._stopped:
+                return
+            try:
+                await self.check_pass()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("transaction check pass failed")
+
+    # -- loading --------------------------------------------------------------------------------
+
+    def _queue_offset(self, topic: str, cq: ConsumeQueue) -> int:
+        stored = self.broker.consumer_offset_manager.query_offset(CID_SYS_TRANS, topic, 0)
+        low, high = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+        return min(max(stored, low), high)
+
+    def _read(self, cq: ConsumeQueue, offset: int) -> MessageExt | None:
+        unit = cq.get_unit(offset)
+        if unit is None or not unit.is_valid:
+            return None
+        msg = self.broker.store.look_message_by_offset(unit.commit_log_offset)
+        if msg is not None:
+            msg.queue_offset = offset
+        return msg
+
+    def ensure_loaded(self) -> None:
+        """:meth:`load` once (a slave that became master loads on first use)."""
+        if not self.loaded:
+            self.load()
+
+    def load(self) -> None:
+        """Rebuild :attr:`pending` from the op records after ``CID_RMQ_SYS_TRANS``'s op offset and the
+        half records after its half offset, then :meth:`repair_torn_commit`."""
+        store = self.broker.store
+        resolved: set[int] = set()
+        op_cq = store.find_consume_queue(TRANS_OP_HALF_TOPIC, 0)
+        if op_cq is not None:
+            for offset in range(
+                self._queue_offset(TRANS_OP_HALF_TOPIC, op_cq), op_cq.get_max_offset_in_queue()
+            ):
+                op = self._read(op_cq, offset)
+                if op is not None:
+                    resolved.update(parse_op_body(op.body))
+        records: list[MessageExt] = []
+        half_cq = store.find_consume_queue(TRANS_HALF_TOPIC, 0)
+        if half_cq is not None:
+            for offset in range(
+                self._queue_offset(TRANS_HALF_TOPIC, half_cq), half_cq.get_max_offset_in_queue()
+            ):
+                msg = self._read(half_cq, offset)
+                if msg is not None:
+                    records.append(msg)
+                    if offset in resolved:
+                        resolved.add(origin_of(msg))
+        pending: dict[int, PendingTransaction] = {}
+        for msg in records:
+            origin = origin_of(msg)
+            if origin in resolved:
+                continue
+            tx = pending.get(origin)
+            if tx is None:
+                pending[origin] = _pending_of(msg, msg.queue_offset)
+            else:
+                tx.latest = msg.queue_offset
+        self.pending = pending
+        self.loaded = True
+        self.repair_torn_commit()
+        if pending:
+            log.info("transactions: %d pending half messages after start-up", len(pending))
+
+    def repair_torn_commit(self) -> bool:
+        """Write the op record a crash cut off a commit: when the commit log's last record is a
+        committed transactional message whose transaction is still pending. Returns True if it did."""
+        store = self.broker.store
+        store.find_consume_queue(TRANS_HALF_TOPIC, 0)  # settles pending dispatches
+        last = None
+        for cq in list(store.consume_queue_table.values()):
+            high = cq.get_max_offset_in_queue()
+            unit = cq.get_unit(high - 1) if high > cq.get_min_offset_in_queue() else None
+            if (
+                unit is not None
+                and unit.is_valid
+                and (last is None or unit.commit_log_offset > last.commit_log_offset)
+            ):
+                last = unit
+        if last is None or last.commit_log_offset + last.size != store.get_max_phy_offset():
+            return False
+        msg = store.look_message_by_offset(last.commit_log_offset)
+        if (
+            msg is None
+            or MessageSysFlag.get_transaction_value(msg.sys_flag) != MessageSysFlag.TRANSACTION_COMMIT_TYPE
+        ):
+            return False
+        half = store.look_message_by_offset(msg.prepared_transaction_offset)
+        if half is None or half.topic != TRANS_HALF_TOPIC:
+            return False
+        origin = origin_of(half)
+        if origin not in self.pending:
+            return False
+        result = store.put_message(op_message(half, self.broker.addr or "127.0.0.1:0"))
+        if result.status is not PutMessageStatus.PUT_OK:
+            log.warning(
+                "transactions: cannot complete the commit of %s cut by a crash: %s",
+                half.msg_id,
+                result.status.value,
+            )
+            return False
+        del self.pending[origin]
+        log.warning(
+            "transactions: the commit of %s (half queue offset %d) was cut by a crash before its op record; completed",
+            half.msg_id,
+            half.queue_offset,
+        )
+        return True
+
+    def ensure_topic(self, topic: str) -> None:
+        """Create the config of a system topic (1 queue, read + write) on first use, as
+        ``TransactionalMessageBridge.selectTopicConfig`` does, so admin tools and consumers see it."""
+        tcm = self.broker.topic_config_manager
+        if tcm.select_topic_config(topic) is None:
+            tcm.create_topic_in_send_message_back_method(topic, 1, 6, 0)
+
+    # -- half messages --------------------------------------------------------------------------
+
+    def put_half(self, batch: MessageExtBatch, producer_group: str, topic: str) -> PutMessageResult:
+        """Store a half record (built by :func:`~tidemq.broker.transaction.bridge.half_batch`) and
+        make it pending. Statuses as :meth:`MessageStore.put_message_batch`."""
+        self.ensure_loaded()
+        self.ensure_topic(TRANS_HALF_TOPIC)
+        result = self.broker.store.put_message_batch(batch)
+        append = result.append_result
+        if result.status is PutMessageStatus.PUT_OK and append is not None:
+            offset = append.logics_offset
+            self.pending[offset] = PendingTransaction(producer_group, topic, batch.born_timestamp, offset)
+        return result
+
+    # -- END_TRANSACTION ------------------------------------------------------------------------
+
+    def find_half(
+        self, commit_log_offset: int, tran_state_table_offset: int, producer_group: str
+    ) -> MessageExt | str:
+        """The half record an END_TRANSACTION names, or the remark that refuses it
+        (``EndTransactionProcessor.checkPrepareMessage``)."""
+        self.ensure_loaded()
+        msg = self.broker.store.look_message_by_offset(commit_log_offset) if commit_log_offset >= 0 else None
+        if msg is None or msg.topic != TRANS_HALF_TOPIC:
+            return "Find prepared transaction message failed"
+        if (msg.get_property(MessageConst.PROPERTY_PRODUCER_GROUP) or "") != producer_group:
+            return "The producer group wrong"
+        if msg.queue_offset != tran_state_table_offset:
+            return "The transaction state table offset wrong"
+        if msg.commit_log_offset != commit_log_offset:
+            return "The commit log offset wrong"
+        return msg
+
+    def end(self, half: MessageExt, commit: bool) -> PutMessageResult | None:
+        """Commit (real message + op record, one append) or roll back (op record) the transaction of
+        ``half``. Returns the put's result, or None when the transaction is not pending (decided
+        already, or discarded): nothing is written then."""
+        origin = origin_of(half)
+        tx = self.pending.get(origin)
+        if tx is None:
+            log.info(
+                "transactions: END %s for %s ignored: its transaction (half queue offset %d) is decided already",
+                "COMMIT" if commit else "ROLLBACK",
+                half.msg_id,
+                origin,
+            )
+            return None
+        self.ensure_topic(TRANS_OP_HALF_TOPIC)
+        op = op_message(half, self.broker.addr or "127.0.0.1:0")
+        store = self.broker.store
+        if commit:
+            real = committed_message(half)
+            result = store.put_messages([real, op])
+        else:
+            result = store.put_message(op)
+        if result.status is PutMessageStatus.PUT_OK:
+            del self.pending[origin]
+            if commit and result.append_result is not None:
+                self.broker.broker_stats.inc_put(real.topic, 1, result.append_result.wrote_bytes)
+        return result
+
+    # -- check pass -----------------------------------------------------------------------------
+
+    async def check_pass(self) -> int:
+        """One pass of ``TransactionalMessageServiceImpl.check``; returns the checks sent.
+
+        From ``CID_RMQ_SYS_TRANS``'s half offset: decided and superseded records are passed over;
+        a record stored after the pass began stops it; one checked ``transaction_check_max`` times
+        (or older than ``file_reserved_time``) is discarded to ``TRANS_CHECK_MAX_TIME_TOPIC`` with
+        one WARNING; one younger than ``transaction_time_out`` stops the pass (with
+        ``CHECK_IMMUNITY_TIME_IN_SECONDS``: younger than that, it is re-appended for later); any
+        other is re-appended with ``TRANSACTION_CHECK_TIMES`` + 1 and its copy checked with
+        CHECK_TRANSACTION_STATE on one live channel of its producer group.
+        """
+        broker = self.broker
+        if broker.config.is_slave or broker.store is None or not broker.store.running:
+            return 0
+        self.ensure_loaded()
+        half_cq = broker.store.find_consume_queue(TRANS_HALF_TOPIC, 0)
+        if half_cq is None:
+            return 0
+        start = self.clock_ms()
+        offset = self._queue_offset(TRANS_HALF_TOPIC, half_cq)
+        end = half_cq.get_max_offset_in_queue()
+        sent = looked = 0
+        while offset < end:
+            looked += 1
+            if looked % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            msg = self._read(half_cq, offset)
+            tx = self.pending.get(origin_of(msg)) if msg is not None else None
+            if msg is None or tx is None or tx.latest != offset:
+                offset += 1  # decided, discarded or superseded by a newer copy
+                continue
+            if msg.store_timestamp >= start:
+                break
+            step = self._visit(msg, tx, start)
+            if step is None:
+                break
+            if isinstance(step, MessageExt):
+                sent += await self._send_check(step, tx.producer_group)
+            offset += 1
+        self._commit_progress(half_cq, offset, start)
+        return sent
+
+    def _visit(self, msg: MessageExt, tx: PendingTransaction, now: int) -> MessageExt | bool | None:
+        """One pending record: None = stop the pass here, True = done with it, a message = the check
+        copy to send a check for."""
+        cfg = self.broker.config
+        reserved_ms = self.broker.store_config.file_reserved_time * 3600 * 1000
+        if check_times(msg) >= cfg.transaction_check_max or now - msg.born_timestamp > reserved_ms:
+            self._discard(msg)
+            return True
+        age = now - msg.born_timestamp
+        raw = msg.get_property(IMMUNITY)
+        immunity = cfg.transaction_time_out
+        if raw is not None:
+            with contextlib.suppress(ValueError):
+                immunity = max(int(raw) * 1000, cfg.transaction_time_out)
+            if 0 <= age < immunity:
+                copy = self._append_copy(msg, tx, count_check=False)
+                return None if copy is None else True
+        elif 0 <= age < immunity:
+            return None
+        copy = self._append_copy(msg, tx, count_check=True)
+        return copy if copy is not None else None
+
+    def _append_copy(
+        self, msg: MessageExt, tx: PendingTransaction, *, count_check: bool
+    ) -> MessageExt | None:
+        store = self.broker.store
+        result = store.put_message_batch(copy_batch(msg, count_check=count_check))
+        append = result.append_result
+        if result.status is not PutMessageStatus.PUT_OK or append is None:
+            log.warning(
+                "transactions: re-appending half message %s failed: %s", msg.msg_id, result.status.value
+            )
+            return None
+        copy = store.look_message_by_offset(append.wrote_offset)
+        if copy is None:
+            return None
+        copy.queue_offset = append.logics_offset
+        tx.latest = append.logics_offset
+        return copy
+
+    def _discard(self, msg: MessageExt) -> None:
+        broker = self.broker
+        self.ensure_topic(TRANS_CHECK_MAX_TIME_TOPIC)
+        result = broker.store.put_message_batch(discard_batch(msg))
+        if result.status is not PutMessageStatus.PUT_OK:
+            log.warning(
+                "transactions: discarding half message %s failed: %s", msg.msg_id, result.status.value
+            )
+            return
+        self.pending.pop(origin_of(msg), None)
+        self.discarded += 1
+        log.warning(
+            "transactions: half message %s of producer group %r for topic %s checked %d times without a "
+            "decision; discarded to %s",
+            msg.msg_id,
+            msg.get_property(MessageConst.PROPERTY_PRODUCER_GROUP) or "",
+            msg.get_property(MessageConst.PROPERTY_REAL_TOPIC) or "?",
+            check_times(msg),
+            TRANS_CHECK_MAX_TIME_TOPIC,
+        )
+
+    async def _send_check(self, copy: MessageExt, group: str) -> int:
+        """CHECK_TRANSACTION_STATE (39, oneway) for ``copy`` to one live channel of ``group``
+        (``Broker2Client.checkProducerTransactionState``); 1 if sent."""
+        infos = [i for i in self.broker.producer_manager.get_producer_channels(group) if i.channel.is_active]
+        if not infos:
+            log.debug("transactions: no live producer of group %r to check %s", group, copy.msg_id)
+            return 0
+        info = self._rng.choice(infos)
+        uniq = copy.get_property(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        header = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=copy.queue_offset,
+            commit_log_offset=copy.commit_log_offset,
+            msg_id=uniq,
+            transaction_id=uniq,
+            offset_msg_id=copy.offset_msg_id,
+        )
+        request = RemotingCommand.create_request(
+            RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(), check_body(copy), oneway=True
+        )
+        try:
+            await info.channel.invoke_oneway(request)
+        except Exception as exc:
+            log.warning(
+                "transactions: check of %s to %s failed: %s", copy.msg_id, info.channel.remote_addr, exc
+            )
+            return 0
+        self.checks_sent += 1
+        return 1
+
+    def _commit_progress(self, half_cq: ConsumeQueue, offset: int, start: int) -> None:
+        """Store the half offset reached and move the op offset past the op records stored before
+        the first half record still to look at (or before the pass began)."""
+        store = self.broker.store
+        com = self.broker.consumer_offset_manager
+        com.commit_offset(_OFFSET_HOST, CID_SYS_TRANS, TRANS_HALF_TOPIC, 0, offset)
+        horizon = start
+        if offset < half_cq.get_max_offset_in_queue():
+            stored = store.get_message_store_timestamp(TRANS_HALF_TOPIC, 0, offset)
+            if stored >= 0:
+                horizon = min(horizon, stored)
+        op_cq = store.find_consume_queue(TRANS_OP_HALF_TOPIC, 0)
+        if op_cq is None:
+            return
+        low = self._queue_offset(TRANS_OP_HALF_TOPIC, op_cq)
+        high = op_cq.get_max_offset_in_queue()
+        while low < high:  # first op record stored at or after the horizon
+            mid = (low + high) // 2
+            if 0 <= store.get_message_store_timestamp(TRANS_OP_HALF_TOPIC, 0, mid) < horizon:
+                low = mid + 1
+            else:
+                high = mid
+        com.commit_offset(_OFFSET_HOST, CID_SYS_TRANS, TRANS_OP_HALF_TOPIC, 0, low)
+
+    # -- visibility -----------------------------------------------------------------------------
+
+    def pending_stats(self, now: int | None = None) -> list[dict[str, object]]:
+        """Pending half messages per producer group and topic: ``[{"producerGroup", "topic",
+        "count", "oldestAgeMs"}]`` sorted by group then topic (ages in ms)."""
+        now = self.clock_ms() if now is None else now
+        table: dict[tuple[str, str], list[int]] = {}
+        for tx in self.pending.values():
+            entry = table.setdefault((tx.producer_group, tx.topic), [0, tx.born_timestamp])
+            entry[0] += 1
+            entry[1] = min(entry[1], tx.born_timestamp)
+        return [
+            {"producerGroup": g, "topic": t, "count": c, "oldestAgeMs": max(0, now - born)}
+            for (g, t), (c, born) in sorted(table.items())
+        ]
+
+
+def _pending_of(msg: MessageExt, latest: int) -> PendingTransaction:
+    return PendingTransaction(
+        msg.get_property(MessageConst.PROPERTY_PRODUCER_GROUP) or "",
+        msg.get_property(MessageConst.PROPERTY_REAL_TOPIC) or "",
+        msg.born_timestamp,
+        latest,
+    )
