@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from tidemq.broker.broker_to_client import Broker2Client
     from tidemq.broker.consumer_manager import ClientHousekeepingService, ConsumerManager
     from tidemq.broker.ha_role import BrokerHA
+    from tidemq.broker.pop.service import PopService
     from tidemq.broker.processor.pull import PullMessageProcessor
     from tidemq.broker.processor.send import SendMessageProcessor
     from tidemq.broker.producer_manager import ProducerManager
@@ -147,6 +148,7 @@ class Broker:
         self.pull_processor: PullMessageProcessor | None = None
         self.schedule_message_service: ScheduleMessageService | None = None
         self.transaction_service: TransactionalMessageService | None = None
+        self.pop_service: PopService = None  # type: ignore[assignment]  # set in start()
         self.ha: BrokerHA | None = None
         self.addr = ""
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
@@ -278,6 +280,7 @@ class Broker:
         )
         if not self.config.is_slave:  # a slave copies delay progress, it never delivers
             await self.schedule_message_service.start()
+        await self.pop_service.start()  # POP: recovery from the revive log, then the revive task
         self.topic_config_manager.on_change = self._on_topic_change
         for manager in (self.topic_config_manager, self.subscription_group_manager):
             manager.persist_later = self.config_persister.request  # no fsync on the loop
@@ -302,10 +305,16 @@ class Broker:
 
     def _register_processors(self) -> None:
         """Register every processor for each request code in its ``CODES``."""
+        from tidemq.broker.pop.service import PopService
         from tidemq.broker.processor.admin import AdminBrokerProcessor
         from tidemq.broker.processor.admin_runtime import BrokerRuntimeProcessor
         from tidemq.broker.processor.client_manage import ClientManageProcessor
         from tidemq.broker.processor.offsets import ConsumerManageProcessor
+        from tidemq.broker.processor.pop import (
+            AckMessageProcessor,
+            ChangeInvisibleTimeProcessor,
+            PopMessageProcessor,
+        )
         from tidemq.broker.processor.pull import PullMessageProcessor
         from tidemq.broker.processor.query import QueryMessageProcessor
         from tidemq.broker.processor.relay import AdminRelayProcessor
@@ -315,6 +324,7 @@ class Broker:
         from tidemq.broker.slave_sync import SlaveSyncServeProcessor
         from tidemq.broker.transaction import EndTransactionProcessor
 
+        self.pop_service = PopService(self)
         self.send_processor = SendMessageProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
         self.admin_relay_processor = AdminRelayProcessor(self)
@@ -331,6 +341,9 @@ class Broker:
             SlaveSyncServeProcessor(self),
             ReplyMessageProcessor(self),
             EndTransactionProcessor(self),
+            PopMessageProcessor(self),
+            AckMessageProcessor(self),
+            ChangeInvisibleTimeProcessor(self),
         ]
         for processor in processors:
             for code in processor.CODES:
@@ -374,6 +387,8 @@ class Broker:
             await self.schedule_message_service.shutdown()
         if self.transaction_service is not None:
             await self.transaction_service.shutdown()
+        if self.pop_service is not None:
+            await self.pop_service.shutdown()
         await self.loop.run_in_executor(None, self.config_persister.shutdown)  # writes still queued
         for persist in (
             self.consumer_offset_manager.persist,
@@ -549,12 +564,17 @@ class Broker:
             self.ha.notify_new_data()
         if topic == "SCHEDULE_TOPIC_XXXX" and self.schedule_message_service is not None:
             self.schedule_message_service.notify_message_arriving(queue_id)
+        pop = self.pop_service
         hold = self.pull_request_hold_service
         if hold is None:
             return
         if threading.get_ident() == self._loop_thread_id:
+            if pop is not None:
+                pop.notify_arriving(topic)
             hold.notify_message_arriving(topic, queue_id, max_offset, tags_code)
         else:
+            if pop is not None:
+                self.loop.call_soon_threadsafe(pop.notify_arriving, topic)
             self.loop.call_soon_threadsafe(
                 hold.notify_message_arriving, topic, queue_id, max_offset, tags_code
             )

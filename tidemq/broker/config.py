@@ -142,6 +142,15 @@ class BrokerConfig:
     transaction_time_out: int = 6000
     transaction_check_max: int = 15
     transaction_check_interval: int = 60_000
+    # POP (RocketMQ 5, docs/rocketmq5.md "POP"): revive queues of rmq_sys_REVIVE_LOG_<cluster>, the
+    # revive scan period (ms), % of pops that read the retry topic first, retry topic naming, the
+    # empty pops one topic may hold; and (tidemq) the check-points the revive keeps in memory
+    revive_queue_num: int = 8
+    revive_interval: int = 1000
+    pop_from_retry_probability: int = 20
+    enable_retry_topic_v2: bool = False
+    pop_polling_size: int = 1024
+    pop_revive_max_pending: int = 20_000
 
     def namesrv_addr_list(self) -> list[str]:
         """``namesrv_addr`` split on ``;`` (blank entries dropped)."""

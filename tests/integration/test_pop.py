@@ -1,0 +1,169 @@
+"""POP in the broker: pop / ack / change invisible time / revive / DLQ / FIFO over the in-process API
+and over remoting (POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, BATCH_ACK_MESSAGE)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from tests.integration.conftest import Wire
+from tidemq.broker.pop.extra_info import parse_extra_info
+from tidemq.broker.pop.result import PopError
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.headers.pop import (
+    AckMessageRequestHeader,
+    BatchAck,
+    BatchAckMessageRequestBody,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+)
+from tidemq.protocol.message_codec import decode_messages
+from tidemq.testing import Cluster
+
+
+async def until(cond: Callable[[], object], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def _fill(wire: Wire, topic: str, n: int, queue_id: int = 0, tag: str | None = None) -> None:
+    await wire.create_topic(topic, queues=2)
+    for i in range(n):
+        props = {"TAGS": tag} if tag else None
+        r = await wire.send(topic, f"m{i}".encode(), queue_id=queue_id, properties=props)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+
+
+async def test_pop_ack_and_redelivery(cluster: Cluster, wire: Wire) -> None:
+    await _fill(wire, "PopT", 4)
+    pop = cluster.broker.pop_service
+    first = pop.pop("PG1", "PopT", -1, 32, 600)
+    bodies = [m.body for m in first.decode_messages()]
+    assert sorted(bodies) == [b"m0", b"m1", b"m2", b"m3"]
+    assert pop.pop("PG1", "PopT", -1, 32, 600).messages == []  # invisible
+    msgs = first.decode_messages()
+    for m in msgs[:2]:
+        pop.ack("PG1", "PopT", m.get_property("POP_CK") or "")
+    # the two un-acked come back through %RETRY%PG1_PopT with reconsume_times 1
+    again: list = []
+
+    async def got_two() -> bool:
+        again.extend((await pop.pop_async("PG1", "PopT", -1, 32, 5000, 200)).decode_messages())
+        return len(again) >= 2
+
+    deadline = time.monotonic() + 10
+    while not await got_two():
+        assert time.monotonic() < deadline
+    assert sorted(m.body for m in again) == sorted(m.body for m in msgs[2:])
+    assert all(m.reconsume_times == 1 and m.topic == "PopT" for m in again)
+    assert all(parse_extra_info(m.get_property("POP_CK") or "").retry == "1" for m in again)
+
+
+async def test_change_invisible_time_and_dlq(cluster: Cluster, wire: Wire) -> None:
+    await _fill(wire, "PopD", 1)
+    broker = cluster.broker
+    sgc = broker.subscription_group_manager.find_subscription_group_config("PG2")
+    assert sgc is not None
+    sgc.retry_max_times = 1
+    pop = broker.pop_service
+    [m] = pop.pop("PG2", "PopD", -1, 1, 300).decode_messages()
+    handle = pop.change_invisible_time("PG2", "PopD", m.get_property("POP_CK") or "", 60_000)
+    assert parse_extra_info(handle).invisible_time == 60_000
+    await asyncio.sleep(0.5)  # past the old handle's window: still invisible
+    assert pop.pop("PG2", "PopD", -1, 1, 300).messages == []
+    try:
+        pop.change_invisible_time("PG2", "PopD", m.get_property("POP_CK") or "", 1000)
+        raise AssertionError("an expired handle must be refused")
+    except PopError as exc:
+        assert exc.expired
+    pop.change_invisible_time("PG2", "PopD", handle, 200)  # due soon: revive -> retry (attempt 2)
+    res = await pop.pop_async("PG2", "PopD", -1, 1, 200, 5000)
+    [r] = res.decode_messages()
+    assert r.reconsume_times == 1
+    # not acked again: reconsume_times 1 >= retryMaxTimes 1 -> %DLQ%PG2
+    await until(lambda: broker.store.get_max_offset_in_queue("%DLQ%PG2", 0) == 1)
+    assert broker.pop_service.stats.table[("PG2", "PopD")].dead_lettered == 1
+
+
+async def test_fifo_pop_blocks_queue_until_acked(cluster: Cluster, wire: Wire) -> None:
+    await _fill(wire, "PopF", 3)
+    pop = cluster.broker.pop_service
+    a = pop.pop("PG3", "PopF", -1, 2, 400, order=True).decode_messages()
+    assert [m.body for m in a] == [b"m0", b"m1"]
+    assert pop.pop("PG3", "PopF", -1, 2, 400, order=True).messages == []  # blocked
+    pop.ack("PG3", "PopF", a[1].get_property("POP_CK") or "")  # ack m1 only
+    res = await pop.pop_async("PG3", "PopF", -1, 2, 5000, 3000, order=True)
+    b = res.decode_messages()
+    assert [m.body for m in b] == [b"m0"]  # m0 again (m1 acked), attempt 2
+    assert b[0].reconsume_times == 1
+    pop.ack("PG3", "PopF", b[0].get_property("POP_CK") or "")
+    c = pop.pop("PG3", "PopF", -1, 2, 5000, order=True).decode_messages()
+    assert [m.body for m in c] == [b"m2"]
+    assert cluster.broker.consumer_offset_manager.query_offset("PG3", "PopF", 0) == 2
+
+
+async def test_remoting_pop_ack_change_batch(cluster: Cluster, wire: Wire) -> None:
+    await _fill(wire, "PopR", 3, tag="TagA")
+    now = int(time.time() * 1000)
+    header = PopMessageRequestHeader(
+        consumer_group="PG4",
+        topic="PopR",
+        queue_id=-1,
+        max_msg_nums=3,
+        invisible_time=60_000,
+        poll_time=1000,
+        born_time=now,
+        init_mode=0,
+        exp_type="TAG",
+        exp="TagA",
+        order=False,
+    )
+    r = await wire.invoke(RequestCode.POP_MESSAGE, header.to_ext_fields())
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    msgs = decode_messages(r.body or b"")
+    assert len(msgs) == 3
+    ext = r.ext_fields
+    pt, it, rq = ext["popTime"], ext["invisibleTime"], ext["reviveQid"]
+    so = ext["startOffsetInfo"].split(" ")[2]
+    extra = [f"{so} {pt} {it} {rq} 0 broker-a 0 {m.queue_offset}" for m in msgs]
+    ack = AckMessageRequestHeader(
+        consumer_group="PG4", topic="PopR", queue_id=0, extra_info=extra[0], offset=msgs[0].queue_offset
+    )
+    assert (await wire.invoke(RequestCode.ACK_MESSAGE, ack.to_ext_fields())).code == ResponseCode.SUCCESS
+    ch = ChangeInvisibleTimeRequestHeader(
+        consumer_group="PG4",
+        topic="PopR",
+        queue_id=0,
+        extra_info=extra[1],
+        offset=msgs[1].queue_offset,
+        invisible_time=30_000,
+    )
+    rc = await wire.invoke(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ch.to_ext_fields())
+    assert rc.code == ResponseCode.SUCCESS and rc.ext_fields["invisibleTime"] == "30000"
+    body = BatchAckMessageRequestBody(
+        "broker-a",
+        [
+            BatchAck(
+                "PG4",
+                "PopR",
+                "0",
+                int(so),
+                0,
+                int(rq),
+                int(pt),
+                int(it),
+                1 << (msgs[2].queue_offset - int(so)),
+            )
+        ],
+    )
+    assert (await wire.invoke(RequestCode.BATCH_ACK_MESSAGE, {}, body.encode())).code == ResponseCode.SUCCESS
+    bad = AckMessageRequestHeader(consumer_group="PG4", topic="PopR", queue_id=0, extra_info="x y", offset=0)
+    rb = await wire.invoke(RequestCode.ACK_MESSAGE, bad.to_ext_fields())
+    assert rb.code == ResponseCode.INVALID_PARAMETER and "extraInfo" in (rb.remark or "")
+    header.poll_time = 300
+    header.born_time = int(time.time() * 1000)
+    empty = await wire.invoke(RequestCode.POP_MESSAGE, header.to_ext_fields())
+    assert empty.code == ResponseCode.POLLING_TIMEOUT
