@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	  echo "rebuilding $(VENV) on $(PYTHON)"; rm -rf $(VENV); fi
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,speed,spark,bench]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet -e '.[dev,speed,spark,bench,grpc]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 import click
 
 from tidemq.errors import TideMQError
+from tidemq.proxy.cli import serve_grpc_options, start_local
 from tidemq.remoting.busy_poll import SERVE_IDLE_POLL_US
 
 log = logging.getLogger("tidemq.cli")
@@ -38,7 +39,7 @@ def _setup_logging(level: str) -> None:
     )
 
 
-SERVER_COMMANDS = frozenset({"serve", "namesrv", "broker", "cluster", "dashboard"})
+SERVER_COMMANDS = frozenset({"serve", "namesrv", "broker", "cluster", "dashboard", "proxy"})
 """Commands that log at INFO by default; the client commands (send, consume, admin...) log warnings only."""
 
 
@@ -278,6 +279,7 @@ def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
     default=None,
     help="Serve the web dashboard here (0 = free port).",
 )
+@serve_grpc_options
 def serve(
     store: str | None,
     host: str,
@@ -290,8 +292,12 @@ def serve(
     acl_file: str | None,
     metrics_port: int | None,
     dashboard_port: int | None,
+    grpc_port: int | None,
+    grpc_tls_cert: str | None,
+    grpc_tls_key: str | None,
 ) -> None:
-    """Run a name server and a broker in one process (plus /metrics and the dashboard when asked)."""
+    """Run a name server and a broker in one process (plus /metrics, the dashboard and the RocketMQ 5
+    gRPC endpoint when asked)."""
     from tidemq.broker.broker import Broker
     from tidemq.namesrv.config import NamesrvConfig
     from tidemq.namesrv.server import NameServer
@@ -324,12 +330,17 @@ def serve(
             await namesrv.shutdown()
             raise
         extras = await _start_ops_servers(broker, ns_addr, host, metrics_port, dashboard_port, acl_file)
+        grpc_fields, stop_grpc = await start_local(
+            broker, host, _host_for(host), grpc_port, grpc_tls_cert, grpc_tls_key
+        )
+        extras.update(grpc_fields)
         fields = "".join(f" {k}={v}" for k, v in extras.items() if k != "stop")
         _ready(f"tidemq ready namesrv={ns_addr} broker={broker.addr}{fields}")
         try:
             await stop.wait()
         finally:
             log.info("stopping")
+            await stop_grpc()
             extras["stop"]()
             await broker.shutdown()
             await namesrv.shutdown()
@@ -505,12 +516,14 @@ def _register_subcommands() -> None:
     from tidemq.client.cli import consume_command, send_command
     from tidemq.cluster import cluster_group
     from tidemq.pipelines.cli import pipeline_group
+    from tidemq.proxy.cli import proxy_command
 
     main.add_command(send_command, "send")
     main.add_command(consume_command, "consume")
     main.add_command(admin_group, "admin")
     main.add_command(pipeline_group, "pipeline")
     main.add_command(cluster_group, "cluster")
+    main.add_command(proxy_command, "proxy")
 
 
 _register_subcommands()

@@ -100,6 +100,12 @@ class RemotingServer:
         """Route requests with no registered processor to ``processor``."""
         self._dispatcher.register_default_processor(processor)
 
+    def processor_for(self, code: int) -> RequestProcessor | None:
+        """The processor registered for ``code`` (else the default one; None when neither): what an
+        in-process caller (the gRPC proxy's local mode) runs a request with, past the RPC hooks."""
+        dispatcher = self._dispatcher
+        return dispatcher.processors.get(int(code), dispatcher.default_processor)
+
     def register_rpc_hook(self, hook: RPCHook) -> None:
         """Call ``hook`` around every incoming request (e.g. ACL checks)."""
         self._dispatcher.rpc_hooks.append(hook)
