@@ -67,9 +67,24 @@ _SYSTEM_TOPICS = frozenset(
 )
 
 
+async def _message_trace(admin: AsyncAdminClient, msg_id: str, trace_topic: str | None) -> Any:
+    """The :class:`~tidemq.client.trace.MessageTrace` of ``msg_id`` (None when the lookup failed)."""
+    from tidemq.admin.ops_trace import query_msg_trace_by_id
+
+    try:
+        return await query_msg_trace_by_id(admin, msg_id, trace_topic or None)
+    except (TideMQError, TimeoutError):
+        return None
+
+
 def is_system_topic(topic: str, cluster_names: set[str] | frozenset[str] = frozenset()) -> bool:
     """RocketMQ's internal topics (and the per-cluster / per-broker topics named after them)."""
-    return topic.startswith(_SYSTEM_TOPIC_PREFIXES) or topic in _SYSTEM_TOPICS or topic in cluster_names
+    return (
+        topic.startswith(_SYSTEM_TOPIC_PREFIXES)
+        or topic in _SYSTEM_TOPICS
+        or topic in cluster_names
+        or topic.endswith("_REPLY_TOPIC")  # <cluster>_REPLY_TOPIC (request-reply)
+    )
 
 
 class LagRecorder:
@@ -356,6 +371,8 @@ def create_app(
         except (TideMQError, TimeoutError) as exc:
             error = str(exc)
         rows = [{"m": m, "body": m.body.decode("utf-8", "replace")} for m in found]
+        for row, m in zip(rows[:10], found, strict=False):  # each message's trace, when there is one
+            row["trace"] = await _message_trace(admin(), m.msg_id, q.get("traceTopic"))
         status = 404 if error and searched else 200
         return page(request, "messages.html", status, q=dict(q), rows=rows, searched=searched, error=error)
 
