@@ -85,6 +85,9 @@ def test_every_admin_verb(served: tuple[ServeProcess, dict[str, Any]]) -> None:
     assert admin.ok("updateTopic", "-t", "OpsT", "-q", "2")["brokers"] == [proc.broker_addr]
     wait_for_sync(lambda: admin.run("topicRoute", "-t", "OpsT").exit_code == 0, 15, "route of OpsT")
     assert "OpsT" in admin.ok("topicList")["topicList"]
+    assert admin.ok("updateTopicList", "-t", "OpsL1", "-t", "OpsL2", "-q", "2")["topics"] == 2
+    assert {"OpsL1", "OpsL2"} <= set(admin.ok("topicList")["topicList"])
+    assert "illegal characters" in admin.fails("updateTopicList", "-t", "bad topic!")
     assert [q["readQueueNums"] for q in admin.ok("topicRoute", "-t", "OpsT")["queueDatas"]] == [2]
     assert admin.ok("topicClusterList", "-t", "OpsT")["clusters"] == ["DefaultCluster"]
 

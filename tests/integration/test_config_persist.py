@@ -1,5 +1,6 @@
-"""topics.json and subscriptionGroup.json are written off the broker's event loop: a send that
-auto-creates a topic does not stall the broker on fsyncs; an admin change is on disk when answered."""
+"""topics.json (and its change journal) and subscriptionGroup.json are written off the broker's event
+loop: a send that auto-creates a topic does not stall the broker on fsyncs; an admin change is on disk
+when answered."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from typing import Any
 import pytest
 
 from tests.helpers import wait_for
-from tidemq.broker import config_persist
+from tidemq.broker import config_persist, topic_config
+from tidemq.broker.config import BrokerConfig
 from tidemq.broker.config_persist import ConfigPersister
 from tidemq.protocol.body import SubscriptionGroupConfig
 from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.store.config_journal import ConfigJournal
 from tidemq.testing import Cluster
 
 from .conftest import Wire
@@ -27,17 +30,31 @@ def config_file(cluster: Cluster, name: str) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def topics_on_disk(cluster: Cluster) -> dict[str, Any]:
+    """The topic table a restart would load: ``topics.json`` plus its change journal."""
+    tcm = topic_config.TopicConfigManager(BrokerConfig(), cluster.broker.config_dir / "topics.json")
+    tcm.load()
+    return {name: tc.to_json() for name, tc in tcm.topic_config_table.items()}
+
+
 @pytest.fixture
 def writer_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Names of the threads that wrote a config file (``atomic_write_json`` of the managers)."""
+    """Names of the threads that wrote a config file or journal (whole writes and journal appends)."""
     names: list[str] = []
-    real = config_persist.atomic_write_json
+    real_write = config_persist.atomic_write_json
+    real_append = ConfigJournal.append
 
     def spy(path: Any, obj: Any) -> None:
         names.append(threading.current_thread().name)
-        real(path, obj)
+        real_write(path, obj)
+
+    def spy_append(self: ConfigJournal, *args: Any) -> int:
+        names.append(threading.current_thread().name)
+        return real_append(self, *args)
 
     monkeypatch.setattr(config_persist, "atomic_write_json", spy)
+    monkeypatch.setattr(topic_config, "atomic_write_json", spy)
+    monkeypatch.setattr(ConfigJournal, "append", spy_append)
     return names
 
 
@@ -47,7 +64,7 @@ async def test_a_send_auto_creating_a_topic_writes_topics_json_off_the_loop(
     r = await wire.send("AutoMade", b"x")
     assert r.code == ResponseCode.SUCCESS, r.remark
     await wait_for(
-        lambda: "AutoMade" in config_file(cluster, "topics.json").get("topicConfigTable", {}),
+        lambda: "AutoMade" in topics_on_disk(cluster),
         10,
         "topics.json",
     )
@@ -58,14 +75,14 @@ async def test_admin_changes_are_on_disk_when_answered(
     wire: Wire, cluster: Cluster, writer_threads: list[str]
 ) -> None:
     await wire.create_topic("AdminMade", 3)
-    assert config_file(cluster, "topics.json")["topicConfigTable"]["AdminMade"]["writeQueueNums"] == 3
+    assert topics_on_disk(cluster)["AdminMade"]["writeQueueNums"] == 3
     body = json.dumps(SubscriptionGroupConfig(group_name="GAdmin").to_json()).encode()
     r = await wire.invoke(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
     assert r.code == ResponseCode.SUCCESS, r.remark
     assert "GAdmin" in config_file(cluster, "subscriptionGroup.json")["subscriptionGroupTable"]
     r = await wire.invoke(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "AdminMade"})
     assert r.code == ResponseCode.SUCCESS, r.remark
-    assert "AdminMade" not in config_file(cluster, "topics.json")["topicConfigTable"]
+    assert "AdminMade" not in topics_on_disk(cluster)
     assert writer_threads and all(n.startswith("config-persist") for n in writer_threads)
 
 

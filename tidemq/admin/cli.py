@@ -345,6 +345,13 @@ async def resolve_broker_addrs(admin: AsyncAdminClient, broker: str | None, clus
 Verb = Callable[..., Awaitable[None]]
 
 # Register the verbs (each module adds its commands to admin_group on import).
-from tidemq.admin import cli_broker, cli_group, cli_message, cli_topic, cli_trace  # noqa: E402
+from tidemq.admin import (  # noqa: E402
+    cli_broker,
+    cli_group,
+    cli_message,
+    cli_topic,
+    cli_topic_batch,
+    cli_trace,
+)
 
-__all__ += ["cli_broker", "cli_group", "cli_message", "cli_topic", "cli_trace"]
+__all__ += ["cli_broker", "cli_group", "cli_message", "cli_topic", "cli_topic_batch", "cli_trace"]

@@ -123,6 +123,10 @@ class AdminClient:
         """See :meth:`AsyncAdminClient.create_topic`."""
         return self._run(self.core.create_topic(topic, queue_nums, **kwargs))
 
+    def create_topic_list(self, topics: list[str], queue_nums: int = 8, **kwargs: Any) -> list[str]:
+        """See :meth:`AsyncAdminClient.create_topic_list`."""
+        return self._run(self.core.create_topic_list(topics, queue_nums, **kwargs))
+
     def examine_topic_stats(self, topic: str) -> TopicStatsTable:
         """See :meth:`AsyncAdminClient.examine_topic_stats`."""
         return self._run(self.core.examine_topic_stats(topic))

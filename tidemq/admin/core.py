@@ -21,6 +21,8 @@ from tidemq.protocol.body import (
     ClusterInfo,
     ConsumerConnection,
     ConsumeStats,
+    CreateTopicListRequestBody,
+    TopicConfig,
     TopicRouteData,
     TopicStatsTable,
 )
@@ -262,6 +264,68 @@ class AdminCore:
             *(
                 self._invoke_checked(
                     a, RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, dict(ext)), timeout
+                )
+                for a in addrs
+            )
+        )
+        return addrs
+
+    async def create_topic_list(
+        self,
+        topics: Iterable[str],
+        queue_nums: int = 8,
+        *,
+        cluster: str | None = None,
+        perm: int = PermName.PERM_READ | PermName.PERM_WRITE,
+        order: bool = False,
+        timeout: float | None = None,
+    ) -> list[str]:
+        """Create (or update) many topics at once: one UPDATE_AND_CREATE_TOPIC_LIST (18, RocketMQ 5)
+        per master of ``cluster`` (default: every cluster), each with ``queue_nums`` read and write
+        queues. Mirrors ``MQClientAPIImpl.createTopicList``.
+
+        The broker writes one journal append and sends one registration for the whole list, so
+        10,000 topics take seconds instead of minutes (``python -m bench.scale``). A RocketMQ 4.x
+        broker does not know the code: it answers REQUEST_CODE_NOT_SUPPORTED (a BrokerError).
+
+        Returns:
+            The broker addresses that accepted.
+
+        Raises:
+            ClientError: an invalid topic name or queue count, or no broker to create them on.
+            BrokerError: a broker refused (its remark says why).
+        """
+        names = list(topics)
+        for topic in names:
+            validate_topic(topic)
+            if topic == AUTO_CREATE_TOPIC_KEY:
+                raise ClientError(f"topic {topic} is reserved")
+        if queue_nums <= 0 or queue_nums > 1024:
+            raise ClientError(f"queue_nums must be within 1..1024, got {queue_nums}")
+        brokers = await self.all_broker_addrs(cluster)
+        if not brokers:
+            raise ClientError("no broker is registered with the name server")
+        body = CreateTopicListRequestBody(
+            [
+                TopicConfig(
+                    topic_name=t,
+                    read_queue_nums=queue_nums,
+                    write_queue_nums=queue_nums,
+                    perm=perm,
+                    topic_filter_type=SINGLE_TAG,
+                    topic_sys_flag=0,
+                    order=order,
+                )
+                for t in names
+            ]
+        ).encode()
+        addrs = list(brokers.values())
+        await asyncio.gather(
+            *(
+                self._invoke_checked(
+                    a,
+                    RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, {}, body),
+                    timeout,
                 )
                 for a in addrs
             )

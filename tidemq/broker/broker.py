@@ -19,7 +19,6 @@ import datetime
 import logging
 import threading
 import time
-import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,13 +30,13 @@ from tidemq.broker.config_recovery import config_files_missing, recreate_missing
 from tidemq.broker.flush import INLINE_FSYNC_MAX, FlushRealTimeService, GroupCommitService
 from tidemq.broker.longpolling import PullRequestHoldService
 from tidemq.broker.offset_manager import ConsumerOffsetManager
+from tidemq.broker.registration import BrokerRegistrar
 from tidemq.broker.stats import BrokerStatsManager
 from tidemq.broker.subscription_group import SubscriptionGroupManager
 from tidemq.broker.topic_config import TopicConfigManager
-from tidemq.protocol.body import RegisterBrokerBody
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
-from tidemq.protocol.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from tidemq.protocol.headers import UnRegisterBrokerRequestHeader
 from tidemq.remoting import RemotingClient, RemotingServer
 from tidemq.remoting.channel import call_after_write
 from tidemq.store.config import MessageStoreConfig
@@ -156,7 +155,7 @@ class Broker:
         self._shut_down = False
         self._tasks: list[asyncio.Task[None]] = []
         self._stop = asyncio.Event()
-        self._register_lock = asyncio.Lock()
+        self.registrar = BrokerRegistrar(self)
         self._register_pending: asyncio.Task[None] | None = None
         self._register_dirty = False
         self._loop_thread_id = 0
@@ -289,7 +288,7 @@ class Broker:
         # 5. name servers + periodic tasks
         await self.register_broker_all()
         period = min(60_000, max(10_000, self.config.register_name_server_period)) / 1000.0
-        self._every(period, self.register_broker_all, "register-broker")
+        self._every(period, self.registrar.register_periodic, "register-broker")
         self._every(
             self.config.flush_consumer_offset_interval / 1000.0, self._persist_offsets, "persist-offsets"
         )
@@ -418,47 +417,13 @@ class Broker:
 
     # -- name server registration ---------------------------------------------------------------
 
-    def _register_request(self) -> tuple[dict[str, str], bytes]:
-        wrapper = self.topic_config_manager.build_topic_config_serialize_wrapper()
-        body = RegisterBrokerBody(topic_config_serialize_wrapper=wrapper, filter_server_list=[]).encode()
-        host = self.addr.rsplit(":", 1)[0]
-        ip2 = self.config.broker_ip2 or host
-        header = RegisterBrokerRequestHeader(
-            broker_name=self.config.broker_name,
-            broker_addr=self.addr,
-            cluster_name=self.config.broker_cluster_name,
-            ha_server_addr=f"{ip2}:{self.ha.ha_port if self.ha else self.config.resolved_ha_listen_port()}",
-            broker_id=self.config.broker_id,
-            compressed=False,
-            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
-        )
-        return header.to_ext_fields(), body
-
     async def register_broker_all(self) -> None:
-        """REGISTER_BROKER (103) with every name server, concurrently. Mirrors ``registerBrokerAll``.
+        """REGISTER_BROKER (103) of the whole topic table with every name server, concurrently.
+        Mirrors ``registerBrokerAll``; incremental and periodic registrations: ``registration.py``.
 
         Failures are logged (the next period retries); never raises.
         """
-        addrs = self.config.namesrv_addr_list()
-        if not addrs or not self.addr:
-            return
-        async with self._register_lock:
-            ext, body = self._register_request()
-            timeout = self.config.register_broker_timeout_mills / 1000.0
-
-            async def one(addr: str) -> None:
-                request = RemotingCommand.create_request(RequestCode.REGISTER_BROKER, dict(ext), body)
-                try:
-                    response = await self.remoting_client.invoke(addr, request, timeout)
-                except Exception as exc:
-                    log.warning("register broker to name server %s failed: %s", addr, exc)
-                    return
-                if response.code != ResponseCode.SUCCESS:
-                    log.warning("register broker to %s refused: %d %s", addr, response.code, response.remark)
-                elif self.ha is not None:
-                    self.ha.on_register_result(response)
-
-            await asyncio.gather(*(one(a) for a in addrs))
+        await self.registrar.register_full()
 
     async def unregister_broker_all(self) -> None:
         """UNREGISTER_BROKER (104) to every name server (at shutdown)."""
@@ -481,7 +446,7 @@ class Broker:
     async def _register_while_dirty(self) -> None:
         while self._register_dirty:
             self._register_dirty = False
-            await self.register_broker_all()
+            await self.registrar.register_increment()
 
     def _on_topic_change(self) -> None:
         """Topic created/updated/deleted: re-register at once (coalescing bursts into one call)."""

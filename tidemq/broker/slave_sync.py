@@ -94,11 +94,7 @@ class SlaveSynchronize:
         tcm = self.broker.topic_config_manager
         if _same_version(tcm.data_version, wrapper.data_version):
             return
-        with tcm._lock:
-            tcm.topic_config_table.clear()
-            tcm.topic_config_table.update(wrapper.topic_config_table)
-            tcm.data_version = wrapper.data_version
-        tcm.persist_soon()  # off the loop (config_persist.py)
+        tcm.replace_table(wrapper.topic_config_table, wrapper.data_version)  # written off the loop
         log.info("slave: %d topic configs copied from %s", len(wrapper.topic_config_table), self.master_addr)
 
     async def sync_consumer_offset(self) -> None:

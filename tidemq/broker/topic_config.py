@@ -12,9 +12,12 @@ and broker-name topics (perm INHERIT, plus read/write when enabled), ``OFFSET_MO
 ``SCHEDULE_TOPIC_XXXX`` (18 queues, one per delay level), ``<cluster>_REPLY_TOPIC`` (1 queue, where
 request-reply answers are stored).
 
-Every change bumps ``data_version`` and is written (off the event loop in a broker:
-``config_persist.py``); ``on_change`` (set by the broker) then re-registers
-the broker with the name servers so routes appear at once.
+Every change bumps ``data_version`` and is persisted (off the event loop in a broker:
+``config_persist.py``) as one line per changed topic appended to ``topics.json.journal``
+(``store/config_journal.py``); ``topics.json`` itself is rewritten whole only when the journal has
+outgrown it, and at shutdown, so creating N topics one at a time writes O(N) bytes, not O(N²).
+``on_change`` (set by the broker) then re-registers the broker with the name servers, sending only
+the topics changed since its last registration (RocketMQ's ``registerIncrementBrokerData``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from tidemq.broker.config_persist import PersistedConfig
 from tidemq.errors import StoreError
 from tidemq.protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, PermName
-from tidemq.store.config_file import load_json
+from tidemq.store.config_file import atomic_write_json, load_json
+from tidemq.store.config_journal import ConfigJournal
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +100,13 @@ class TopicConfigManager(PersistedConfig):
         self.fallback: Callable[[str], TopicConfig | None] | None = None
         """A slave's lookup of topics it holds messages of but has not copied yet (slave_sync.py)."""
         self._lock = threading.RLock()
+        self.journal = ConfigJournal(self.path)
+        self._dirty: dict[str, TopicConfig | None] = {}
+        """Topics changed (None: deleted) since the last journal append or snapshot."""
+        self._snapshot_due = False
+        """The next write must be a whole snapshot (the table was replaced, or a write failed)."""
+        self.unregistered: dict[str, TopicConfig | None] = {}
+        """Topics changed since the broker last registered them with the name servers."""
         self._add_builtin_topics()
 
     # -- built-ins and persistence -------------------------------------------------------------
@@ -127,8 +138,23 @@ class TopicConfigManager(PersistedConfig):
             StoreError: both files are corrupt or the content has the wrong shape.
         """
         obj = load_json(self.path)
-        if obj is None:
-            return
+        if obj is not None:
+            self._load_snapshot(obj)
+        replayed = 0
+        with self._lock:
+            for entry in self.journal.replay(self.data_version.counter if obj is not None else -1):
+                if entry.value is None:
+                    self.topic_config_table.pop(entry.key, None)
+                else:
+                    self.topic_config_table[entry.key] = TopicConfig.from_json(entry.value)
+                self.data_version = DataVersion(timestamp=entry.timestamp, counter=entry.version)
+                replayed += 1
+        if replayed:
+            log.info("replayed %d topic change(s) from %s", replayed, self.journal.path)
+        if not self.broker_config.auto_create_topic_enable:
+            self.topic_config_table.pop(AUTO_CREATE_TOPIC_KEY, None)
+
+    def _load_snapshot(self, obj: Any) -> None:
         if not isinstance(obj, dict) or not isinstance(obj.get("topicConfigTable", {}), dict):
             raise StoreError(f"{self.path}: not a topics.json object")
         try:
@@ -139,8 +165,10 @@ class TopicConfigManager(PersistedConfig):
                     self.data_version = DataVersion.from_json(obj["dataVersion"])
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreError(f"{self.path}: malformed topic config ({exc})") from exc
-        if not self.broker_config.auto_create_topic_enable:
-            self.topic_config_table.pop(AUTO_CREATE_TOPIC_KEY, None)
+        try:
+            self.journal.snapshot_bytes = self.path.stat().st_size
+        except OSError:
+            self.journal.snapshot_bytes = 0
         log.info("loaded %d topic configs from %s", len(self.topic_config_table), self.path)
 
     def encode(self) -> dict[str, Any]:
@@ -153,8 +181,92 @@ class TopicConfigManager(PersistedConfig):
                 },
             }
 
-    def _next_version(self) -> None:
+    def _next_version(self, *topics: str) -> None:
+        """Bump the data version after ``topics`` changed (call with the lock held)."""
         self.data_version = DataVersion(timestamp=now_ms(), counter=self.data_version.counter + 1)
+        for topic in topics:
+            tc = self.topic_config_table.get(topic)
+            self._dirty[topic] = tc
+            self.unregistered[topic] = tc
+
+    # -- persistence: journal appends, whole snapshots ------------------------------------------
+
+    def persist(self) -> None:
+        """Write ``topics.json`` whole (previous copy kept as ``.bak``) and empty the journal; one
+        writer at a time. Used at shutdown and when the journal outgrew the snapshot.
+
+        Raises:
+            StoreError: the file cannot be written.
+        """
+        with self._write_lock:
+            self._write_snapshot()
+
+    def _write_snapshot(self) -> None:
+        with self._lock:
+            dirty, self._dirty = self._dirty, {}
+            self._snapshot_due = False
+            obj = self.encode()
+        try:
+            atomic_write_json(self.path, obj)
+            self.journal.snapshot_bytes = self.path.stat().st_size
+            self.journal.truncate()
+        except (OSError, StoreError):
+            with self._lock:
+                self._dirty = {**dirty, **self._dirty}
+                self._snapshot_due = True
+            raise
+
+    def persist_changes(self) -> None:
+        """Persist what changed since the last write: appended to the journal (one fdatasync), or a
+        whole snapshot when there is none yet, the journal outgrew it, or the table was replaced.
+
+        Raises:
+            StoreError: the journal or the file cannot be written (the changes stay pending).
+        """
+        with self._write_lock:
+            with self._lock:
+                if self._snapshot_due or not self.path.exists() or self.journal.needs_compaction():
+                    snapshot = True
+                else:
+                    snapshot = False
+                    dirty, self._dirty = self._dirty, {}
+                    version = self.data_version
+            if snapshot:
+                self._write_snapshot()
+                return
+            changes = [(name, None if tc is None else tc.to_json()) for name, tc in dirty.items()]
+            try:
+                self.journal.append(version.counter, version.timestamp, changes)
+            except StoreError:
+                with self._lock:
+                    self._dirty = {**dirty, **self._dirty}
+                    self._snapshot_due = True
+                raise
+
+    def persist_soon(self) -> None:
+        """Persist after a change (:meth:`persist_changes`), queued off the caller's thread when the
+        broker set :attr:`persist_later`, else at once."""
+        if self.persist_later is None:
+            self.persist_changes()
+        else:
+            self.pending_write = self.persist_later(self.persist_changes)
+
+    def replace_table(self, table: dict[str, TopicConfig], data_version: DataVersion) -> None:
+        """Replace every topic config at once (a slave copying its master's table); the next write
+        is a whole snapshot."""
+        with self._lock:
+            self.topic_config_table.clear()
+            self.topic_config_table.update(table)
+            self.data_version = data_version
+            self._dirty.clear()
+            self._snapshot_due = True
+        self.persist_soon()
+
+    def take_unregistered(self) -> dict[str, TopicConfig | None]:
+        """The topics changed since the last call (None: deleted), for an incremental registration."""
+        with self._lock:
+            changed, self.unregistered = self.unregistered, {}
+        return changed
 
     def _changed(self) -> None:
         self.persist_soon()
@@ -238,7 +350,7 @@ class TopicConfigManager(PersistedConfig):
             )
             log.info("create new topic by default topic %s: %s, producer %s", default_topic, tc, remote_addr)
             self.topic_config_table[topic] = tc
-            self._next_version()
+            self._next_version(topic)
             created = True
         if created:
             self._changed()
@@ -259,7 +371,7 @@ class TopicConfigManager(PersistedConfig):
                 topic, client_default_topic_queue_nums, perm, topic_sys_flag=topic_sys_flag
             )
             self.topic_config_table[topic] = tc
-            self._next_version()
+            self._next_version(topic)
         log.info("create topic %s with %d queues, perm %d", topic, client_default_topic_queue_nums, perm)
         self._changed()
         return tc
@@ -269,9 +381,28 @@ class TopicConfigManager(PersistedConfig):
         with self._lock:
             old = self.topic_config_table.get(tc.topic_name)
             self.topic_config_table[tc.topic_name] = tc
-            self._next_version()
+            self._next_version(tc.topic_name)
         log.info("%s topic config %s (was %s)", "update" if old else "create", tc, old)
         self._changed()
+
+    def update_topic_config_list(self, configs: list[TopicConfig]) -> list[str]:
+        """Create or replace several topics with one data-version bump, one persist and one
+        re-registration (UPDATE_AND_CREATE_TOPIC_LIST, 18; RocketMQ 5's ``updateTopicConfigList``).
+        Configs equal to the current ones are left alone.
+
+        Returns:
+            The names of the topics created or changed.
+        """
+        with self._lock:
+            changed = [tc for tc in configs if self.topic_config_table.get(tc.topic_name) != tc]
+            if not changed:
+                return []
+            for tc in changed:
+                self.topic_config_table[tc.topic_name] = tc
+            self._next_version(*(tc.topic_name for tc in changed))
+        log.info("create or update %d topic configs: %s", len(changed), _names(changed))
+        self._changed()
+        return [tc.topic_name for tc in changed]
 
     def delete_topic_config(self, topic: str) -> bool:
         """Remove ``topic``; returns False if it did not exist. Mirrors ``deleteTopicConfig``."""
@@ -279,7 +410,13 @@ class TopicConfigManager(PersistedConfig):
             old = self.topic_config_table.pop(topic, None)
             if old is None:
                 return False
-            self._next_version()
+            self._next_version(topic)
         log.info("delete topic config %s", old)
         self._changed()
         return True
+
+
+def _names(configs: list[TopicConfig], limit: int = 10) -> str:
+    names = [tc.topic_name for tc in configs[:limit]]
+    more = len(configs) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")

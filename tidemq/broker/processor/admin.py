@@ -24,6 +24,7 @@ from tidemq.errors import ProtocolError
 from tidemq.protocol.body import (
     Connection,
     ConsumeStats,
+    CreateTopicListRequestBody,
     OffsetWrapper,
     SubscriptionGroupConfig,
     TopicConfig,
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 _CONFIG_CHANGES = frozenset(
     {
         RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.UPDATE_AND_CREATE_TOPIC_LIST,
         RequestCode.DELETE_TOPIC_IN_BROKER,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
@@ -70,6 +72,7 @@ class AdminBrokerProcessor:
 
     CODES: ClassVar[tuple[int, ...]] = (
         RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.UPDATE_AND_CREATE_TOPIC_LIST,
         RequestCode.DELETE_TOPIC_IN_BROKER,
         RequestCode.GET_ALL_TOPIC_CONFIG,
         RequestCode.GET_TOPIC_STATS_INFO,
@@ -117,6 +120,8 @@ class AdminBrokerProcessor:
         code = request.code
         if code == RequestCode.UPDATE_AND_CREATE_TOPIC:
             return self.update_and_create_topic(CreateTopicRequestHeader.from_command(request))
+        if code == RequestCode.UPDATE_AND_CREATE_TOPIC_LIST:
+            return self.update_and_create_topic_list(request.body)
         if code == RequestCode.DELETE_TOPIC_IN_BROKER:
             return self.delete_topic(DeleteTopicRequestHeader.from_command(request).topic)
         if code == RequestCode.GET_ALL_TOPIC_CONFIG:
@@ -181,20 +186,6 @@ class AdminBrokerProcessor:
 
     def update_and_create_topic(self, h: CreateTopicRequestHeader) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC: validate, store, persist; re-registration follows (on_change)."""
-        problem = check_topic(h.topic)
-        if problem is not None:
-            return _resp(ResponseCode.SYSTEM_ERROR, problem)
-        if h.topic == AUTO_CREATE_TOPIC_KEY:
-            return _resp(
-                ResponseCode.SYSTEM_ERROR,
-                f"The specified topic[{h.topic}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC.",
-            )
-        if h.read_queue_nums < 0 or h.write_queue_nums < 0 or not 0 <= h.perm <= 15:
-            return _resp(
-                ResponseCode.SYSTEM_ERROR, "readQueueNums/writeQueueNums must be >= 0 and perm within 0..15"
-            )
-        if h.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
-            return _resp(ResponseCode.SYSTEM_ERROR, f"unknown topicFilterType {h.topic_filter_type!r}")
         tc = TopicConfig(
             topic_name=h.topic,
             read_queue_nums=h.read_queue_nums,
@@ -204,7 +195,26 @@ class AdminBrokerProcessor:
             topic_sys_flag=h.topic_sys_flag or 0,
             order=h.order,
         )
+        problem = _check_topic_config(tc)
+        if problem is not None:
+            return _resp(ResponseCode.SYSTEM_ERROR, problem)
         self.broker.topic_config_manager.update_topic_config(tc)
+        return _resp(ResponseCode.SUCCESS)
+
+    def update_and_create_topic_list(self, body: bytes | None) -> RemotingCommand:
+        """UPDATE_AND_CREATE_TOPIC_LIST (18, RocketMQ 5): body ``{"topicConfigList": [TopicConfig]}``.
+
+        Every config is checked first (a bad one refuses the whole list, INVALID_PARAMETER with
+        its remark); then one data-version bump, one persist and one incremental registration for
+        all. Configs equal to the current ones are left alone (RocketMQ answers the whole request
+        early on the first such config; tidemq goes on with the rest).
+        """
+        configs = CreateTopicListRequestBody.decode(body or b"{}").topic_config_list
+        for tc in configs:
+            problem = _check_topic_config(tc)
+            if problem is not None:
+                return _resp(ResponseCode.INVALID_PARAMETER, problem)
+        self.broker.topic_config_manager.update_topic_config_list(configs)
         return _resp(ResponseCode.SUCCESS)
 
     def delete_topic(self, topic: str) -> RemotingCommand:
@@ -291,6 +301,20 @@ class AdminBrokerProcessor:
             for qid, offset in manager.query_offset_table(src, t).items():
                 manager.commit_offset("CLONE", dest, t, qid, offset)
         return _resp(ResponseCode.SUCCESS)
+
+
+def _check_topic_config(tc: TopicConfig) -> str | None:
+    """Why ``tc`` cannot be created (a remark), or None."""
+    problem = check_topic(tc.topic_name)
+    if problem is not None:
+        return problem
+    if tc.topic_name == AUTO_CREATE_TOPIC_KEY:
+        return f"The specified topic[{tc.topic_name}] is conflict with AUTO_CREATE_TOPIC_KEY_TOPIC."
+    if tc.read_queue_nums < 0 or tc.write_queue_nums < 0 or not 0 <= tc.perm <= 15:
+        return "readQueueNums/writeQueueNums must be >= 0 and perm within 0..15"
+    if tc.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
+        return f"unknown topicFilterType {tc.topic_filter_type!r}"
+    return None
 
 
 def _required(request: RemotingCommand, name: str) -> str:

@@ -182,6 +182,12 @@ class BrokerRuntimeProcessor:
             "brokerRole": str(broker.config.broker_role),
             "topicCount": str(len(broker.topic_config_manager.topic_config_table)),
             "heldPullRequests": str(hold.held_count if hold is not None else 0),
+            # tidemq's own: the name-server registrations (registration.py)
+            "registerFull": str(broker.registrar.stats.full),
+            "registerIncremental": str(broker.registrar.stats.incremental),
+            "registerSkipped": str(broker.registrar.stats.skipped),
+            "registerBodyBytes": str(broker.registrar.stats.last_full_body_bytes),
+            "registerFullMs": str(broker.registrar.stats.last_full_ms),
         }
 
     def _earliest_store_time(self) -> int:

@@ -173,9 +173,9 @@ class ClientManageProcessor:
             )
         if created_topic:
             try:
-                await broker.register_broker_all()
+                await broker.registrar.register_increment()  # only the new retry topics
             except Exception:  # the 30 s registration timer retries; never fail the heartbeat
-                log.warning("register_broker_all after creating retry topics failed", exc_info=True)
+                log.warning("registering the new retry topics failed", exc_info=True)
         return _response(ResponseCode.SUCCESS)
 
     # -- UNREGISTER_CLIENT (35) --------------------------------------------------------------

@@ -63,6 +63,7 @@ from tidemq.protocol.body.heartbeat import (
 from tidemq.protocol.body.route import (
     BrokerData,
     ClusterInfo,
+    CreateTopicListRequestBody,
     DataVersion,
     KVTable,
     QueueData,
@@ -88,6 +89,7 @@ __all__ = [
     "ConsumeType",
     "ConsumerConnection",
     "ConsumerData",
+    "CreateTopicListRequestBody",
     "DataVersion",
     "FrozenObject",
     "GetConsumerListByGroupResponseBody",

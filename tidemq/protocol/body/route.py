@@ -126,6 +126,22 @@ class TopicConfigSerializeWrapper(JsonBody):
         return cls(table, DataVersion._checked(r.obj.get("dataVersion") or {}))
 
 
+@dataclass(slots=True)
+class CreateTopicListRequestBody(JsonBody):
+    """UPDATE_AND_CREATE_TOPIC_LIST (18) body. Mirrors RocketMQ 5's ``CreateTopicListRequestBody``:
+    ``{"topicConfigList": [TopicConfig JSON, ...]}``."""
+
+    topic_config_list: list[TopicConfig] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topicConfigList": [tc.to_json() for tc in self.topic_config_list]}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Self:
+        r = _R(obj, cls.__name__)
+        return cls([TopicConfig._checked(item) for item in r.lst("topicConfigList")])
+
+
 _I32 = struct.Struct(">i")
 
 
