@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import functools
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -256,10 +257,21 @@ def _hint(exc: BaseException, namesrv: str) -> str:
         return f"{text}\n  hint: check the group name (groups with offsets show in `tidemq admin statsAll -n {namesrv}`)"
     if isinstance(exc, ConsumerNotOnlineError):
         return f"{text}\n  hint: the group has no running consumer (start one, or check the group name)"
-    if isinstance(exc, NoPermissionError) or "accessKey" in text or "AccessKey" in text:
+    if "accesskey" in text.lower() or "acl" in text.lower().split():
         return f"{text}\n  hint: the broker checks ACL: pass --access-key/--secret-key (or TIDEMQ_ACCESS_KEY/TIDEMQ_SECRET_KEY) of an admin account"
+    if isinstance(exc, NoPermissionError) and "cannot change" in text:
+        return f"{text}\n  hint: that option is read-only on a running broker: set it in its broker.conf and restart it"
+    if isinstance(exc, NoPermissionError):
+        return f"{text}\n  hint: refused by a permission (the topic's or group's perm, or the ACL account's rights)"
     if isinstance(exc, RemotingConnectError):
-        return f"{text}\n  hint: is the server running? set -n/--namesrv HOST:PORT or NAMESRV_ADDR (now {namesrv})"
+        found = re.search(r"(\S+:\d+)", text)
+        addr = found.group(1) if found else ""
+        if addr and addr not in namesrv.split(";"):
+            return (
+                f"{text}\n  hint: nothing answers at {addr}: is that broker running, and is -b right? "
+                f"(`tidemq admin clusterList -n {namesrv}` lists the brokers)"
+            )
+        return f"{text}\n  hint: is the name server running? set -n/--namesrv HOST:PORT or NAMESRV_ADDR (now {namesrv})"
     if isinstance(exc, RemotingTimeoutError | TimeoutError):
         return f"timed out: {text or type(exc).__name__}\n  hint: check that {namesrv} and the brokers are reachable"
     if isinstance(exc, BrokerError):

@@ -4,6 +4,8 @@ updateKvConfig, deleteKvConfig."""
 
 from __future__ import annotations
 
+import asyncio
+
 import click
 
 from tidemq.admin.cli import Out, admin_command, resolve_broker_addrs
@@ -12,9 +14,36 @@ from tidemq.errors import ClientError
 
 
 @click.option("-c", "--cluster", default=None, help="Only this cluster.")
+@click.option("-m", "--more-stats", is_flag=True, help="Yesterday's and today's totals (mqadmin -m).")
+@click.option(
+    "-i",
+    "--interval",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Print again every N seconds until Ctrl-C.",
+)
 @admin_command("cluster-list", "clusterList")
-async def cluster_list(admin: AsyncAdminClient, out: Out, cluster: str | None) -> None:
-    """Every cluster's brokers with version, TPS and today's message counts."""
+async def cluster_list(
+    admin: AsyncAdminClient, out: Out, cluster: str | None, more_stats: bool, interval: int | None
+) -> None:
+    """Every cluster's brokers with version, TPS (10 s window) and today's message counts."""
+    while True:
+        await _cluster_list_once(admin, out, cluster, more_stats)
+        if interval is None:
+            return
+        await asyncio.sleep(interval)
+
+
+def _counter(rt: dict[str, str], key: str) -> int:
+    try:
+        return int(rt.get(key, 0) or 0)
+    except ValueError:
+        return 0
+
+
+async def _cluster_list_once(
+    admin: AsyncAdminClient, out: Out, cluster: str | None, more_stats: bool
+) -> None:
     rows = [r for r in await admin.cluster_list() if cluster is None or r.cluster == cluster]
     if cluster and not rows:
         raise ClientError(f"cluster {cluster} has no brokers")
@@ -31,6 +60,27 @@ async def cluster_list(admin: AsyncAdminClient, out: Out, cluster: str | None) -
                 }
                 for r in rows
             ]
+        )
+        return
+    if more_stats:
+        out.table(
+            ["cluster", "broker", "id", "inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday"],
+            [
+                (
+                    r.cluster,
+                    r.broker_name,
+                    r.broker_id,
+                    _counter(r.runtime, "msgPutTotalTodayMorning")
+                    - _counter(r.runtime, "msgPutTotalYesterdayMorning"),
+                    _counter(r.runtime, "msgGetTotalTodayMorning")
+                    - _counter(r.runtime, "msgGetTotalYesterdayMorning"),
+                    _counter(r.runtime, "msgPutTotalTodayNow")
+                    - _counter(r.runtime, "msgPutTotalTodayMorning"),
+                    _counter(r.runtime, "msgGetTotalTodayNow")
+                    - _counter(r.runtime, "msgGetTotalTodayMorning"),
+                )
+                for r in rows
+            ],
         )
         return
     table = []
@@ -110,12 +160,28 @@ async def get_broker_config(
 @click.option("-v", "--value", required=True, help="New value.")
 @click.option("-b", "--broker-addr", default=None, help="Broker host:port or name (default: every master).")
 @click.option("-c", "--cluster", default=None, help="Every master of this cluster.")
+@click.option(
+    "-a", "--update-all-broker", type=click.BOOL, default=False, help="true: slaves too (with -c or alone)."
+)
 @admin_command("update-broker-config", "updateBrokerConfig")
 async def update_broker_config(
-    admin: AsyncAdminClient, out: Out, key: str, value: str, broker_addr: str | None, cluster: str | None
+    admin: AsyncAdminClient,
+    out: Out,
+    key: str,
+    value: str,
+    broker_addr: str | None,
+    cluster: str | None,
+    update_all_broker: bool,
 ) -> None:
     """Change a broker option at run time (UPDATE_BROKER_CONFIG)."""
-    addrs = await resolve_broker_addrs(admin, broker_addr, cluster)
+    if update_all_broker and not broker_addr:
+        info = await admin.examine_broker_cluster_info()
+        names = info.cluster_addr_table.get(cluster, set()) if cluster else set(info.broker_addr_table)
+        addrs = sorted(
+            a for n in names if (bd := info.broker_addr_table.get(n)) for a in bd.broker_addrs.values()
+        )
+    else:
+        addrs = await resolve_broker_addrs(admin, broker_addr, cluster)
     for addr in addrs:
         await admin.update_broker_config({key: value}, addr)
     if out.as_json:
@@ -125,8 +191,9 @@ async def update_broker_config(
 
 
 @click.option("-t", "--topic", default=None, help="Only this topic (default: every non-system topic).")
+@click.option("-a", "--active-topic", is_flag=True, help="Only topics with messages in or out in 24 h.")
 @admin_command("stats-all", "statsAll")
-async def stats_all(admin: AsyncAdminClient, out: Out, topic: str | None) -> None:
+async def stats_all(admin: AsyncAdminClient, out: Out, topic: str | None, active_topic: bool) -> None:
     """Per topic and consuming group: lag, in/out TPS and messages in the last 24 h (VIEW_BROKER_STATS_DATA)."""
     if topic:
         topics = [topic]
@@ -148,6 +215,8 @@ async def stats_all(admin: AsyncAdminClient, out: Out, topic: str | None) -> Non
             t for t in await admin.fetch_all_topic_list() if not t.startswith(system) and t not in names
         ]
     rows = await admin.stats_all(topics)
+    if active_topic:
+        rows = [r for r in rows if r.in_msg_24h > 0 or r.out_msg_24h > 0]
     if out.as_json:
         out.json(
             [

@@ -9,9 +9,10 @@ import click
 
 from tidemq.admin.cli import Out, admin_command, fmt_ms, parse_time_ms
 from tidemq.admin.client import AsyncAdminClient
-from tidemq.errors import BrokerError, ClientError, TideMQError
+from tidemq.errors import BrokerError, ClientError, ConsumerNotOnlineError, TideMQError
 from tidemq.protocol.body import SubscriptionGroupConfig
 from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.message import MessageQueue
 from tidemq.protocol.topic import group_of_retry_topic, is_sys_consumer_group
 
 
@@ -140,10 +141,11 @@ async def _all_groups_progress(admin: AsyncAdminClient, out: Out, cluster: str |
 
 
 @click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-b", "--broker-addr", default=None, help="Ask only this broker (host:port).")
 @admin_command("consumer-connection", "consumerConnection")
-async def consumer_connection(admin: AsyncAdminClient, out: Out, group: str) -> None:
+async def consumer_connection(admin: AsyncAdminClient, out: Out, group: str, broker_addr: str | None) -> None:
     """The group's live clients and subscriptions (GET_CONSUMER_CONNECTION_LIST)."""
-    cc = await admin.examine_consumer_connection_info(group)
+    cc = await admin.examine_consumer_connection_info(group, broker_addr=broker_addr)
     if out.as_json:
         out.json(cc.to_json())
         return
@@ -158,10 +160,22 @@ async def consumer_connection(admin: AsyncAdminClient, out: Out, group: str) -> 
 
 
 @click.option("-g", "--group", required=True, help="Consumer group.")
+@click.option("-i", "--client-id", default=None, help="Only this member (its client id).")
+@click.option("-b", "--broker-addr", default=None, help="Find the members through this broker (host:port).")
+@click.option("-s", "--jstack", is_flag=True, help="Not supported: tidemq clients have no JVM thread dump.")
 @admin_command("consumer-status", "consumerStatus")
-async def consumer_status(admin: AsyncAdminClient, out: Out, group: str) -> None:
+async def consumer_status(
+    admin: AsyncAdminClient,
+    out: Out,
+    group: str,
+    client_id: str | None,
+    broker_addr: str | None,
+    jstack: bool,
+) -> None:
     """Each live member's running info: settings, subscriptions, per-queue cache (GET_CONSUMER_RUNNING_INFO)."""
-    infos = await admin.consumer_status(group)
+    if jstack:
+        raise ClientError("-s (jstack) is not supported: a tidemq or C++ client has no JVM thread dump")
+    infos = await admin.consumer_status(group, client_id=client_id, broker_addr=broker_addr)
     if out.as_json:
         out.json(infos)
         return
@@ -210,11 +224,17 @@ async def producer_connection(admin: AsyncAdminClient, out: Out, group: str, top
 @click.option("-g", "--group", required=True, help="Group name.")
 @click.option("-c", "--cluster", default=None, help="Only the brokers of this cluster.")
 @click.option("-b", "--broker-addr", default=None, help="Only this broker (host:port).")
-@click.option("--consume-enable/--consume-disable", default=True, show_default=True)
-@click.option("--broadcast-enable/--broadcast-disable", default=True, show_default=True)
-@click.option("--from-min-enable/--from-min-disable", default=True, show_default=True)
+@click.option("-s", "--consume-enable", type=click.BOOL, default=True, show_default=True)
+@click.option("-d", "--consume-broadcast-enable", type=click.BOOL, default=True, show_default=True)
+@click.option("-m", "--consume-from-min-enable", type=click.BOOL, default=True, show_default=True)
+@click.option("-o", "--consume-message-orderly", type=click.BOOL, default=False, show_default=True)
 @click.option("-q", "--retry-queue-nums", type=click.IntRange(0, 64), default=1, show_default=True)
 @click.option("-r", "--retry-max-times", type=click.IntRange(-1, 64), default=16, show_default=True)
+@click.option("-i", "--broker-id", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option(
+    "-w", "--which-broker-when-consume-slowly", type=click.IntRange(min=0), default=1, show_default=True
+)
+@click.option("-a", "--notify-consumer-ids-changed", type=click.BOOL, default=True, show_default=True)
 @admin_command("update-sub-group", "updateSubGroup")
 async def update_sub_group(
     admin: AsyncAdminClient,
@@ -223,19 +243,32 @@ async def update_sub_group(
     cluster: str | None,
     broker_addr: str | None,
     consume_enable: bool,
-    broadcast_enable: bool,
-    from_min_enable: bool,
+    consume_broadcast_enable: bool,
+    consume_from_min_enable: bool,
+    consume_message_orderly: bool,
     retry_queue_nums: int,
     retry_max_times: int,
+    broker_id: int,
+    which_broker_when_consume_slowly: int,
+    notify_consumer_ids_changed: bool,
 ) -> None:
-    """Create or update a consumer group's broker-side settings (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)."""
+    """Create or update a consumer group's broker-side settings (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP);
+    mqadmin's letters and true|false values."""
+    if consume_message_orderly:
+        raise ClientError(
+            "-o true (consumeMessageOrderly, a RocketMQ 5 group setting for POP) is not supported: "
+            "a consumer is orderly when it registers an orderly listener"
+        )
     cfg = SubscriptionGroupConfig(
         group_name=group,
         consume_enable=consume_enable,
-        consume_broadcast_enable=broadcast_enable,
-        consume_from_min_enable=from_min_enable,
+        consume_broadcast_enable=consume_broadcast_enable,
+        consume_from_min_enable=consume_from_min_enable,
         retry_queue_nums=retry_queue_nums,
         retry_max_times=retry_max_times,
+        broker_id=broker_id,
+        which_broker_when_consume_slowly=which_broker_when_consume_slowly,
+        notify_consumer_ids_changed_enable=notify_consumer_ids_changed,
     )
     addrs = await admin.create_and_update_subscription_group_config(cfg, cluster, broker_addr)
     if out.as_json:
@@ -246,10 +279,21 @@ async def update_sub_group(
 
 @click.option("-g", "--group", required=True, help="Group to delete.")
 @click.option("-c", "--cluster", default=None, help="Only from this cluster's brokers.")
+@click.option("-b", "--broker-addr", default=None, help="Only from this broker (host:port).")
+@click.option("-r", "--remove-offset", type=click.BOOL, default=False, help="true: delete its offsets too.")
 @admin_command("delete-sub-group", "deleteSubGroup")
-async def delete_sub_group(admin: AsyncAdminClient, out: Out, group: str, cluster: str | None) -> None:
+async def delete_sub_group(
+    admin: AsyncAdminClient,
+    out: Out,
+    group: str,
+    cluster: str | None,
+    broker_addr: str | None,
+    remove_offset: bool,
+) -> None:
     """Delete a consumer group's settings from the brokers (DELETE_SUBSCRIPTIONGROUP)."""
-    addrs = await admin.delete_subscription_group(group, cluster)
+    addrs = await admin.delete_subscription_group(
+        group, cluster, broker_addr=broker_addr, remove_offset=remove_offset
+    )
     if out.as_json:
         out.json({"group": group, "deleted": True, "brokers": addrs})
     else:
@@ -262,20 +306,38 @@ async def delete_sub_group(admin: AsyncAdminClient, out: Out, group: str, cluste
     "-s",
     "--timestamp",
     "when",
-    required=True,
+    default=None,
     help="Epoch ms, 'now', -1 (the end), 2024-05-01T12:00:00 or 2024-05-01#12:00:00:000.",
 )
 @click.option(
-    "-f",
-    "--force/--no-force",
-    default=True,
-    help="Move offsets forward too (default); --no-force only moves them back.",
+    "-f", "--force", type=click.BOOL, default=True, show_default=True, help="false: only move offsets back."
+)
+@click.option(
+    "-b", "--broker-addr", default=None, help="With -q and -o: the queue's broker (host:port or name)."
+)
+@click.option("-q", "--queue-id", type=click.IntRange(min=0), default=None, help="With -b and -o: the queue.")
+@click.option(
+    "-o", "--offset", type=click.IntRange(min=0), default=None, help="With -b and -q: the new offset."
 )
 @admin_command("reset-offset-by-time", "resetOffsetByTime")
 async def reset_offset_by_time(
-    admin: AsyncAdminClient, out: Out, group: str, topic: str, when: str, force: bool
+    admin: AsyncAdminClient,
+    out: Out,
+    group: str,
+    topic: str,
+    when: str | None,
+    force: bool,
+    broker_addr: str | None,
+    queue_id: int | None,
+    offset: int | None,
 ) -> None:
-    """Move a group's offsets to a time; running consumers are told at once (INVOKE_BROKER_TO_RESET_OFFSET)."""
+    """Move a group's offsets to a time (running consumers are told at once: INVOKE_BROKER_TO_RESET_OFFSET),
+    or one queue to an offset (-b -q -o)."""
+    if broker_addr is not None or queue_id is not None or offset is not None:
+        await _reset_one_queue(admin, out, group, topic, broker_addr, queue_id, offset)
+        return
+    if when is None:
+        raise click.UsageError("give -s TIMESTAMP, or -b BROKER -q QUEUE -o OFFSET")
     ts = parse_time_ms(when)
     table = await admin.reset_offset_by_timestamp(topic, group, ts, force=force)
     if out.as_json:
@@ -298,17 +360,66 @@ async def reset_offset_by_time(
     )
 
 
+async def _reset_one_queue(
+    admin: AsyncAdminClient,
+    out: Out,
+    group: str,
+    topic: str,
+    broker: str | None,
+    queue_id: int | None,
+    offset: int | None,
+) -> None:
+    """mqadmin's ``resetOffsetByTime -b -q -o``: one queue to an offset, written with UPDATE_CONSUMER_OFFSET."""
+    if broker is None or queue_id is None or offset is None:
+        raise click.UsageError("-b, -q and -o go together (one queue to one offset)")
+    route = await admin.examine_topic_route_info(topic)
+    names = [
+        bd.broker_name for bd in route.broker_datas if broker in (bd.broker_name, *bd.broker_addrs.values())
+    ]
+    if not names:
+        raise ClientError(f"broker {broker} holds no queue of topic {topic}")
+    try:
+        await admin.examine_consumer_connection_info(group)
+    except ConsumerNotOnlineError:
+        pass
+    else:
+        raise ClientError(
+            f"{group} has running consumers: stop them first (they would overwrite a one-queue reset)"
+        )
+    mq = MessageQueue(topic, names[0], queue_id)
+    await admin.update_consumer_offset(group, mq, offset)
+    if out.as_json:
+        out.json(
+            {
+                "group": group,
+                "topic": topic,
+                "brokerName": mq.broker_name,
+                "queueId": queue_id,
+                "offset": offset,
+            }
+        )
+    else:
+        out.line(f"{group}: {topic} {mq.broker_name} queue {queue_id} reset to offset {offset}")
+
+
 @click.option("-s", "--src-group", required=True, help="Group to copy from.")
 @click.option("-d", "--dest-group", required=True, help="Group to copy to.")
 @click.option("-t", "--topic", required=True, help="Topic.")
+@click.option(
+    "-o",
+    "--offline",
+    type=click.BOOL,
+    default=False,
+    help="Sent as mqadmin's -o (the broker clones either way).",
+)
 @admin_command("clone-group-offset", "cloneGroupOffset")
 async def clone_group_offset(
-    admin: AsyncAdminClient, out: Out, src_group: str, dest_group: str, topic: str
+    admin: AsyncAdminClient, out: Out, src_group: str, dest_group: str, topic: str, offline: bool
 ) -> None:
     """Copy one group's committed offsets of a topic to another group (CLONE_GROUP_OFFSET)."""
     if src_group == dest_group:
         raise ClientError("source and destination groups are the same")
-    addrs = await admin.clone_group_offset(src_group, dest_group, topic)
+    addrs = await admin.clone_group_offset(src_group, dest_group, topic, offline)
     if out.as_json:
         out.json({"srcGroup": src_group, "destGroup": dest_group, "topic": topic, "brokers": addrs})
     else:

@@ -3,11 +3,14 @@ printMsg, sendMessage, consumeMessage."""
 
 from __future__ import annotations
 
+import codecs
+
 import click
 
 from tidemq.admin.cli import Out, admin_command, parse_time_ms, show_messages
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.errors import ClientError
+from tidemq.protocol.filter import build_subscription_data, is_tag_matched
 from tidemq.protocol.message import MessageExt, MessageQueue
 
 
@@ -22,7 +25,7 @@ async def query_msg_by_id(admin: AsyncAdminClient, out: Out, msg_id: str, topic:
 @click.option("-t", "--topic", required=True, help="Topic.")
 @click.option("-k", "--key", required=True, help="Message key.")
 @click.option(
-    "--max", "max_num", type=click.IntRange(1, 64), default=64, show_default=True, help="Per broker."
+    "-m", "--max", "max_num", type=click.IntRange(1, 64), default=64, show_default=True, help="Per broker."
 )
 @click.option("-b", "--begin", default=None, help="Stored at or after (epoch ms or ISO time).")
 @click.option("-e", "--end", default=None, help="Stored before (epoch ms or ISO time).")
@@ -60,19 +63,39 @@ async def query_msg_by_offset(
 
 
 @click.option("-t", "--topic", required=True, help="Topic.")
+@click.option("-c", "--charset", "charset_name", default="UTF-8", show_default=True, help="Body charset.")
+@click.option("-s", "--sub-expression", default="*", show_default=True, help="Tags, e.g. 'TagA || TagB'.")
 @click.option(
-    "-s", "--begin", default=None, help="Stored at or after (epoch ms or ISO time; default: the start)."
+    "-b", "--begin", default=None, help="Stored at or after (epoch ms, yyyy-MM-dd#HH:mm:ss:SSS or ISO)."
 )
 @click.option("-e", "--end", default=None, help="Stored before (default: now).")
+@click.option("-d", "--print-body", type=click.BOOL, default=True, show_default=True, help="Print bodies.")
 @click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True)
 @admin_command("print-msg", "printMsg")
 async def print_msg(
-    admin: AsyncAdminClient, out: Out, topic: str, begin: str | None, end: str | None, limit: int
+    admin: AsyncAdminClient,
+    out: Out,
+    topic: str,
+    charset_name: str,
+    sub_expression: str,
+    begin: str | None,
+    end: str | None,
+    print_body: bool,
+    limit: int,
 ) -> None:
-    """Every message of a topic in a time range, queue by queue."""
+    """Every message of a topic in a time range, queue by queue (mqadmin's letters: -s is the tag
+    expression, -b/-e the time range)."""
+    try:
+        codecs.lookup(charset_name)
+    except LookupError:
+        raise ClientError(f"unknown charset {charset_name!r} (-c), e.g. UTF-8 or GBK") from None
     msgs = await admin.print_msg(
         topic, parse_time_ms(begin) if begin else None, parse_time_ms(end) if end else None, limit
     )
+    sub = build_subscription_data(topic, sub_expression)
+    msgs = [m for m in msgs if is_tag_matched(sub, m.tags)]
+    for m in msgs:
+        m.body = m.body.decode(charset_name, "replace").encode() if print_body else b""
     show_messages(out, msgs)
 
 
@@ -126,6 +149,9 @@ async def send_message(
 @click.option(
     "-c", "--count", type=click.IntRange(min=1), default=128, show_default=True, help="Messages to print."
 )
+@click.option("-g", "--group", default=None, help="Accepted as mqadmin's -g; nothing is committed for it.")
+@click.option("-s", "--begin", default=None, help="Stored at or after (epoch ms or yyyy-MM-dd#HH:mm:ss:SSS).")
+@click.option("-e", "--end", default=None, help="Stored before.")
 @admin_command("consume-message", "consumeMessage")
 async def consume_message(
     admin: AsyncAdminClient,
@@ -135,8 +161,13 @@ async def consume_message(
     queue_id: int | None,
     offset: int | None,
     count: int,
+    group: str | None,
+    begin: str | None,
+    end: str | None,
 ) -> None:
-    """Read messages from queues without a consumer group (nothing is committed)."""
+    """Read messages from queues without committing anything (mqadmin's -g names its pull group)."""
+    begin_ms = parse_time_ms(begin) if begin else None
+    end_ms = parse_time_ms(end) if end else None
     mqs = await admin.fetch_subscribe_message_queues(topic)
     if broker_name is not None:
         mqs = [q for q in mqs if q.broker_name == broker_name]
@@ -147,7 +178,10 @@ async def consume_message(
     got: list[MessageExt] = []
     for mq in mqs:
         start = offset if offset is not None else await admin.min_offset(mq)
-        got.extend(await admin.read_range(mq, start, await admin.max_offset(mq), count - len(got)))
+        if begin_ms is not None:
+            start = max(start, await admin.search_offset(mq, begin_ms))
+        stop = await admin.search_offset(mq, end_ms) if end_ms is not None else await admin.max_offset(mq)
+        got.extend(await admin.read_range(mq, start, stop, count - len(got)))
         if len(got) >= count:
             break
     show_messages(out, got)

@@ -8,20 +8,46 @@ import click
 from tidemq.admin.cli import Out, admin_command, fmt_ms
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.admin.ops_group import ALLOCATE_STRATEGIES
+from tidemq.errors import ClientError
 
 
-@click.option("-c", "--cluster", default=None, help="Only the topics of this cluster.")
+@click.option(
+    "-c",
+    "--cluster-model",
+    is_flag=True,
+    help="Each topic with its cluster and consumer groups (mqadmin -c).",
+)
 @admin_command("topic-list", "topicList")
-async def topic_list(admin: AsyncAdminClient, out: Out, cluster: str | None) -> None:
+async def topic_list(admin: AsyncAdminClient, out: Out, cluster_model: bool) -> None:
     """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
     topics = await admin.fetch_all_topic_list()
-    if cluster:
-        topics = [t for t in topics if cluster in await _clusters_or_none(admin, t)]
+    if cluster_model:
+        rows: list[tuple[str, str, str]] = []
+        for t in topics:
+            if t.startswith(("%RETRY%", "%DLQ%")):
+                continue
+            groups = await _groups_or_none(admin, t)
+            for c in await _clusters_or_none(admin, t) or [""]:
+                rows.extend((c, t, g) for g in groups or [""])
+        if out.as_json:
+            out.json([{"clusterName": c, "topic": t, "consumerGroup": g} for c, t, g in rows])
+        else:
+            out.table(["clusterName", "topic", "consumerGroup"], rows)
+        return
     if out.as_json:
         out.json({"topicList": topics})
         return
     for t in topics:
         out.line(t)
+
+
+async def _groups_or_none(admin: AsyncAdminClient, topic: str) -> list[str]:
+    from tidemq.errors import TideMQError
+
+    try:
+        return sorted(await admin.query_topic_consume_by_who(topic))
+    except TideMQError:
+        return []
 
 
 async def _clusters_or_none(admin: AsyncAdminClient, topic: str) -> list[str]:
@@ -34,12 +60,34 @@ async def _clusters_or_none(admin: AsyncAdminClient, topic: str) -> list[str]:
 
 
 @click.option("-t", "--topic", required=True, help="Topic.")
+@click.option(
+    "-l", "--list", "as_list", is_flag=True, help="One line per broker with its cluster (mqadmin -l)."
+)
 @admin_command("topic-route", "topicRoute")
-async def topic_route(admin: AsyncAdminClient, out: Out, topic: str) -> None:
+async def topic_route(admin: AsyncAdminClient, out: Out, topic: str, as_list: bool) -> None:
     """The topic's route from the name server (GET_ROUTEINFO_BY_TOPIC)."""
     route = await admin.examine_topic_route_info(topic)
     if out.as_json:
         out.json(route.to_json())
+        return
+    if as_list:
+        info = await admin.examine_broker_cluster_info()
+        cluster_of = {n: c for c, names in info.cluster_addr_table.items() for n in names}
+        addrs_of = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
+        out.table(
+            ["clusterName", "brokerName", "brokerAddrs", "readQueue", "writeQueue", "perm"],
+            [
+                (
+                    cluster_of.get(q.broker_name, "-"),
+                    q.broker_name,
+                    ", ".join(f"{k}={v}" for k, v in sorted(addrs_of.get(q.broker_name, {}).items())),
+                    q.read_queue_nums,
+                    q.write_queue_nums,
+                    q.perm,
+                )
+                for q in sorted(route.queue_datas, key=lambda q: q.broker_name)
+            ],
+        )
         return
     addrs = {bd.broker_name: bd.broker_addrs for bd in route.broker_datas}
     rows = [
@@ -60,10 +108,14 @@ async def topic_route(admin: AsyncAdminClient, out: Out, topic: str) -> None:
 
 
 @click.option("-t", "--topic", required=True, help="Topic.")
+@click.option("-c", "--cluster", default=None, help="Only the brokers of this cluster.")
 @admin_command("topic-status", "topicStatus")
-async def topic_status(admin: AsyncAdminClient, out: Out, topic: str) -> None:
+async def topic_status(admin: AsyncAdminClient, out: Out, topic: str, cluster: str | None) -> None:
     """Min/max offset and last update time per queue (GET_TOPIC_STATS_INFO)."""
     table = await admin.examine_topic_stats(topic)
+    if cluster:
+        names = (await admin.examine_broker_cluster_info()).cluster_addr_table.get(cluster, set())
+        table.offset_table = {mq: t for mq, t in table.offset_table.items() if mq.broker_name in names}
     if out.as_json:
         out.json(table.to_json())
         return
@@ -87,34 +139,67 @@ async def topic_cluster_list(admin: AsyncAdminClient, out: Out, topic: str) -> N
 
 
 @click.option("-t", "--topic", required=True, help="Topic to create or update.")
+@click.option("-b", "--broker-addr", default=None, help="Only this broker (host:port).")
+@click.option("-c", "--cluster", default=None, help="Every master of this cluster (default: every master).")
+@click.option("-w", "--write-queues", type=int, default=None, help="Write queue count (default: -q).")
+@click.option("-r", "--read-queues", type=int, default=None, help="Read queue count (default: -w).")
 @click.option(
-    "-q", "--queues", type=int, default=8, show_default=True, help="Read and write queue count per broker."
+    "-q", "--queues", type=int, default=8, show_default=True, help="Read and write queue count (tidemq's)."
 )
-@click.option("-r", "--read-queues", type=int, default=None, help="Read queue count (default: --queues).")
-@click.option("-c", "--cluster", default=None, help="Only the brokers of this cluster (default: all).")
+@click.option("-p", "--perm", type=int, default=6, show_default=True, help="2 = write, 4 = read, 6 = both.")
 @click.option(
-    "-p", "--perm", type=int, default=6, show_default=True, help="Permission bits: 6 = read + write."
+    "-o", "--order", type=click.BOOL, default=False, show_default=True, help="true: an ordered topic."
 )
-@click.option("-o", "--order", is_flag=True, help="Mark the topic as ordered.")
+@click.option("-u", "--unit", type=click.BOOL, default=False, help="true: a unit topic (topicSysFlag bit 1).")
+@click.option(
+    "-s", "--has-unit-sub", type=click.BOOL, default=False, help="true: has unit subscriptions (bit 2)."
+)
+@click.option("-a", "--attributes", default=None, help="RocketMQ 5 attributes: +message.type=FIFO,-key.")
 @admin_command("update-topic", "updateTopic")
 async def update_topic(
     admin: AsyncAdminClient,
     out: Out,
     topic: str,
-    queues: int,
-    read_queues: int | None,
+    broker_addr: str | None,
     cluster: str | None,
+    write_queues: int | None,
+    read_queues: int | None,
+    queues: int,
     perm: int,
     order: bool,
+    unit: bool,
+    has_unit_sub: bool,
+    attributes: str | None,
 ) -> None:
-    """Create or update a topic on every broker (UPDATE_AND_CREATE_TOPIC)."""
+    """Create or update a topic (UPDATE_AND_CREATE_TOPIC) with mqadmin's letters; -q is tidemq's
+    shorthand for -w and -r together."""
+    write = queues if write_queues is None else write_queues
+    read = write if read_queues is None else read_queues
     addrs = await admin.create_topic(
-        topic, queues, cluster=cluster, perm=perm, order=order, read_queue_nums=read_queues
+        topic,
+        write,
+        cluster=cluster,
+        perm=perm,
+        order=order,
+        read_queue_nums=read,
+        broker_addr=broker_addr,
+        attributes=attributes,
+        topic_sys_flag=(1 if unit else 0) | (2 if has_unit_sub else 0),
     )
     if out.as_json:
-        out.json({"topic": topic, "queues": queues, "brokers": addrs})
+        out.json(
+            {
+                "topic": topic,
+                "queues": write,
+                "readQueues": read,
+                "writeQueues": write,
+                "perm": perm,
+                "brokers": addrs,
+            }
+        )
     else:
-        out.line(f"topic {topic}: {queues} queues on {', '.join(addrs)}")
+        counts = f"{write} queues" if read == write else f"{read} read / {write} write queues"
+        out.line(f"topic {topic}: {counts}, perm {perm} on {', '.join(addrs)}")
 
 
 @click.option("-t", "--topic", required=True, help="Topic to delete.")
@@ -138,14 +223,28 @@ async def delete_topic(admin: AsyncAdminClient, out: Out, topic: str, cluster: s
     help="2 = write only, 4 = read only, 6 = both.",
 )
 @click.option(
-    "-b", "--broker-name", default=None, help="Only on this broker (default: every broker of the topic)."
+    "-b", "--broker-addr", default=None, help="Only on this broker: host:port (as mqadmin) or its name."
 )
+@click.option("-c", "--cluster", default=None, help="Only on the brokers of this cluster.")
 @admin_command("update-topic-perm", "updateTopicPerm")
 async def update_topic_perm(
-    admin: AsyncAdminClient, out: Out, topic: str, perm: str, broker_name: str | None
+    admin: AsyncAdminClient, out: Out, topic: str, perm: str, broker_addr: str | None, cluster: str | None
 ) -> None:
     """Change a topic's read/write permission, keeping its queues."""
-    addrs = await admin.update_topic_perm(topic, int(perm), broker_name)
+    names: list[str | None] = [None]
+    if broker_addr or cluster:
+        route = await admin.examine_topic_route_info(topic)
+        info = await admin.examine_broker_cluster_info() if cluster else None
+        in_cluster = info.cluster_addr_table.get(cluster or "", set()) if info else None
+        names = [
+            bd.broker_name
+            for bd in route.broker_datas
+            if (not broker_addr or broker_addr in (bd.broker_name, *bd.broker_addrs.values()))
+            and (in_cluster is None or bd.broker_name in in_cluster)
+        ]
+        if not names:
+            raise ClientError(f"topic {topic} has no broker matching -b {broker_addr} -c {cluster}")
+    addrs = [a for n in names for a in await admin.update_topic_perm(topic, int(perm), n)]
     if out.as_json:
         out.json({"topic": topic, "perm": int(perm), "brokers": addrs})
     else:

@@ -36,6 +36,7 @@ from tidemq.protocol.headers import (
 )
 from tidemq.protocol.message import MessageQueue
 from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, MASTER_ID, PermName, validate_topic
+from tidemq.protocol.topic_attributes import parse_attributes
 from tidemq.remoting.client import RemotingClient
 
 __all__ = ["AdminCore", "QueueProgress"]
@@ -226,8 +227,13 @@ class AdminCore:
         read_queue_nums: int | None = None,
         topic_filter_type: str = SINGLE_TAG,
         timeout: float | None = None,
+        broker_addr: str | None = None,
+        attributes: str | None = None,
+        topic_sys_flag: int = 0,
     ) -> list[str]:
-        """UPDATE_AND_CREATE_TOPIC (17) on every master of ``cluster`` (default: every cluster).
+        """UPDATE_AND_CREATE_TOPIC (17) on every master of ``cluster`` (default: every cluster), or
+        only on ``broker_addr``. ``attributes``: RocketMQ 5's ``+key=value,-key`` text (checked here,
+        applied by the broker).
 
         Mirrors ``createAndUpdateTopicConfig`` applied per broker, as ``mqadmin updateTopic -c`` does.
         Also used to grow a topic (new queues appear in the route after the broker re-registers).
@@ -246,7 +252,11 @@ class AdminCore:
             raise ClientError(f"queue_nums must be within 1..1024, got {queue_nums}")
         if topic_filter_type not in (SINGLE_TAG, MULTI_TAG):
             raise ClientError(f"topic_filter_type must be {SINGLE_TAG} or {MULTI_TAG}")
-        brokers = await self.all_broker_addrs(cluster)
+        try:
+            parse_attributes(attributes)
+        except ValueError as exc:
+            raise ClientError(f"attributes (-a): {exc}") from None
+        brokers = {broker_addr: broker_addr} if broker_addr else await self.all_broker_addrs(cluster)
         if not brokers:
             raise ClientError("no broker is registered with the name server")
         ext = CreateTopicRequestHeader(
@@ -256,8 +266,9 @@ class AdminCore:
             write_queue_nums=queue_nums,
             perm=perm,
             topic_filter_type=topic_filter_type,
-            topic_sys_flag=0,
+            topic_sys_flag=topic_sys_flag,
             order=order,
+            attributes=attributes or None,
         ).to_ext_fields()
         addrs = list(brokers.values())
         await asyncio.gather(
@@ -492,16 +503,18 @@ class AdminCore:
         return (await self.consumer_progress_report(group, topic))[0]
 
     async def examine_consumer_connection_info(
-        self, group: str, timeout: float | None = None
+        self, group: str, timeout: float | None = None, *, broker_addr: str | None = None
     ) -> ConsumerConnection:
-        """GET_CONSUMER_CONNECTION_LIST (203): the group's live clients and subscriptions, all brokers merged.
+        """GET_CONSUMER_CONNECTION_LIST (203): the group's live clients and subscriptions, all brokers
+        merged (only ``broker_addr`` when given).
 
         Raises:
             ConsumerNotOnlineError: no broker knows a live consumer of ``group``.
         """
         merged: ConsumerConnection | None = None
         last: BrokerError | None = None
-        for addr in (await self.all_broker_addrs()).values():
+        addrs = [broker_addr] if broker_addr else list((await self.all_broker_addrs()).values())
+        for addr in addrs:
             req = RemotingCommand.create_request(
                 RequestCode.GET_CONSUMER_CONNECTION_LIST,
                 GetConsumerConnectionListRequestHeader(consumer_group=group).to_ext_fields(),

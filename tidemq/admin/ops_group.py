@@ -168,19 +168,29 @@ class GroupOps(BrokerOps):
             out.update(await self.get_all_subscription_group(addr))
         return dict(sorted(out.items()))
 
-    async def delete_subscription_group(self, group: str, cluster: str | None = None) -> list[str]:
-        """DELETE_SUBSCRIPTIONGROUP (207) on every master (of ``cluster``) holding ``group``.
+    async def delete_subscription_group(
+        self,
+        group: str,
+        cluster: str | None = None,
+        *,
+        broker_addr: str | None = None,
+        remove_offset: bool = False,
+    ) -> list[str]:
+        """DELETE_SUBSCRIPTIONGROUP (207) on every master (of ``cluster``, or ``broker_addr``) holding
+        ``group``; ``remove_offset`` deletes its committed offsets too (``removeOffset``).
 
         Raises:
             SubscriptionGroupNotExistError: no broker has the group.
         """
-        addrs = await self._master_addrs(None, cluster)
+        addrs = await self._master_addrs(broker_addr, cluster)
         holders = [a for a in addrs if group in await self.get_all_subscription_group(a)]
         if not holders:
             raise BrokerError.for_code(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group {group} does not exist"
             )
-        ext = DeleteSubscriptionGroupRequestHeader(group_name=group).to_ext_fields()
+        ext = DeleteSubscriptionGroupRequestHeader(
+            group_name=group, remove_offset=remove_offset
+        ).to_ext_fields()
         for addr in holders:
             await self._invoke_checked(
                 addr, RemotingCommand.create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, dict(ext)), None
@@ -247,17 +257,23 @@ class GroupOps(BrokerOps):
             raise last
         raise ClientError("no broker is registered with the name server")
 
-    async def consumer_status(self, group: str) -> dict[str, dict[str, Any]]:
-        """``mqadmin consumerStatus``: ``{clientId: running info}`` of every live member of ``group``.
+    async def consumer_status(
+        self, group: str, *, client_id: str | None = None, broker_addr: str | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """``mqadmin consumerStatus``: ``{clientId: running info}`` of every live member of ``group``
+        (only ``client_id`` when given; members found through ``broker_addr`` when given).
 
         Raises:
-            ConsumerNotOnlineError: the group has no live member.
+            ConsumerNotOnlineError: the group has no live member. ClientError: ``client_id`` is not one.
         """
-        cc = await self.examine_consumer_connection_info(group)
-        infos = await asyncio.gather(
-            *(self.get_consumer_running_info(group, c.client_id) for c in cc.connection_set)
-        )
-        return {c.client_id: i for c, i in zip(cc.connection_set, infos, strict=True)}
+        cc = await self.examine_consumer_connection_info(group, broker_addr=broker_addr)
+        ids = [c.client_id for c in cc.connection_set]
+        if client_id is not None:
+            if client_id not in ids:
+                raise ClientError(f"{client_id} is not a live member of {group} (members: {', '.join(ids)})")
+            ids = [client_id]
+        infos = await asyncio.gather(*(self.get_consumer_running_info(group, cid) for cid in ids))
+        return dict(zip(ids, infos, strict=True))
 
     # -- offsets ------------------------------------------------------------------------------------
 
@@ -306,7 +322,9 @@ class GroupOps(BrokerOps):
             await self.update_consumer_offsets(group, table)
         return dict(sorted(table.items()))
 
-    async def clone_group_offset(self, src_group: str, dest_group: str, topic: str) -> list[str]:
+    async def clone_group_offset(
+        self, src_group: str, dest_group: str, topic: str, offline: bool = False
+    ) -> list[str]:
         """CLONE_GROUP_OFFSET (314) on the topic's masters: ``dest_group`` gets ``src_group``'s offsets.
 
         Raises:
@@ -319,7 +337,12 @@ class GroupOps(BrokerOps):
             raise ClientError(f"group {src_group} has no committed offsets for topic {topic}")
         route = await self.examine_topic_route_info(topic)
         addrs = sorted(a for a in (bd.broker_addrs.get(MASTER_ID) for bd in route.broker_datas) if a)
-        ext = {"srcGroup": src_group, "destGroup": dest_group, "topic": topic, "offline": "false"}
+        ext = {
+            "srcGroup": src_group,
+            "destGroup": dest_group,
+            "topic": topic,
+            "offline": str(offline).lower(),
+        }
         for addr in addrs:
             await self._invoke_checked(
                 addr, RemotingCommand.create_request(RequestCode.CLONE_GROUP_OFFSET, dict(ext)), None

@@ -159,3 +159,12 @@ class ConsumerOffsetManager:
             for key in [k for k in self.offset_table if k.startswith(prefix)]:
                 del self.offset_table[key]
                 self._dirty = True
+
+    def remove_offset(self, group: str) -> None:
+        """Forget ``group``'s offsets of every topic (``removeOffset``: DELETE_SUBSCRIPTIONGROUP with
+        ``removeOffset=true``)."""
+        suffix = TOPIC_GROUP_SEPARATOR + group
+        with self._lock:
+            for key in [k for k in self.offset_table if k.endswith(suffix)]:
+                del self.offset_table[key]
+                self._dirty = True

@@ -1,7 +1,10 @@
 """``tidemq send`` and ``tidemq consume``: the client from the command line.
 
 The lead adds :data:`send_command` and :data:`consume_command` to the ``tidemq`` click group.
-Both print one JSON object per line on stdout (logs go to stderr).
+``send`` prints one JSON object per SendResult; ``consume`` one text line per message and per
+queue-assignment change, or JSON lines with ``--json`` (logs go to stderr). Both take
+``-n/--namesrv`` (default ``$NAMESRV_ADDR``, else ``127.0.0.1:9876``) as ``tidemq admin`` does.
+SIGTERM stops ``consume`` as Ctrl-C does: the consumer shuts down and persists its offsets.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import signal
 import sys
 import threading
 import time
@@ -104,6 +108,36 @@ def read_body(body: str | None, file_: str | None) -> bytes | None:
         raise click.FileError(file_, str(exc.strerror or exc)) from None
 
 
+def namesrv_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``-n/--namesrv`` with ``$NAMESRV_ADDR`` and ``127.0.0.1:9876`` as defaults (as ``tidemq admin``)."""
+    return click.option(
+        "-n",
+        "--namesrv",
+        envvar="NAMESRV_ADDR",
+        default="127.0.0.1:9876",
+        show_default="$NAMESRV_ADDR or 127.0.0.1:9876",
+        help="Name server address(es), host:port[;host:port].",
+    )(f)
+
+
+def check_topic_name(topic: str, *, sending: bool) -> None:
+    """Refuse an invalid topic name (and, when ``sending``, a reserved system topic) before any I/O.
+
+    Raises:
+        click.BadParameter: what is wrong with ``--topic``.
+    """
+    from tidemq.protocol.topic import check_topic, is_system_topic
+
+    problem = check_topic(topic)
+    if problem is not None:
+        raise click.BadParameter(f"invalid topic name: {problem}", param_hint="'--topic'")
+    if sending and is_system_topic(topic):
+        raise click.BadParameter(
+            f"{topic} is a reserved system topic (RocketMQ's TopicValidator); send to a topic of your own",
+            param_hint="'--topic'",
+        )
+
+
 def require_route(namesrv: str, topic: str, timeout: float = 5.0) -> None:
     """Fail fast when the name servers have no route for ``topic`` (instead of waiting silently).
 
@@ -152,7 +186,7 @@ def _quiet(logger_name: str) -> Iterator[None]:
 
 
 @click.command("send")
-@click.option("--namesrv", required=True, help="Name server address host:port (';'-separated list).")
+@namesrv_option
 @click.option("--topic", required=True, help="Topic to send to.")
 @click.option("--tag", default=None, help="Message tag.")
 @click.option("--key", default=None, help="Message key.")
@@ -187,6 +221,7 @@ def send_command(
     With --body or --file every message carries exactly that body (padded to --size when given);
     without them message i carries ``tidemq-msg-<i>``.
     """
+    check_topic_name(topic, sending=True)
     exact = read_body(body, file_)
     producer = Producer(namesrv_addr=namesrv, producer_group=group, **credentials(access_key, secret_key))
     try:
@@ -271,7 +306,7 @@ class _CountLimit:
 
 
 @click.command("consume")
-@click.option("--namesrv", required=True, help="Name server address host:port.")
+@namesrv_option
 @click.option("--topic", required=True, help="Topic to consume.")
 @click.option("--group", required=True, help="Consumer group.")
 @click.option("--expression", default="*", show_default=True, help="'*' or 'tagA || tagB'.")
@@ -317,6 +352,7 @@ def consume_command(
     them and the next consumer of the group gets them (no retry-topic detour). To make "the first
     N" well defined, ``--count`` consumes on one thread, in delivery order.
     """
+    check_topic_name(topic, sending=False)
     require_route(namesrv, topic)
     limit = _CountLimit(count)
     out_lock = threading.Lock()
@@ -383,13 +419,10 @@ def consume_command(
         consumer.register_message_listener(listener)
     consumer.set_queue_listener(on_queues)
     deadline = None if duration is None else time.monotonic() + duration
+    stop = threading.Event()
     try:
-        consumer.start()
-        while not limit.reached.is_set():
-            wait = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
-            if wait <= 0:
-                break
-            limit.reached.wait(wait)
+        with _stop_on_sigterm(stop):
+            _run_until(consumer, limit, stop, deadline)
     except TideMQError as exc:
         raise click.ClickException(str(exc)) from exc
     except KeyboardInterrupt:
@@ -401,3 +434,28 @@ def consume_command(
         with _quiet("tidemq.client.consumer.push") if limit.count is not None else contextlib.nullcontext():
             consumer.shutdown(timeout=1.0 if limit.count is not None else 10.0)
         limit.release()
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM sets ``stop`` inside the block (main thread only), so ``consume`` shuts its consumer down."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _run_until(
+    consumer: PushConsumer, limit: _CountLimit, stop: threading.Event, deadline: float | None
+) -> None:
+    """Start ``consumer`` and wait until ``--count`` is reached, ``--duration`` passed or SIGTERM came."""
+    consumer.start()
+    while not limit.reached.is_set() and not stop.is_set():
+        wait = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+        if wait <= 0:
+            break
+        limit.reached.wait(wait)

@@ -44,6 +44,7 @@ from tidemq.protocol.headers import (
 )
 from tidemq.protocol.message import MessageQueue
 from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, check_group, check_topic
+from tidemq.protocol.topic_attributes import alter_attributes, parse_attributes
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
@@ -154,6 +155,8 @@ class AdminBrokerProcessor:
         if code == RequestCode.DELETE_SUBSCRIPTIONGROUP:
             d = DeleteSubscriptionGroupRequestHeader.from_command(request)
             self.broker.subscription_group_manager.delete_subscription_group_config(d.group_name)
+            if d.remove_offset:
+                self.broker.consumer_offset_manager.remove_offset(d.group_name)
             return _resp(ResponseCode.SUCCESS)
         if code == RequestCode.GET_PRODUCER_CONNECTION_LIST:
             group = request.ext_fields.get("producerGroup")
@@ -186,6 +189,13 @@ class AdminBrokerProcessor:
 
     def update_and_create_topic(self, h: CreateTopicRequestHeader) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC: validate, store, persist; re-registration follows (on_change)."""
+        current = self.broker.topic_config_manager.topic_config_table.get(h.topic)
+        try:
+            attributes = alter_attributes(
+                current is None, current.attributes if current else {}, parse_attributes(h.attributes)
+            )
+        except ValueError as exc:
+            return _resp(ResponseCode.SYSTEM_ERROR, f"topic attributes: {exc}")
         tc = TopicConfig(
             topic_name=h.topic,
             read_queue_nums=h.read_queue_nums,
@@ -194,6 +204,7 @@ class AdminBrokerProcessor:
             topic_filter_type=h.topic_filter_type,
             topic_sys_flag=h.topic_sys_flag or 0,
             order=h.order,
+            attributes=attributes,
         )
         problem = _check_topic_config(tc)
         if problem is not None:

@@ -55,9 +55,12 @@ class TopicConfig(JsonBody):
     topic_filter_type: str = SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+    """RocketMQ 5's topic attributes (``message.type``...); in the JSON only when not empty."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {"attributes": dict(self.attributes)} if self.attributes else {}
+        return out | {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -78,6 +81,7 @@ class TopicConfig(JsonBody):
             topic_filter_type=r.s("topicFilterType", SINGLE_TAG),
             topic_sys_flag=r.i("topicSysFlag"),
             order=r.b("order"),
+            attributes={str(k): str(v) for k, v in r.dct("attributes").items()},
         )
 
     def encode_compact(self) -> str:

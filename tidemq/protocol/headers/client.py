@@ -64,6 +64,8 @@ class CreateTopicRequestHeader(CommandHeader):
     topic_filter_type: str = s("topicFilterType")
     topic_sys_flag: int | None = i32("topicSysFlag", required=False)
     order: bool = b("order", default=False)
+    attributes: str | None = s("attributes", required=False)
+    """RocketMQ 5: ``+key=value,-key`` (``tidemq.protocol.topic_attributes``)."""
 
 
 @dataclass(slots=True, kw_only=True)
