@@ -37,6 +37,7 @@ from tidemq.broker.topic_config import TopicConfigManager
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import UnRegisterBrokerRequestHeader
+from tidemq.protocol.topic import TIMER_TOPIC
 from tidemq.remoting import RemotingClient, RemotingServer
 from tidemq.remoting.channel import call_after_write
 from tidemq.store.config import MessageStoreConfig
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from tidemq.broker.producer_manager import ProducerManager
     from tidemq.broker.rebalance_lock import RebalanceLockManager
     from tidemq.broker.schedule import ScheduleMessageService
+    from tidemq.broker.timer_service import TimerMessageService
     from tidemq.broker.transaction import TransactionalMessageService
     from tidemq.remoting import Channel
 
@@ -148,6 +150,7 @@ class Broker:
         self.schedule_message_service: ScheduleMessageService | None = None
         self.transaction_service: TransactionalMessageService | None = None
         self.pop_service: PopService = None  # type: ignore[assignment]  # set in start()
+        self.timer_message_service: TimerMessageService | None = None
         self.ha: BrokerHA | None = None
         self.addr = ""
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
@@ -280,6 +283,11 @@ class Broker:
         if not self.config.is_slave:  # a slave copies delay progress, it never delivers
             await self.schedule_message_service.start()
         await self.pop_service.start()  # POP: recovery from the revive log, then the revive task
+        if not self.config.is_slave and self.store_config.timer_wheel_enable:  # timer_service.py
+            from tidemq.broker.timer_service import TimerMessageService
+
+            self.timer_message_service = TimerMessageService(self.store)
+            await self.timer_message_service.start()
         self.topic_config_manager.on_change = self._on_topic_change
         for manager in (self.topic_config_manager, self.subscription_group_manager):
             manager.persist_later = self.config_persister.request  # no fsync on the loop
@@ -388,6 +396,8 @@ class Broker:
             await self.transaction_service.shutdown()
         if self.pop_service is not None:
             await self.pop_service.shutdown()
+        if self.timer_message_service is not None:
+            await self.timer_message_service.shutdown()
         await self.loop.run_in_executor(None, self.config_persister.shutdown)  # writes still queued
         for persist in (
             self.consumer_offset_manager.persist,
@@ -529,6 +539,8 @@ class Broker:
             self.ha.notify_new_data()
         if topic == "SCHEDULE_TOPIC_XXXX" and self.schedule_message_service is not None:
             self.schedule_message_service.notify_message_arriving(queue_id)
+        elif topic == TIMER_TOPIC and self.timer_message_service is not None:
+            self.timer_message_service.notify_message_arriving()
         pop = self.pop_service
         hold = self.pull_request_hold_service
         if hold is None:

@@ -35,6 +35,17 @@ class MessageConst:
     PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
     PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
     PROPERTY_CLUSTER = "CLUSTER"
+    PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+    PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+    PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+    PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+    PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+    PROPERTY_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+    PROPERTY_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+    PROPERTY_START_DELIVER_TIME = "__STARTDELIVERTIME"
+    """Aliyun ONS's delivery time (epoch ms; ali-ons ``setStartDeliverTime``): tidemq schedules it
+    like ``TIMER_DELIVER_MS`` (Apache RocketMQ does not)."""
     KEY_SEPARATOR = " "
 
 
@@ -111,6 +122,8 @@ class Message:
         flag: user flag (int), stored as is.
         properties: user properties (``str -> str``); must not contain ``\\x01`` / ``\\x02``.
         delay_time_level: delay level 1..18 (0 = none), ``DELAY`` property.
+        delivery_time_ms: deliver at this epoch ms (``TIMER_DELIVER_MS``), see :attr:`delivery_time_ms`.
+        delay_ms: deliver this many ms after it is stored (``TIMER_DELAY_MS``), see :attr:`delay_ms`.
     """
 
     __slots__ = ("body", "flag", "properties", "topic")
@@ -124,6 +137,9 @@ class Message:
         flag: int = 0,
         properties: dict[str, str] | None = None,
         delay_time_level: int = 0,
+        *,
+        delivery_time_ms: int | None = None,
+        delay_ms: int | None = None,
     ) -> None:
         self.topic = topic
         self.body = body.encode() if isinstance(body, str) else bytes(body)
@@ -135,6 +151,10 @@ class Message:
             self.keys = keys if isinstance(keys, str) else MessageConst.KEY_SEPARATOR.join(keys)
         if delay_time_level:
             self.delay_time_level = delay_time_level
+        if delivery_time_ms is not None:
+            self.delivery_time_ms = delivery_time_ms
+        if delay_ms is not None:
+            self.delay_ms = delay_ms
 
     def get_property(self, key: str) -> str | None:
         """One property's value (None when absent). Mirrors ``Message.getProperty``; what ``tags``,
@@ -169,6 +189,42 @@ class Message:
     @delay_time_level.setter
     def delay_time_level(self, level: int) -> None:
         self.properties[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(level)
+
+    @property
+    def delivery_time_ms(self) -> int | None:
+        """When the broker delivers the message (epoch ms, ``TIMER_DELIVER_MS``; RocketMQ 5's
+        ``setDeliverTimeMs``), or None for at once.
+
+        The broker keeps a timer message invisible until then and delivers it within its timer
+        precision (100 ms by default) after it. A time at or before now is delivered at once; more
+        than ``timer_max_delay_sec`` (3 days by default) ahead is refused (MESSAGE_ILLEGAL).
+        A ``delay_time_level`` > 0 wins over it. Setting None removes the property. Needs a broker
+        that schedules timer messages (tidemq, RocketMQ 5); a 4.x broker delivers it at once.
+        """
+        value = self.properties.get(MessageConst.PROPERTY_TIMER_DELIVER_MS)
+        return int(value) if value else None
+
+    @delivery_time_ms.setter
+    def delivery_time_ms(self, epoch_ms: int | None) -> None:
+        if epoch_ms is None:
+            self.properties.pop(MessageConst.PROPERTY_TIMER_DELIVER_MS, None)
+        else:
+            self.properties[MessageConst.PROPERTY_TIMER_DELIVER_MS] = str(int(epoch_ms))
+
+    @property
+    def delay_ms(self) -> int | None:
+        """Deliver this many ms after the broker stores the message (``TIMER_DELAY_MS``; RocketMQ 5's
+        ``setDelayTimeMs``), or None. Same rules as :attr:`delivery_time_ms`; when both are set the
+        broker uses this one. Setting None removes the property."""
+        value = self.properties.get(MessageConst.PROPERTY_TIMER_DELAY_MS)
+        return int(value) if value else None
+
+    @delay_ms.setter
+    def delay_ms(self, delay: int | None) -> None:
+        if delay is None:
+            self.properties.pop(MessageConst.PROPERTY_TIMER_DELAY_MS, None)
+        else:
+            self.properties[MessageConst.PROPERTY_TIMER_DELAY_MS] = str(int(delay))
 
     @property
     def unique_key(self) -> str | None:

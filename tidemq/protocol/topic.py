@@ -25,6 +25,9 @@ TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
 SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
 OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
 SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
+TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
+"""Where timer messages wait (queue 0), real topic and queue in ``REAL_TOPIC`` / ``REAL_QID``
+(RocketMQ 5's ``TimerMessageStore.TIMER_TOPIC``; a system topic by its prefix)."""
 
 SYSTEM_TOPICS: Final = frozenset(
     {

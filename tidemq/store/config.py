@@ -56,6 +56,16 @@ class MessageStoreConfig:
             it is used (``warmMapedFileEnable``, RocketMQ's spelling), so a SYNC_FLUSH ``fdatasync``
             writes data only (no block allocation). None (the default): on with SYNC_FLUSH, off
             with ASYNC_FLUSH (RocketMQ: off). Costs one extra segment of disk, written ahead.
+        timer_wheel_enable: schedule timer messages (``TIMER_DELIVER_MS`` / ``TIMER_DELAY_SEC`` /
+            ``TIMER_DELAY_MS`` / ``__STARTDELIVERTIME``) on the time wheel; off: such a send is refused
+            with SYSTEM_ERROR, as RocketMQ 5 does.
+        timer_precision_ms: ms one wheel slot covers: a timer message is delivered after its time,
+            at most this much later (plus scheduling lag). tidemq's default is 100 (RocketMQ: 1000,
+            and it rounds down, delivering up to a second early).
+        timer_max_delay_sec: the furthest ahead a timer message may be due, seconds (3 days); further
+            is refused with MESSAGE_ILLEGAL.
+        mapped_file_size_timer_log: bytes per timer-log segment (48 MiB = 1,048,576 records;
+            RocketMQ: 100 MB).
     """
 
     store_path_root_dir: str = os.path.join(os.path.expanduser("~"), "store")
@@ -83,6 +93,10 @@ class MessageStoreConfig:
     max_msgs_num_batch: int = 64
     default_query_max_num: int = 32
     warm_maped_file_enable: bool | None = None
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 100
+    timer_max_delay_sec: int = 259_200
+    mapped_file_size_timer_log: int = 48 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
@@ -94,6 +108,8 @@ class MessageStoreConfig:
         if self.mapped_file_size_commit_log < 4096:
             raise ValueError("mapped_file_size_commit_log must be at least 4096 bytes")
         self.delay_level_table()  # validate early
+        if self.timer_precision_ms < 1 or self.timer_max_delay_sec < 1:
+            raise ValueError("timer_precision_ms and timer_max_delay_sec must be at least 1")
 
     @property
     def warm_commit_log(self) -> bool:

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message import NAME_VALUE_SEPARATOR, MessageConst, property_value
 from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo
+from tidemq.protocol.topic import TIMER_TOPIC
 from tidemq.store.consume_queue import ConsumeQueue, CqUnit
 from tidemq.store.index import IndexService
 
@@ -133,12 +134,15 @@ class CommitLogDispatcher:
 
     def tags_code(self, topic: str, properties: str, store_timestamp: int) -> int:
         """The consume-queue tag code of a record (``CommitLog.checkMessageAndReturnSize``'s tagsCode)
-        from its stored properties text: the delivery time in ms for a scheduled message, else the
-        hash of its TAGS."""
+        from its stored properties text: the delivery time in ms for a scheduled message (a delay
+        level's, or a timer message's ``TIMER_OUT_MS``), else the hash of its TAGS."""
         if topic == SCHEDULE_TOPIC:
             level = int(property_value(properties, MessageConst.PROPERTY_DELAY_TIME_LEVEL) or 0)
             if level > 0:
                 return store_timestamp + self._delay_table.get(level, 1000)
+        elif topic == TIMER_TOPIC:
+            due = property_value(properties, MessageConst.PROPERTY_TIMER_OUT_MS)
+            return int(due) if due and due.isdigit() else store_timestamp
         return tags_string_to_tags_code(property_value(properties, MessageConst.PROPERTY_TAGS))
 
     @property
@@ -187,7 +191,7 @@ class CommitLogDispatcher:
     def _tags_codes(self, topic: str, properties: Sequence[str], now: int) -> list[int]:
         """:meth:`tags_code` of each record of a run; 0 without a TAGS pair (no call for those)."""
         tags_code = self.tags_code
-        if topic == SCHEDULE_TOPIC:
+        if topic in (SCHEDULE_TOPIC, TIMER_TOPIC):
             return [tags_code(topic, text, now) for text in properties]
         return [tags_code(topic, text, now) if _TAGS_PAIR in text else 0 for text in properties]
 

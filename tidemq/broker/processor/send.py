@@ -29,6 +29,7 @@ import random
 import time
 from typing import TYPE_CHECKING, ClassVar
 
+from tidemq.broker.timer_service import is_timer_message, transform_timer_message
 from tidemq.errors import ProtocolError
 from tidemq.protocol.body import TopicConfig
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -266,7 +267,7 @@ class SendMessageProcessor:
             sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
         store = self.broker.store
         try:
-            if _DELAY not in props and not is_retry_topic(header.topic):
+            if _DELAY not in props and not is_retry_topic(header.topic) and not is_timer_message(props):
                 problem = self._size_error(len(request.body), _utf8_len(text))
                 if problem is not None:
                     problem.ext_fields.update(ext)
@@ -298,6 +299,8 @@ class SendMessageProcessor:
                     tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
                 )
                 problem = self.handle_retry_and_dlq(header, request.version, inner)
+                if problem is None:  # TIMER_* / __STARTDELIVERTIME -> rmq_sys_wheel_timer (timer_service.py)
+                    problem = transform_timer_message(inner, self.broker.store_config, now_ms())
                 if problem is None:
                     text = inner.properties_string = properties_to_string(inner.properties)
                     problem = self._size_error(len(request.body), _utf8_len(text))
