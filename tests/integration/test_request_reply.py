@@ -17,6 +17,7 @@ from tidemq.client.producer.producer import AsyncProducer, Producer
 from tidemq.client.producer.request import (
     RequestTimeoutError,
     create_reply_message,
+    get_reply_to_client,
     pending_requests,
 )
 from tidemq.errors import BrokerError
@@ -36,10 +37,13 @@ async def test_request_reply_round_trip(tmp_path: Path) -> None:
         addr = cluster.namesrv_addr
         responder = AsyncProducer(namesrv_addr=addr, producer_group="rpc-responder")
         await responder.start()
+        await responder.send(Message("RpcTopic", b"not a request"))  # the topic exists before the consumer
         seen: list[MessageExt] = []
 
         async def answer(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
             for m in msgs:
+                if get_reply_to_client(m) is None:
+                    continue
                 seen.append(m)
                 await responder.send_reply(create_reply_message(m, b"pong:" + m.body))
 
