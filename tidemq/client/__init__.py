@@ -1,7 +1,8 @@
 """tidemq.client: RocketMQ-compatible producers and consumers (asyncio core, blocking facades).
 
 ``Producer`` / ``AsyncProducer``, ``PushConsumer`` / ``AsyncPushConsumer``, ``PullConsumer`` /
-``AsyncPullConsumer``; allocation strategies in ``tidemq.client.consumer.allocate``.
+``AsyncPullConsumer``, ``SimpleConsumer`` / ``AsyncSimpleConsumer`` (RocketMQ 5 POP); allocation
+strategies in ``tidemq.client.consumer.allocate``.
 
 The names below are imported on first use (PEP 562): a process that needs one module of the package
 (the admin client and the Spark connector use :mod:`tidemq.client.api` only) does not load every
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     )
     from tidemq.client.consumer.pull import AsyncPullConsumer, PullConsumer
     from tidemq.client.consumer.push import AsyncPushConsumer, PushConsumer
+    from tidemq.client.consumer.simple import AsyncSimpleConsumer, SimpleConsumer, SimpleConsumerConfig
     from tidemq.client.producer.producer import AsyncProducer, Producer, split_batch
     from tidemq.client.producer.selector import SelectMessageQueueByHash, SelectMessageQueueByRandom
 
@@ -35,6 +37,7 @@ _MODULES = {
     ),
     "tidemq.client.consumer.pull": ("AsyncPullConsumer", "PullConsumer"),
     "tidemq.client.consumer.push": ("AsyncPushConsumer", "PushConsumer"),
+    "tidemq.client.consumer.simple": ("AsyncSimpleConsumer", "SimpleConsumer", "SimpleConsumerConfig"),
     "tidemq.client.producer.producer": ("AsyncProducer", "Producer", "split_batch"),
     "tidemq.client.producer.selector": ("SelectMessageQueueByHash", "SelectMessageQueueByRandom"),
 }
@@ -44,6 +47,7 @@ __all__ = [
     "AsyncProducer",
     "AsyncPullConsumer",
     "AsyncPushConsumer",
+    "AsyncSimpleConsumer",
     "ClientConfig",
     "ConsumeConcurrentlyContext",
     "ConsumeConcurrentlyStatus",
@@ -56,6 +60,8 @@ __all__ = [
     "PushConsumerConfig",
     "SelectMessageQueueByHash",
     "SelectMessageQueueByRandom",
+    "SimpleConsumer",
+    "SimpleConsumerConfig",
     "split_batch",
 ]
 
