@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tidemq.errors import TideMQError
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.message import MessageExt
 from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, check_topic
 from tidemq.proxy import codes
 from tidemq.proxy.route import BrokerQueues, accepted_types
@@ -81,6 +82,50 @@ class Backend(Protocol):
     def close_client(self, client: str) -> None:
         """The v5 client ``client`` ended (its Telemetry stream closed or it said goodbye)."""
         ...
+
+    async def pop(
+        self,
+        broker_name: str,
+        group: str,
+        topic: str,
+        max_nums: int,
+        invisible_ms: int,
+        poll_ms: int,
+        *,
+        order: bool,
+        expression_type: str,
+        expression: str,
+    ) -> list[MessageExt]:
+        """Pop from every queue of ``topic`` on ``broker_name`` (long polling ``poll_ms``); each
+        message carries its receipt handle in ``POP_CK`` and its earlier deliveries in ``reconsume_times``.
+
+        Raises:
+            ProxyError: the broker refused (TOPIC_NOT_FOUND, CONSUMER_GROUP_NOT_FOUND, ...).
+        """
+        ...
+
+    async def ack(self, broker_name: str, group: str, topic: str, handle: str) -> None:
+        """Ack one popped message. Raises ProxyError when the broker refuses."""
+        ...
+
+    async def change_invisible_time(
+        self, broker_name: str, group: str, topic: str, handle: str, invisible_ms: int
+    ) -> str:
+        """Invisible for ``invisible_ms`` from now; returns the new handle. Raises ProxyError."""
+        ...
+
+    async def forward_to_dlq(
+        self, broker_name: str, group: str, topic: str, handle: str, message_id: str
+    ) -> None:
+        """Put the popped message into ``%DLQ%<group>`` and ack it. Raises ProxyError."""
+        ...
+
+
+def pop_error(exc: Any) -> codes.ProxyError:
+    """A broker :class:`~tidemq.broker.pop.result.PopError` as the v5 status Java answers."""
+    if getattr(exc, "expired", False):
+        return codes.ProxyError(codes.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+    return codes.ProxyError(codes.code_of_remoting(exc.code), exc.remark)
 
 
 class LocalChannel:
@@ -229,6 +274,62 @@ class LocalBackend:
             channel.forget(request)
         return response
 
+    async def pop(
+        self,
+        broker_name: str,
+        group: str,
+        topic: str,
+        max_nums: int,
+        invisible_ms: int,
+        poll_ms: int,
+        *,
+        order: bool,
+        expression_type: str,
+        expression: str,
+    ) -> list[MessageExt]:
+        from tidemq.broker.pop.result import PopError
+
+        try:
+            result = await self.broker.pop_service.pop_async(
+                group,
+                topic,
+                -1,
+                max_nums,
+                invisible_ms,
+                poll_ms,
+                order=order,
+                expression_type=expression_type,
+                expression=expression,
+            )
+        except PopError as exc:
+            raise pop_error(exc) from None
+        return result.decode_messages()
+
+    async def ack(self, broker_name: str, group: str, topic: str, handle: str) -> None:
+        from tidemq.broker.pop.result import PopError
+
+        try:
+            self.broker.pop_service.ack(group, topic, handle)
+        except PopError as exc:
+            raise pop_error(exc) from None
+
+    async def change_invisible_time(
+        self, broker_name: str, group: str, topic: str, handle: str, invisible_ms: int
+    ) -> str:
+        from tidemq.broker.pop.result import PopError
+
+        try:
+            return self.broker.pop_service.change_invisible_time(group, topic, handle, invisible_ms)
+        except PopError as exc:
+            raise pop_error(exc) from None
+
+    async def forward_to_dlq(
+        self, broker_name: str, group: str, topic: str, handle: str, message_id: str
+    ) -> None:
+        from tidemq.proxy.dlq import forward_local
+
+        await forward_local(self, group, topic, handle, message_id)
+
     def close_client(self, client: str) -> None:
         ch = self.channels.pop(client, None)
         if ch is not None:
@@ -346,6 +447,45 @@ class ClusterBackend:
 
     async def group_info(self, group: str) -> GroupInfo:
         return GroupInfo()
+
+    async def pop(
+        self,
+        broker_name: str,
+        group: str,
+        topic: str,
+        max_nums: int,
+        invisible_ms: int,
+        poll_ms: int,
+        *,
+        order: bool,
+        expression_type: str,
+        expression: str,
+    ) -> list[MessageExt]:
+        from tidemq.proxy import cluster_pop
+
+        return await cluster_pop.pop(
+            self, broker_name, group, topic, max_nums, invisible_ms, poll_ms,
+            order=order, expression_type=expression_type, expression=expression,
+        )  # fmt: skip
+
+    async def ack(self, broker_name: str, group: str, topic: str, handle: str) -> None:
+        from tidemq.proxy import cluster_pop
+
+        await cluster_pop.ack(self, broker_name, group, topic, handle)
+
+    async def change_invisible_time(
+        self, broker_name: str, group: str, topic: str, handle: str, invisible_ms: int
+    ) -> str:
+        from tidemq.proxy import cluster_pop
+
+        return await cluster_pop.change_invisible_time(self, broker_name, group, topic, handle, invisible_ms)
+
+    async def forward_to_dlq(
+        self, broker_name: str, group: str, topic: str, handle: str, message_id: str
+    ) -> None:
+        raise codes.ProxyError(
+            codes.NOT_IMPLEMENTED, "forwarding to the dead-letter queue is not supported in cluster mode yet"
+        )
 
     async def invoke(
         self, broker_name: str, request: RemotingCommand, timeout: float, client: str, remote_addr: str = ""

@@ -39,6 +39,7 @@ class GrpcProxy:
         port: TCP port; 0 picks a free one (read :attr:`port` after :meth:`start`).
         tls_cert / tls_key: PEM certificate chain and private key: TLS instead of plaintext.
         acl_file: ``plain_acl.yml``: check MQv2-HMAC-SHA1 signatures and permissions against it.
+        consumer_config: receive limits (:class:`~tidemq.proxy.consumer.ConsumerConfig`; RocketMQ's defaults).
 
     Raises:
         OSError: the TLS files cannot be read.
@@ -54,6 +55,7 @@ class GrpcProxy:
         tls_cert: str | None = None,
         tls_key: str | None = None,
         acl_file: str | None = None,
+        consumer_config: Any = None,
     ) -> None:
         self.backend = backend
         self.host = host
@@ -73,6 +75,9 @@ class GrpcProxy:
 
             auth = GrpcAuthenticator(acl_file)
         self.service = MessagingService(backend, auth)
+        from tidemq.proxy.consumer import ConsumerActivity, ConsumerConfig
+
+        self.service.consumer = ConsumerActivity(backend, consumer_config or ConsumerConfig())
         self._server: Any = None
 
     @classmethod

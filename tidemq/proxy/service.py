@@ -191,26 +191,26 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
                 await replies.put(None)
 
         reader = asyncio.ensure_future(read())
+        outbox: asyncio.Future[Any] = asyncio.ensure_future(state.outbox.get())
+        reply: asyncio.Future[Any] = asyncio.ensure_future(replies.get())
         try:
             while True:
-                outbox = asyncio.ensure_future(state.outbox.get())
-                reply = asyncio.ensure_future(replies.get())
-                done, _ = await asyncio.wait({outbox, reply}, return_when=asyncio.FIRST_COMPLETED)
-                for fut in (outbox, reply):
-                    if fut not in done:
-                        fut.cancel()
-                if outbox in done:
+                await asyncio.wait({outbox, reply}, return_when=asyncio.FIRST_COMPLETED)
+                if outbox.done():
                     yield outbox.result()
-                if reply in done:
+                    outbox = asyncio.ensure_future(state.outbox.get())
+                if reply.done():
                     item = reply.result()
                     if item is None:
                         return
                     yield item
+                    reply = asyncio.ensure_future(replies.get())
         finally:
             state.streams -= 1
-            reader.cancel()
+            for task in (reader, outbox, reply):
+                task.cancel()
             with contextlib.suppress(BaseException):
-                await reader
+                await asyncio.gather(reader, outbox, reply, return_exceptions=True)
 
     # -- producer -------------------------------------------------------------------------------
 
@@ -253,7 +253,8 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
         except codes.ProxyError as exc:
             yield s.ReceiveMessageResponse(status=codes.status(exc.code, exc.message))
             return
-        async for item in consumer.receive(request, ctx, self.clients.clients.get(ctx.client_id)):
+        remaining = context.time_remaining()
+        async for item in consumer.receive(request, ctx, self.clients.clients.get(ctx.client_id), remaining):
             yield item
 
     async def AckMessage(self, request: Any, context: Any) -> Any:

@@ -1,0 +1,129 @@
+"""POP over remoting for cluster mode: POP_MESSAGE / ACK_MESSAGE / CHANGE_MESSAGE_INVISIBLETIME to
+the broker named in the request, with the receipt handles built from the pop response header as
+RocketMQ's client does (``MQClientAPIImpl.processPopResponse``, rocketmq5.md §8.3)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from tidemq.broker.pop.extra_info import (
+    build_extra_info,
+    parse_extra_info,
+    parse_order_count_info,
+    parse_start_offset_info,
+    queue_offset_key,
+    start_offset_key,
+)
+from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+)
+from tidemq.protocol.message import MessageExt
+from tidemq.protocol.message_codec import decode_messages
+from tidemq.proxy import codes
+
+if TYPE_CHECKING:
+    from tidemq.proxy.backend import ClusterBackend
+
+POP_CK = "POP_CK"
+NOT_FOUND = (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT)
+
+
+def _refused(response: RemotingCommand, what: str) -> codes.ProxyError:
+    return codes.ProxyError(
+        codes.code_of_remoting(response.code), response.remark or f"{what} failed ({response.code})"
+    )
+
+
+def messages_with_handles(response: RemotingCommand, topic: str, broker_name: str) -> list[MessageExt]:
+    """The popped messages, each with its handle in ``POP_CK`` and its delivery count."""
+    ext = response.ext_fields
+    pop_time, invisible, revive_qid = int(ext["popTime"]), int(ext["invisibleTime"]), int(ext["reviveQid"])
+    starts = parse_start_offset_info(ext.get("startOffsetInfo"))
+    counts = parse_order_count_info(ext.get("orderCountInfo"))
+    out = decode_messages(response.body or b"", broker_name=broker_name)
+    for msg in out:
+        if msg.get_property(POP_CK) is None:
+            key = start_offset_key(msg.topic, msg.queue_id)
+            handle = build_extra_info(
+                starts.get(key, msg.queue_offset), pop_time, invisible, revive_qid,
+                msg.topic, broker_name, msg.queue_id, msg.queue_offset,
+            )  # fmt: skip
+            msg.put_property(POP_CK, handle)
+            count = counts.get(queue_offset_key(msg.topic, msg.queue_id, msg.queue_offset), counts.get(key))
+            if count is not None:
+                msg.reconsume_times = count
+        msg.topic = topic
+    return out
+
+
+async def pop(
+    backend: ClusterBackend,
+    broker_name: str,
+    group: str,
+    topic: str,
+    max_nums: int,
+    invisible_ms: int,
+    poll_ms: int,
+    *,
+    order: bool,
+    expression_type: str,
+    expression: str,
+) -> list[MessageExt]:
+    """POP_MESSAGE from every queue of ``topic`` on ``broker_name``.
+
+    Raises:
+        ProxyError: the broker refused.
+    """
+    header = PopMessageRequestHeader(
+        consumer_group=group, topic=topic, queue_id=-1, max_msg_nums=max_nums, invisible_time=invisible_ms,
+        poll_time=poll_ms, born_time=time.time_ns() // 1_000_000, init_mode=1,
+        exp_type=expression_type, exp=expression, order=order,
+    )  # fmt: skip
+    request = RemotingCommand.create_request(RequestCode.POP_MESSAGE, header.to_ext_fields())
+    response = await backend.invoke(broker_name, request, poll_ms / 1000.0 + 3.0, "")
+    if response.code in NOT_FOUND:
+        return []
+    if response.code != ResponseCode.SUCCESS:
+        raise _refused(response, "pop")
+    return messages_with_handles(response, topic, broker_name)
+
+
+async def ack(backend: ClusterBackend, broker_name: str, group: str, topic: str, handle: str) -> None:
+    """ACK_MESSAGE. Raises ProxyError when the broker refuses."""
+    info = parse_extra_info(handle)
+    header = AckMessageRequestHeader(
+        consumer_group=group, topic=topic, queue_id=info.queue_id, extra_info=handle, offset=info.queue_offset
+    )
+    request = RemotingCommand.create_request(RequestCode.ACK_MESSAGE, header.to_ext_fields())
+    response = await backend.invoke(broker_name, request, 3.0, "")
+    if response.code != ResponseCode.SUCCESS:
+        raise _refused(response, "ack")
+
+
+async def change_invisible_time(
+    backend: ClusterBackend, broker_name: str, group: str, topic: str, handle: str, invisible_ms: int
+) -> str:
+    """CHANGE_MESSAGE_INVISIBLETIME; the new handle (the message's offset as its check-point start).
+
+    Raises:
+        ProxyError: the broker refused.
+    """
+    info = parse_extra_info(handle)
+    header = ChangeInvisibleTimeRequestHeader(
+        consumer_group=group, topic=topic, queue_id=info.queue_id, extra_info=handle,
+        offset=info.queue_offset, invisible_time=invisible_ms,
+    )  # fmt: skip
+    request = RemotingCommand.create_request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext_fields())
+    response = await backend.invoke(broker_name, request, 3.0, "")
+    if response.code != ResponseCode.SUCCESS:
+        raise _refused(response, "change invisible time")
+    ext = response.ext_fields
+    return (
+        f"{info.queue_offset} {ext['popTime']} {ext['invisibleTime']} {ext['reviveQid']} {info.retry} "
+        f"{broker_name} {info.queue_id} {info.queue_offset}"
+    )

@@ -1,0 +1,199 @@
+"""ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue over POP.
+
+Mirrors RocketMQ 5's ``ReceiveMessageActivity``, ``AckMessageActivity``,
+``ChangeInvisibleDurationActivity`` and ``ForwardMessageToDLQActivity`` (rocketmq5.md §7):
+
+* a receive pops across every queue of the broker named in the request (the queue id is ignored,
+  as Java's ``ReceiveMessageQueueSelector`` does: Python 5.1.2 picks a random queue per receive);
+  a FIFO group (``consumeMessageOrderly``) makes it an order pop;
+* long polling: the request's ``long_polling_timeout``, at most 20 s and at most what the client's
+  deadline leaves (one second kept for the answer);
+* invisible time: the request's, within [``min_invisible_ms``, 12 h] (else ILLEGAL_INVISIBLE_TIME);
+  ``auto_renew`` without a duration (the PushConsumer) gets ``default_invisible_ms`` (60 s);
+* the stream is ``{status OK}`` then one ``{message}`` each, or one ``{status MESSAGE_NOT_FOUND}``;
+* the receipt handle is the broker's POP handle (``POP_CK``); an ack or change with a handle whose
+  invisible time is over answers INVALID_RECEIPT_HANDLE "receipt handle is expired" (Java's
+  ``AbstractProcessor``); a change answers with the new handle, which replaces the old one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tidemq.broker.pop.extra_info import ExtraInfoError, parse_extra_info
+from tidemq.proxy import codes
+from tidemq.proxy.convert import to_v5
+from tidemq.proxy.names import resource_name
+from tidemq.proxy.pb import s
+
+if TYPE_CHECKING:
+    from tidemq.proxy.backend import Backend
+    from tidemq.proxy.channels import ClientState
+    from tidemq.proxy.context import RequestContext
+
+MAX_INVISIBLE_MS = 12 * 3600 * 1000  # ProxyConfig.maxInvisibleTimeMills
+MAX_LONG_POLLING_MS = 20_000  # ProxyConfig.grpcClientConsumerMaxLongPollingTimeoutMillis
+MAX_BATCH = 32  # the broker's pop limit
+
+
+@dataclass(slots=True)
+class ConsumerConfig:
+    """Receive limits (RocketMQ 5's ``ProxyConfig`` names, ms).
+
+    Attributes:
+        min_invisible_ms: shortest invisible time a receive may ask (``minInvisibleTimeMillsForRecv``, 10 s).
+        default_invisible_ms: for ``auto_renew`` receives that name none (``defaultInvisibleTimeMills``, 60 s;
+            tidemq does not renew it: a PushConsumer listener slower than this sees a redelivery).
+    """
+
+    min_invisible_ms: int = 10_000
+    default_invisible_ms: int = 60_000
+
+
+def _duration_ms(duration: Any) -> int:
+    return int(duration.seconds) * 1000 + int(duration.nanos) // 1_000_000
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def check_handle(handle: str) -> tuple[str, int]:
+    """The broker name of a receipt handle and when it expires (ms).
+
+    Raises:
+        ProxyError: INVALID_RECEIPT_HANDLE when it does not parse or its invisible time is over.
+    """
+    try:
+        info = parse_extra_info(handle)
+    except ExtraInfoError as exc:
+        raise codes.ProxyError(codes.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}") from None
+    if info.visible_at <= _now_ms():
+        raise codes.ProxyError(codes.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+    return info.broker_name, info.visible_at
+
+
+class ConsumerActivity:
+    """The POP RPCs for both backends.
+
+    Args:
+        backend: where the pops, acks and changes go (``pop`` / ``ack`` / ``change_invisible_time``).
+        config: receive limits.
+    """
+
+    def __init__(self, backend: Backend, config: ConsumerConfig | None = None) -> None:
+        self.backend = backend
+        self.config = config or ConsumerConfig()
+
+    def _invisible_ms(self, request: Any) -> int:
+        if not request.HasField("invisible_duration"):
+            if request.auto_renew:
+                return self.config.default_invisible_ms
+            raise codes.ProxyError(codes.ILLEGAL_INVISIBLE_TIME, "invisible duration is required")
+        ms = _duration_ms(request.invisible_duration)
+        if not self.config.min_invisible_ms <= ms <= MAX_INVISIBLE_MS:
+            raise codes.ProxyError(
+                codes.ILLEGAL_INVISIBLE_TIME,
+                f"the invisible time of message must be in [{self.config.min_invisible_ms}, {MAX_INVISIBLE_MS}] ms, got {ms}",
+            )
+        return ms
+
+    def _poll_ms(self, request: Any, time_remaining: float | None) -> int:
+        ms = (
+            _duration_ms(request.long_polling_timeout)
+            if request.HasField("long_polling_timeout")
+            else MAX_LONG_POLLING_MS
+        )
+        ms = min(max(ms, 0), MAX_LONG_POLLING_MS)
+        if time_remaining is not None:
+            ms = min(ms, max(0, int(time_remaining * 1000) - 1000))
+        return ms
+
+    async def receive(
+        self,
+        request: Any,
+        ctx: RequestContext,
+        client: ClientState | None,
+        time_remaining: float | None = None,
+    ) -> AsyncIterator[Any]:
+        """The ReceiveMessage stream (see the module doc)."""
+        try:
+            group = resource_name(request.group, ctx.namespace)
+            topic = resource_name(request.message_queue.topic, ctx.namespace)
+            broker_name = request.message_queue.broker.name
+            invisible_ms = self._invisible_ms(request)
+            batch = min(max(request.batch_size, 1), MAX_BATCH)
+            expression = request.filter_expression
+            exp_type = "SQL92" if expression.type == 2 else "TAG"
+            info = await self.backend.group_info(group)
+            messages = await self.backend.pop(
+                broker_name,
+                group,
+                topic,
+                batch,
+                invisible_ms,
+                self._poll_ms(request, time_remaining),
+                order=info.fifo,
+                expression_type=exp_type,
+                expression=expression.expression or "*",
+            )
+        except codes.ProxyError as exc:
+            yield s.ReceiveMessageResponse(status=codes.status(exc.code, exc.message))
+            return
+        if not messages:
+            yield s.ReceiveMessageResponse(status=codes.status(codes.MESSAGE_NOT_FOUND, "no new message"))
+            return
+        yield s.ReceiveMessageResponse(status=codes.status())
+        for msg in messages:
+            yield s.ReceiveMessageResponse(message=to_v5(msg, ctx.namespace))
+
+    async def ack(self, request: Any, ctx: RequestContext) -> Any:
+        """AckMessage: one status per entry; OK, or MULTIPLE_RESULTS when they differ."""
+        group = resource_name(request.group, ctx.namespace)
+        topic = resource_name(request.topic, ctx.namespace)
+        entries = []
+        for entry in request.entries:
+            result = s.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
+            try:
+                broker_name, _ = check_handle(entry.receipt_handle)
+                await self.backend.ack(broker_name, group, topic, entry.receipt_handle)
+                result.status.CopyFrom(codes.status())
+            except codes.ProxyError as exc:
+                result.status.CopyFrom(codes.status(exc.code, exc.message))
+            entries.append(result)
+        response = s.AckMessageResponse(entries=entries)
+        kinds = {e.status.code for e in entries}
+        if len(kinds) > 1:
+            response.status.CopyFrom(codes.status(codes.MULTIPLE_RESULTS, "ack has multiple results"))
+        else:
+            response.status.CopyFrom(entries[0].status if entries else codes.status())
+        return response
+
+    async def change_invisible_duration(self, request: Any, ctx: RequestContext) -> Any:
+        """ChangeInvisibleDuration: invisible for the new duration from now; answers the new handle."""
+        group = resource_name(request.group, ctx.namespace)
+        topic = resource_name(request.topic, ctx.namespace)
+        ms = _duration_ms(request.invisible_duration)
+        if not 0 < ms <= MAX_INVISIBLE_MS:
+            raise codes.ProxyError(
+                codes.ILLEGAL_INVISIBLE_TIME,
+                f"the invisible time must be in (0, {MAX_INVISIBLE_MS}] ms, got {ms}",
+            )
+        broker_name, _ = check_handle(request.receipt_handle)
+        handle = await self.backend.change_invisible_time(
+            broker_name, group, topic, request.receipt_handle, ms
+        )
+        return s.ChangeInvisibleDurationResponse(status=codes.status(), receipt_handle=handle)
+
+    async def forward_to_dlq(self, request: Any, ctx: RequestContext) -> Any:
+        """ForwardMessageToDeadLetterQueue: the message goes to ``%DLQ%<group>`` and is acked."""
+        group = resource_name(request.group, ctx.namespace)
+        topic = resource_name(request.topic, ctx.namespace)
+        broker_name, _ = check_handle(request.receipt_handle)
+        await self.backend.forward_to_dlq(
+            broker_name, group, topic, request.receipt_handle, request.message_id
+        )
+        return s.ForwardMessageToDeadLetterQueueResponse(status=codes.status())
