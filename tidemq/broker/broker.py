@@ -288,6 +288,9 @@ class Broker:
 
             self.timer_message_service = TimerMessageService(self.store)
             await self.timer_message_service.start()
+        from tidemq.broker.disk_retention import install as install_disk_retention
+
+        install_disk_retention(self)  # retention keeps what consumers still need (disk_retention.py)
         self.topic_config_manager.on_change = self._on_topic_change
         for manager in (self.topic_config_manager, self.subscription_group_manager):
             manager.persist_later = self.config_persister.request  # no fsync on the loop
@@ -512,15 +515,15 @@ class Broker:
         return (now or datetime.datetime.now()).hour in hours
 
     async def _retention_check(self) -> None:
-        """Delete expired commit-log segments at the ``delete_when`` hour, or at once when the disk
-        is above ``disk_max_used_space_ratio``. Mirrors ``CleanCommitLogService``."""
+        """Retention (``CleanCommitLogService``): expired, consumed segments go at the ``delete_when``
+        hour, or at once when the disk is above ``disk_max_used_space_ratio``
+        (``tidemq/store/retention.py``); the disk-full state is re-read too."""
         store = self.store
 
         def work() -> None:
-            disk_full = store.disk_used_ratio() > self.store_config.disk_max_used_space_ratio
-            if disk_full or self.is_time_to_delete():
-                store.delete_expired_files()
+            store.delete_expired_files(scheduled=self.is_time_to_delete())
             store.clean_expired_consume_queue()
+            store.disk_guard.check(store.get_max_phy_offset())
 
         await self.loop.run_in_executor(None, work)
 

@@ -22,6 +22,7 @@ rocketmq_brokeruntime_msg_gettotal_today_now   gauge   messages pulled since sta
 tidemq_messages_put_total                  counter per topic, messages stored
 tidemq_message_bytes_put_total             counter per topic, bytes stored
 tidemq_messages_get_total                  counter per topic and group, messages pulled
+tidemq_unconsumed_messages_deleted_total   counter messages retention deleted before a group had them
 =========================================  ======  ===========================================
 
 plus the standard ``process_*`` (CPU, memory, open fds), ``python_gc_*`` and ``python_info``.
@@ -210,6 +211,12 @@ class BrokerCollector:
             "msgGetTotalTodayNow",
             ["cluster", "broker"],
             [(cb, s.get_total)],
+        )
+        yield _counter(  # forced retention only (tidemq/store/retention.py); 0 unless opted in
+            "tidemq_unconsumed_messages_deleted",
+            "Messages retention deleted before some consumer group had consumed them",
+            ["cluster", "broker"],
+            [(cb, self.broker.store.retention.unconsumed_deleted)],
         )
         tl = ["cluster", "broker", "topic"]
         t_rows = sorted(s.topics.items())

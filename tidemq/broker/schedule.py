@@ -44,6 +44,10 @@ FIRST_DELAY_S = 1.0
 """Java's ``FIRST_DELAY_TIME``: the first scan of each level happens this long after start."""
 RETRY_ON_ERROR_S = 0.1
 """Java's ``DELAY_FOR_A_PERIOD``: a failed put is retried after this long."""
+DISK_FULL_RETRY_S = 0.5
+"""A due message the store refused for a full disk is tried again this long after (and at once when
+the disk becomes writable: ``tidemq/broker/disk_retention.py`` wakes every level). It never counts
+towards :data:`MAX_DELIVERY_ATTEMPTS`: it waits as long as the disk stays full, and nothing is lost."""
 MAX_DELIVER_PER_ROUND = 256
 """Messages delivered in one go before yielding to the event loop."""
 MAX_DELIVERY_ATTEMPTS = 100
@@ -153,6 +157,8 @@ class ScheduleMessageService:
         self._failures: dict[int, tuple[int, int]] = {}
         """``{level: (queue offset, failed attempts)}`` of the message a level is stuck on."""
         self.moved_aside = 0
+        self.disk_full_waits = 0
+        """Delivery attempts refused for a full disk (the message waited, nothing was lost)."""
         """Due messages moved to :data:`UNDELIVERABLE_TOPIC` (or skipped) because they could not be delivered."""
 
     # -- persistence ----------------------------------------------------------------------------
@@ -201,6 +207,16 @@ class ScheduleMessageService:
         """
         self._dirty = False
         atomic_write_json(self.offset_path, self.encode())
+
+    def retention_floors(self) -> dict[tuple[str, int], dict[str, int]]:
+        """How far each level delivered, for the store's retention: ``{(SCHEDULE_TOPIC_XXXX,
+        level - 1): {"delay level L": next queue offset}}`` (a delayed message is never deleted for
+        space before it is delivered). Thread-safe (reads a copy of :attr:`offset_table`)."""
+        table = dict(self.offset_table)
+        return {
+            (SCHEDULE_TOPIC, level - 1): {f"delay level {level}": table.get(level, 0)}
+            for level in self.delay_table
+        }
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -321,6 +337,11 @@ class ScheduleMessageService:
                     offset += 1
                     continue
                 result = store.put_message(inner)
+                if result.status is PutMessageStatus.DISK_FULL:
+                    # as ScheduleMessageService: the message waits for the store, its offset stays
+                    # (persisted: a restart retries it too); the disk guard logs the full disk once
+                    self.disk_full_waits += 1
+                    return DISK_FULL_RETRY_S
                 if result.status is not PutMessageStatus.PUT_OK:
                     if not self._give_up(level, offset, result.status):
                         attempts = self._failures[level][1]

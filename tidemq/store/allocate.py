@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -60,13 +61,20 @@ class AllocateMappedFileService:
 
     Args:
         file_size: segment size in bytes.
+        room: ``room(nbytes)`` says whether the disk has room for ``nbytes`` more (the store's:
+            still at or below ``disk_space_warning_level_ratio`` after them). A segment is warmed only
+            then; otherwise the queue makes a sparse one when it needs it (blocks taken as written),
+            so a warm never fills the disk and refuses sends while there is space for them.
 
     Use: :meth:`request` the path of the segment that comes next; :meth:`take` it when the queue
     rolls to it (True: the warm file is now at ``path``); :meth:`shutdown` at store shutdown.
     """
 
-    def __init__(self, file_size: int) -> None:
+    def __init__(self, file_size: int, room: Callable[[int], bool] | None = None) -> None:
         self.file_size = file_size
+        self.room = room
+        self.skipped = 0
+        """Warms not done for want of disk space (for tests and stats)."""
         self._cond = threading.Condition()
         self._wanted: Path | None = None  # the segment the thread warms or has warmed
         self._ready = False
@@ -148,7 +156,7 @@ class AllocateMappedFileService:
                 path = self._wanted
                 assert path is not None
                 self._busy = True
-            ok = self._warm(segment_tmp_path(path))
+            ok = self._has_room() and self._warm(segment_tmp_path(path))
             with self._cond:
                 self._busy = False
                 if ok and self._wanted == path and not self._closed:
@@ -160,6 +168,16 @@ class AllocateMappedFileService:
                     if self._wanted == path:
                         self._wanted = None  # failed: the queue creates a sparse segment
                 self._cond.notify_all()
+
+    def _has_room(self) -> bool:
+        """Whether the disk has room for one more segment; the first refusal after a warm is one
+        INFO line (each put then allocates blocks as it writes)."""
+        if self.room is None or self.room(self.file_size):
+            return True
+        if not self.skipped:
+            log.info("not warming the next commit-log segment: no room for %d more bytes", self.file_size)
+        self.skipped += 1
+        return False
 
     def _warm(self, tmp: Path) -> bool:
         """Write ``file_size`` zero bytes to ``tmp`` and fdatasync it; False (logged) on an I/O error."""

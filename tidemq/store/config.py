@@ -37,8 +37,20 @@ class MessageStoreConfig:
         file_reserved_time: hours a commit-log segment is kept after its last modification.
         delete_when: hour(s) of day RocketMQ deletes expired files (``"04"``; informational here,
             the broker decides when to call ``delete_expired_files``).
-        disk_max_used_space_ratio: percent of disk usage above which the oldest segments are deleted
-            regardless of age.
+        disk_max_used_space_ratio: percent of disk usage (df's definition, ``tidemq/store/disk.py``)
+            above which retention runs at once instead of at ``delete_when``. It deletes expired
+            segments whose messages every consumer group has consumed; never an unexpired or
+            unconsumed one unless ``clean_file_forcibly_enable`` (``tidemq/store/retention.py``).
+        disk_space_clean_forcibly_ratio: percent (RocketMQ 85) above which, with
+            ``clean_file_forcibly_enable``, the oldest segments go whatever their age or consumers.
+        disk_space_warning_level_ratio: percent (RocketMQ 90) above which the store refuses puts
+            (PutMessageStatus.DISK_FULL, sent as SERVICE_NOT_AVAILABLE "disk full") until it is at
+            or below it again; reads and offset commits go on.
+        clean_file_forcibly_enable: allow retention to delete segments holding messages not yet
+            consumed or not yet expired (one ERROR line and a counter per deletion). RocketMQ's
+            default is true; tidemq's is false: disk space never costs an acknowledged message
+            unless the operator opts in (here, or once with ``tidemq admin deleteExpiredCommitLog
+            --force``).
         max_message_size: bytes; a larger record (or batch) is refused with MESSAGE_ILLEGAL.
         max_transfer_bytes_on_message_in_memory / max_transfer_count_on_message_in_memory: per-pull
             limits (256 KiB / 32) when the data is recent ("in memory").
@@ -79,6 +91,9 @@ class MessageStoreConfig:
     file_reserved_time: int = 72
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    clean_file_forcibly_enable: bool = False
     max_message_size: int = 4 * 1024 * 1024
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32

@@ -31,6 +31,7 @@ from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import MessageStoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.cq_prepare import ConsumeQueuePreparer
+from tidemq.store.disk import DiskSpaceGuard, DiskUsage, disk_usage
 from tidemq.store.dispatcher import (
     CONSUMABLE,
     Arrival,
@@ -60,6 +61,7 @@ from tidemq.store.results import (
     MessageExtBrokerInner,
     PutMessageResult,
 )
+from tidemq.store.retention import CommitLogRetention
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,9 @@ class MessageStore:
         self.root = Path(config.store_path_root_dir)
         self.commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
         if config.warm_commit_log:
-            self.commit_log.queue.allocator = AllocateMappedFileService(config.mapped_file_size_commit_log)
+            self.commit_log.queue.allocator = AllocateMappedFileService(
+                config.mapped_file_size_commit_log, room=self._room_for
+            )
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
         self.consume_queue_table: dict[TopicQueueKey, ConsumeQueue] = {}
         self.topic_queue_table: dict[TopicQueueKey, int] = {}
@@ -137,6 +141,14 @@ class MessageStore:
         """The exclusive lock on ``<root>/lock``, taken by :meth:`load`, dropped by :meth:`shutdown`."""
         self._put = CommitLogPut(self)
         """Every put goes through it (under :attr:`_put_lock`)."""
+        self.disk_guard = DiskSpaceGuard(
+            config.commit_log_dir,
+            config.disk_space_warning_level_ratio,
+            min_free_bytes=config.max_message_size,
+        )
+        """Refuses puts while the disk is full (PutMessageStatus.DISK_FULL, ``disk.py``)."""
+        self.retention = CommitLogRetention(self)
+        """Which segments may go, given consumers' progress (``retention.py``)."""
         self.consume_queue_preparer = ConsumeQueuePreparer(
             config.consume_queue_dir, config.mapped_file_size_consume_queue
         )
@@ -216,6 +228,7 @@ class MessageStore:
         cp.physic_offset = cp.logics_offset = end
         self.checkpoint.flush()
         self._last_cq_flush = time.monotonic()
+        self.disk_guard.check(end)  # a store opened on a full disk refuses puts from the start
         queue = self.commit_log.queue
         queue.request_next()  # with warm segments: the next one gets ready now
         if queue.allocator is not None and queue.last() is None:
@@ -614,42 +627,50 @@ class MessageStore:
                 shutil.rmtree(Path(self.config.consume_queue_dir) / topic, ignore_errors=True)
         return count
 
-    def disk_used_ratio(self) -> float:
-        """Percent used of the filesystem holding the commit log (tests may replace this)."""
+    def disk_usage(self) -> DiskUsage | None:
+        """df's figures for the file system of the commit log (None if ``statvfs`` fails)."""
         try:
-            st = os.statvfs(
-                self.config.commit_log_dir if os.path.isdir(self.config.commit_log_dir) else self.root
-            )
+            return disk_usage(self.config.commit_log_dir)
         except OSError:
-            return 0.0
-        if st.f_blocks == 0:
-            return 0.0
-        return 100.0 * (st.f_blocks - st.f_bavail) / st.f_blocks
+            return None
 
-    def delete_expired_files(self, force: bool = False, *, now_ms: int | None = None) -> int:
-        """Delete commit-log segments (never the one being written); returns how many.
+    def _room_for(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` more (a warm segment) keep the disk at or below
+        ``disk_space_warning_level_ratio`` with one largest message to spare."""
+        usage = self.disk_usage()
+        if usage is None:
+            return False
+        spare = usage.available - nbytes
+        return (
+            usage.percent_after(nbytes) <= self.config.disk_space_warning_level_ratio
+            and spare >= self.config.max_message_size
+        )
 
-        Deletes, oldest first, segments last modified more than ``file_reserved_time`` hours before
-        ``now_ms`` (default: now); then, while :meth:`disk_used_ratio` is above
-        ``disk_max_used_space_ratio``, the oldest remaining ones regardless of age. ``force`` deletes
-        all but the current segment at once (RocketMQ's ``cleanImmediately``). Then moves consume
+    def disk_used_ratio(self) -> float:
+        """Percent used of the commit log's file system, as ``df`` computes it (``used = blocks -
+        bfree``, ``used / (used + bavail)``: ``tidemq/store/disk.py``); 0.0 if unknown. Retention
+        reads it here (tests may replace it); the put path's :attr:`disk_guard` reads statvfs itself."""
+        usage = self.disk_usage()
+        return usage.percent if usage is not None else 0.0
+
+    def delete_expired_files(
+        self, force: bool = False, *, scheduled: bool = True, now_ms: int | None = None
+    ) -> int:
+        """One retention pass (:class:`~tidemq.store.retention.CommitLogRetention`); returns the
+        number of commit-log segments deleted (never the one being written), then moves the consume
         queues' min offsets (:meth:`clean_expired_consume_queue`).
+
+        Unforced, a segment goes only when it is older than ``file_reserved_time`` hours at
+        ``now_ms`` (default: now) and every consumer known to :attr:`retention` has consumed it.
+        ``force`` (or ``clean_file_forcibly_enable``) lets expired segments go whoever still needs
+        them and unexpired ones while the disk is above ``disk_space_clean_forcibly_ratio``; a loss
+        is one ERROR line. ``scheduled`` False: only when the disk is above
+        ``disk_max_used_space_ratio`` (the broker's periodic check outside ``delete_when``).
         """
-        now = self.clock_ms() if now_ms is None else now_ms
-        expired_ms = self.config.file_reserved_time * 3_600_000
-        deleted = self.commit_log.delete_expired_file(expired_ms, now, force, max_count=1 << 30)
-        while self.disk_used_ratio() > self.config.disk_max_used_space_ratio:
-            n = self.commit_log.delete_expired_file(expired_ms, now, True, max_count=1)
-            if not n:
-                break
-            log.warning(
-                "disk above %d%%: deleted the oldest commit-log segment",
-                self.config.disk_max_used_space_ratio,
-            )
-            deleted += n
+        deleted = self.retention.run(scheduled=scheduled, force=force, now_ms=now_ms)
         if deleted:
-            log.info("deleted %d expired commit-log segment(s) in %s", deleted, self.root)
             self.clean_expired_consume_queue()
+            self.disk_guard.check(self.commit_log.get_max_offset())
         return deleted
 
     def clean_expired_consume_queue(self) -> None:

@@ -13,6 +13,7 @@ with no object or call frame per message.
 
 from __future__ import annotations
 
+import errno
 import logging
 from itertools import accumulate
 from operator import add
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 
 _CONSUMABLE = CONSUMABLE
 _HEX16 = "%016X"
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def _properties_of(inner: MessageExtBrokerInner) -> dict[str, str]:
@@ -114,7 +116,9 @@ class CommitLogPut:
         Returns:
             ``PUT_OK`` with ``append_result``, or MESSAGE_ILLEGAL (topic > 127 bytes, record larger
             than ``max_message_size``, no message), PROPERTIES_SIZE_EXCEEDED, SERVICE_NOT_AVAILABLE
-            (not loaded, shut down, or a slave), UNKNOWN_ERROR (I/O failure) with a ``remark``.
+            (not loaded, shut down, or a slave), DISK_FULL (disk above
+            ``disk_space_warning_level_ratio`` or out of space: nothing written), UNKNOWN_ERROR (other
+            I/O failure) with a ``remark``.
         """
         refused = self._refuse_put()
         if refused is not None:
@@ -193,7 +197,34 @@ class CommitLogPut:
                 PutMessageStatus.SERVICE_NOT_AVAILABLE,
                 remark="message store is slave mode, so putMessage is forbidden",
             )
+        guard = store.disk_guard
+        if guard.poll(store.commit_log.get_max_offset()):
+            return self._disk_full()
         return None
+
+    def _disk_full(self) -> PutMessageResult:
+        """The result of a put refused for a full disk (:class:`~tidemq.store.disk.DiskSpaceGuard`)."""
+        guard = self._store.disk_guard
+        usage = guard.last
+        figures = f"{usage.percent:.1f}% used, " if usage is not None else ""
+        return PutMessageResult(
+            PutMessageStatus.DISK_FULL,
+            remark=(
+                f"disk full: the store's file system is {figures}above diskSpaceWarningLevelRatio "
+                f"{guard.warning_ratio:g}% (or out of space); sends are accepted again once space is freed"
+            ),
+        )
+
+    def _write_failed(self, exc: OSError | StoreError) -> PutMessageResult:
+        """A put whose write raised: DISK_FULL without a traceback when the disk is out of space
+        (an expected condition), else UNKNOWN_ERROR with one."""
+        store = self._store
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        if isinstance(cause, OSError) and cause.errno in _NO_SPACE:
+            store.disk_guard.no_space(cause)
+            return self._disk_full()
+        log.exception("put failed in %s", store.root)
+        return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
 
     def _put_one(self, batch: MessageExtBatch) -> PutMessageResult:
         """:meth:`_put_batches` for one batch of one message (every single send): the same checks,
@@ -259,8 +290,7 @@ class CommitLogPut:
                 drain_needed = dispatcher.dispatch_put(queues, phy, [(topic, sys_flag, sizes, texts)], now)
                 arrivals = dispatcher.take_arrivals() if dispatcher.schedule is None else None
         except (OSError, StoreError) as exc:
-            log.exception("put failed in %s", store.root)
-            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
+            return self._write_failed(exc)
         if drain_needed and dispatcher.schedule is not None:
             dispatcher.schedule(store.dispatch_pending)
         msg_id = self._msg_id_prefix + _HEX16 % phy
@@ -368,8 +398,7 @@ class CommitLogPut:
                 drain_needed = dispatcher.dispatch_put(queues, phy, runs, now)
                 arrivals = dispatcher.take_arrivals() if dispatcher.schedule is None else None
         except (OSError, StoreError) as exc:
-            log.exception("put failed in %s", store.root)
-            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
+            return self._write_failed(exc)
         if drain_needed and dispatcher.schedule is not None:
             dispatcher.schedule(store.dispatch_pending)
         msg_ids = list(map(self._msg_id_prefix.__add__, map(_HEX16.__mod__, offsets)))

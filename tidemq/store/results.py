@@ -79,13 +79,21 @@ class MessageExtBatch:
 
 
 class PutMessageStatus(enum.Enum):
-    """Outcome of a put (``PutMessageStatus``); the broker maps it to a response code."""
+    """Outcome of a put (``PutMessageStatus``); the broker maps it to a response code.
+
+    ``DISK_FULL`` is tidemq's: the store refused the put because its disk is above
+    ``disk_space_warning_level_ratio`` (or a write hit ``ENOSPC``); nothing was written, and the same
+    put succeeds once space is freed. RocketMQ reports it as ``SERVICE_NOT_AVAILABLE`` (and so does
+    the send processor, with RocketMQ's "disk is full" remark); a service that re-puts messages
+    (delay levels, timers) waits and retries on it instead of giving up.
+    """
 
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    DISK_FULL = "DISK_FULL"
     CREATE_MAPEDFILE_FAILED = "CREATE_MAPEDFILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
@@ -147,6 +155,11 @@ class PutMessageResult:
     @property
     def is_ok(self) -> bool:
         return self.status is PutMessageStatus.PUT_OK
+
+    @property
+    def disk_full(self) -> bool:
+        """True when the store refused the put for a full disk (retry once space is freed)."""
+        return self.status is PutMessageStatus.DISK_FULL
 
 
 class GetMessageStatus(enum.Enum):

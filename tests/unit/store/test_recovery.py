@@ -193,20 +193,30 @@ def test_message_was_removing_before_consume_queue_cleanup(open_store: StoreFact
     assert res.status is GetMessageStatus.OFFSET_TOO_SMALL
 
 
-def test_disk_full_deletes_oldest_first(open_store: StoreFactory, tmp_path: Path) -> None:
+def test_full_disk_deletes_nothing_unexpired_unless_forcibly_enabled(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
     store = open_store()
     put_many(store, 150)
     names = sorted(os.listdir(tmp_path / "store" / "commitlog"))
-    usage = iter([90.0, 80.0, 70.0])
+    store.disk_used_ratio = lambda: 95.0  # type: ignore[method-assign]
+    assert store.delete_expired_files(scheduled=False) == 0  # unexpired: kept, however full
+    store.config.clean_file_forcibly_enable = True
+    usage = iter([90.0, 88.0, 86.0, 80.0])
     store.disk_used_ratio = lambda: next(usage)  # type: ignore[method-assign]
-    assert store.delete_expired_files() == 2
-    assert sorted(os.listdir(tmp_path / "store" / "commitlog")) == names[2:]
+    assert store.delete_expired_files(scheduled=False) == 3  # oldest first, while above 85%
+    assert sorted(os.listdir(tmp_path / "store" / "commitlog")) == names[3:]
 
 
-def test_force_deletes_all_but_current(open_store: StoreFactory, tmp_path: Path) -> None:
+def test_force_deletes_unexpired_only_while_above_the_forcibly_ratio(
+    open_store: StoreFactory, tmp_path: Path
+) -> None:
     store = open_store()
     put_many(store, 100)
-    store.delete_expired_files(force=True)
+    segments = len(os.listdir(tmp_path / "store" / "commitlog"))
+    assert store.delete_expired_files(force=True) == 0  # disk at 0%: nothing to free
+    store.disk_used_ratio = lambda: 99.0  # type: ignore[method-assign]
+    assert store.delete_expired_files(force=True) == segments - 1
     assert len(os.listdir(tmp_path / "store" / "commitlog")) == 1
     assert store.put_message(inner(body=b"still works")).is_ok
     assert bodies(store)[-1] == b"still works"

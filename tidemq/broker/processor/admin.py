@@ -101,14 +101,19 @@ class AdminBrokerProcessor:
                 )
                 return _resp(ResponseCode.SUCCESS)
             if code == RequestCode.DELETE_EXPIRED_COMMITLOG:
+                # tidemq's extField force=true (admin deleteExpiredCommitLog --force): one forced pass
+                force = (request.ext_fields or {}).get("force", "").lower() == "true"
                 deleted = await asyncio.get_running_loop().run_in_executor(
-                    None, self.broker.store.delete_expired_files
+                    None, lambda: self.broker.store.delete_expired_files(force)
                 )
                 self.broker.store.clean_expired_consume_queue()
                 log.info(
-                    "DELETE_EXPIRED_COMMITLOG from %s deleted %s segment(s)", channel.remote_addr, deleted
+                    "DELETE_EXPIRED_COMMITLOG%s from %s deleted %s segment(s)",
+                    " (force)" if force else "",
+                    channel.remote_addr,
+                    deleted,
                 )
-                return _resp(ResponseCode.SUCCESS)
+                return _resp(ResponseCode.SUCCESS, f"deleted {deleted} commit-log segment(s)")
             response = self.handle(request)
             if code in _CONFIG_CHANGES:
                 await self.broker.config_files_written()  # answered once the change is on disk

@@ -45,6 +45,7 @@ from tidemq.protocol.topic import (
     is_not_allowed_send_topic,
     is_retry_topic,
 )
+from tidemq.store.disk import disk_util_text
 from tidemq.store.results import MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
@@ -418,6 +419,14 @@ class SendMessageProcessor:
             return error(
                 ResponseCode.MESSAGE_ILLEGAL,
                 "the message is illegal, maybe msg body or properties length not matched" + detail,
+                ext,
+            )
+        if status is PutMessageStatus.DISK_FULL:  # RocketMQ's code and remark, then tidemq's figures
+            return error(
+                ResponseCode.SERVICE_NOT_AVAILABLE,
+                "service not available now. It may be caused by one of the following reasons: the broker's "
+                f"disk is full [{disk_util_text(self.broker.store.disk_used_ratio())}], messages are put to "
+                "the slave, message store has been shut down, etc." + detail,
                 ext,
             )
         if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:

@@ -1,0 +1,83 @@
+"""Disk space, pure parts: df's ratio, the disk-full guard's states and log lines, ENOSPC on a put."""
+
+from __future__ import annotations
+
+import errno
+import logging
+from pathlib import Path
+
+import pytest
+
+from tidemq.store.disk import DiskSpaceGuard, DiskUsage, disk_util_text
+from tidemq.store.mapped_file import MappedFile
+from tidemq.store.results import PutMessageStatus
+
+from .conftest import StoreFactory, inner
+
+MiB = 1 << 20
+
+
+def test_ratio_is_dfs_reserved_blocks_count_neither_used_nor_available() -> None:
+    # the issue's machine: df said 27% where (blocks - bavail) / blocks said 0.70
+    blocks, bfree, bavail, frsize = 66_053_021, 59_692_257, 20_236_964, 4096
+    usage = DiskUsage("/", blocks * frsize, (blocks - bfree) * frsize, bavail * frsize)
+    assert usage.percent == pytest.approx(100 * 6_360_764 / (6_360_764 + 20_236_964))
+    assert 23.9 < usage.percent < 24.0
+    assert (blocks - bavail) / blocks > 0.69  # the old formula
+    assert usage.percent_after(0) == pytest.approx(usage.percent)
+    assert disk_util_text(93.456) == "CL:  0.93 CQ:  0.93 INDEX:  0.93"
+
+
+def _usage(percent: float, total: int = 100 * MiB) -> DiskUsage:
+    used = int(total * percent / 100)
+    return DiskUsage("/fs", total, used, total - used)
+
+
+def test_guard_one_warning_per_change_with_counts(caplog: pytest.LogCaptureFixture) -> None:
+    level = [50.0]
+    guard = DiskSpaceGuard("/fs", 90, usage=lambda _p: _usage(level[0]))
+    states: list[bool] = []
+    guard.listeners.append(states.append)
+    caplog.set_level(logging.WARNING, "tidemq.store.disk")
+    assert not guard.poll(0)
+    level[0] = 95.0
+    refused = sum(guard.poll(i * (2 * MiB)) for i in range(1, 6))  # each poll past CHECK_BYTES re-reads
+    assert refused == 5 and guard.full and guard.refused == 5
+    level[0] = 90.0  # at the level: writable again
+    assert not guard.poll(100 * MiB)
+    assert states == [True, False]
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("disk full:") and "95.0% used" in lines[0] and "above" in lines[0]
+    assert lines[1].startswith("disk writable again:") and "5 put(s) were refused" in lines[1]
+    assert not any(r.exc_info for r in caplog.records)
+
+
+def test_enospc_on_a_put_is_disk_full_without_traceback(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store()
+    assert store.put_message(inner(body=b"before")).is_ok
+
+    def no_space(self: MappedFile, pos: int, data: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    caplog.set_level(logging.WARNING)
+    with monkeypatch.context() as m:
+        m.setattr(MappedFile, "write", no_space)
+        results = [store.put_message(inner(body=b"refused %d" % i)) for i in range(20)]
+    assert {r.status for r in results} == {PutMessageStatus.DISK_FULL}
+    assert results[0].disk_full and "disk full" in results[0].remark
+    assert not any(r.exc_info for r in caplog.records)
+    assert sum("disk full:" in r.getMessage() for r in caplog.records) == 1
+    store.disk_guard.check(store.get_max_phy_offset())  # the real disk has room: writable again
+    assert store.put_message(inner(body=b"after")).is_ok
+    assert store.get_max_offset_in_queue("T", 0) == 2
+
+
+def test_warm_segment_only_when_there_is_room(open_store: StoreFactory, tmp_path: Path) -> None:
+    store = open_store(flush_disk_type="SYNC_FLUSH")
+    allocator = store.commit_log.queue.allocator
+    assert allocator is not None and allocator.room is not None
+    assert allocator.room(4096)  # this machine's disk has room for a small segment
+    assert not allocator.room(1 << 60)  # nor any disk for an exabyte
