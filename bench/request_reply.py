@@ -129,7 +129,9 @@ def run(count: int) -> dict[str, Any]:
         },
         "send": send_fig,
         "request_reply": rr_fig,
-        "request_over_send_p50": round(rr_fig["p50_ms"] / send_fig["p50_ms"], 2) if send_fig["p50_ms"] else None,
+        "request_over_send_p50": round(rr_fig["p50_ms"] / send_fig["p50_ms"], 2)
+        if send_fig["p50_ms"]
+        else None,
     }
 
 
