@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 import click
 
+from tidemq.broker.transaction.options import apply_transaction_options, transaction_options
 from tidemq.errors import TideMQError
 from tidemq.proxy.cli import serve_grpc_options, start_local
 from tidemq.remoting.busy_poll import SERVE_IDLE_POLL_US
@@ -238,6 +239,14 @@ def _idle_poll_opt(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
+def _transaction_flags(bc: Any, sc: Any, given: dict[str, str | None]) -> None:
+    """Apply the ``--transaction-*`` options (exit with one line on a bad value)."""
+    try:
+        apply_transaction_options(bc, sc, given)
+    except TideMQError as exc:
+        _config_error(exc)
+
+
 def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--flush",
@@ -280,6 +289,7 @@ def _flush_opt(f: Callable[..., Any]) -> Callable[..., Any]:
     help="Serve the web dashboard here (0 = free port).",
 )
 @serve_grpc_options
+@transaction_options
 def serve(
     store: str | None,
     host: str,
@@ -295,6 +305,7 @@ def serve(
     grpc_port: int | None,
     grpc_tls_cert: str | None,
     grpc_tls_key: str | None,
+    **transaction: str | None,
 ) -> None:
     """Run a name server and a broker in one process (plus /metrics, the dashboard and the RocketMQ 5
     gRPC endpoint when asked)."""
@@ -314,6 +325,7 @@ def serve(
         port_flag="--broker-port",
         idle_poll_us=idle_poll_us,
     )
+    _transaction_flags(bc, sc, transaction)
     if acl_file:
         bc.acl_enable, bc.acl_file = True, str(Path(acl_file).resolve())
     store_lock = _lock_store(sc)
@@ -472,6 +484,7 @@ def namesrv(host: str, port: str) -> None:
     "-c", "--config", "conf", type=click.Path(dir_okay=False, exists=True), help="RocketMQ broker.conf."
 )
 @click.option("--broker-name", default=None, help="Broker name.")
+@transaction_options
 def broker(
     namesrv_addr: str | None,
     store: str | None,
@@ -481,6 +494,7 @@ def broker(
     idle_poll_us: str | None,
     conf: str | None,
     broker_name: str | None,
+    **transaction: str | None,
 ) -> None:
     """Run a broker alone, registering with the name servers given by --namesrv (or namesrvAddr)."""
     from tidemq.broker.broker import Broker
@@ -488,6 +502,7 @@ def broker(
     bc, sc = _broker_configs(
         conf, store, host, port, flush, broker_name, namesrv_addr, idle_poll_us=idle_poll_us
     )
+    _transaction_flags(bc, sc, transaction)
     if not bc.namesrv_addr_list():
         raise click.UsageError("no name server: pass --namesrv host:port (or namesrvAddr in -c broker.conf)")
 

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from tidemq.broker.rebalance_lock import RebalanceLockManager
     from tidemq.broker.schedule import ScheduleMessageService
     from tidemq.broker.timer_service import TimerMessageService
-    from tidemq.broker.transaction import TransactionalMessageService
+    from tidemq.broker.transaction.service import TransactionalMessageService
     from tidemq.remoting import Channel
 
 log = logging.getLogger(__name__)
@@ -261,7 +261,7 @@ class Broker:
 
         self.ha = BrokerHA(self)  # master: HA port; slave: replication + metadata sync
         await self.ha.start()
-        from tidemq.broker.transaction import TransactionalMessageService
+        from tidemq.broker.transaction.service import TransactionalMessageService
 
         self.transaction_service = TransactionalMessageService(self)  # half/op state from the store
         await self.transaction_service.start()
@@ -332,7 +332,7 @@ class Broker:
         from tidemq.broker.processor.send import SendMessageProcessor
         from tidemq.broker.processor.send_back import SendMessageBackProcessor
         from tidemq.broker.slave_sync import SlaveSyncServeProcessor
-        from tidemq.broker.transaction import EndTransactionProcessor
+        from tidemq.broker.transaction.processor import EndTransactionProcessor
 
         self.pop_service = PopService(self)
         self.send_processor = SendMessageProcessor(self)

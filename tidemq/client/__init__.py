@@ -27,6 +27,13 @@ if TYPE_CHECKING:
     from tidemq.client.consumer.simple import AsyncSimpleConsumer, SimpleConsumer, SimpleConsumerConfig
     from tidemq.client.producer.producer import AsyncProducer, Producer, split_batch
     from tidemq.client.producer.selector import SelectMessageQueueByHash, SelectMessageQueueByRandom
+    from tidemq.client.producer.transaction import (
+        AsyncTransactionProducer,
+        LocalTransactionState,
+        TransactionListener,
+        TransactionProducer,
+        TransactionSendResult,
+    )
 
 _MODULES = {
     "tidemq.client.config": ("ClientConfig", "ProducerConfig", "PullConsumerConfig", "PushConsumerConfig"),
@@ -40,6 +47,13 @@ _MODULES = {
     "tidemq.client.consumer.simple": ("AsyncSimpleConsumer", "SimpleConsumer", "SimpleConsumerConfig"),
     "tidemq.client.producer.producer": ("AsyncProducer", "Producer", "split_batch"),
     "tidemq.client.producer.selector": ("SelectMessageQueueByHash", "SelectMessageQueueByRandom"),
+    "tidemq.client.producer.transaction": (
+        "AsyncTransactionProducer",
+        "LocalTransactionState",
+        "TransactionListener",
+        "TransactionProducer",
+        "TransactionSendResult",
+    ),
 }
 _WHERE = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -48,10 +62,12 @@ __all__ = [
     "AsyncPullConsumer",
     "AsyncPushConsumer",
     "AsyncSimpleConsumer",
+    "AsyncTransactionProducer",
     "ClientConfig",
     "ConsumeConcurrentlyContext",
     "ConsumeConcurrentlyStatus",
     "ConsumeOrderlyStatus",
+    "LocalTransactionState",
     "Producer",
     "ProducerConfig",
     "PullConsumer",
@@ -62,6 +78,9 @@ __all__ = [
     "SelectMessageQueueByRandom",
     "SimpleConsumer",
     "SimpleConsumerConfig",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "split_batch",
 ]
 

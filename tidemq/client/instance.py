@@ -212,6 +212,7 @@ class ClientInstance:
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, _ClientProcessor(self))
         self.remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, _ClientProcessor(self))
         self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, _ClientProcessor(self))
+        self.remoting.register_processor(RequestCode.CHECK_TRANSACTION_STATE, _ClientProcessor(self))
         self.remoting.register_processor(
             PUSH_REPLY_MESSAGE_TO_CLIENT, ReplyMessageProcessor()
         )  # request-reply
@@ -536,9 +537,32 @@ class _ClientProcessor:
             return None
         if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
             return await self._running_info(request)
+        if request.code == RequestCode.CHECK_TRANSACTION_STATE:
+            self._check_transaction_state(channel, request)
+            return None
         return RemotingCommand.create_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
         )
+
+    def _check_transaction_state(self, channel: Channel, request: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE (39, oneway): hand the half message to the producer of its
+        ``PGROUP`` (``ClientRemotingProcessor.checkTransactionState``); answers come as END_TRANSACTION."""
+        from tidemq.protocol.headers import CheckTransactionStateRequestHeader
+        from tidemq.protocol.message_codec import decode_message
+
+        try:
+            header = CheckTransactionStateRequestHeader.from_command(request)
+            msg, _ = decode_message(request.body or b"")
+        except TideMQError as exc:
+            log.warning("bad CHECK_TRANSACTION_STATE from %s: %s", channel.remote_addr, exc)
+            return
+        group = msg.get_property("PGROUP") or ""
+        producer = self.instance.producers.get(group)
+        check = getattr(producer, "check_transaction_state", None)
+        if check is None:
+            log.debug("CHECK_TRANSACTION_STATE for group %r: no transactional producer here", group)
+            return
+        check(channel.remote_addr, msg, header)
 
     def _reset_offset(self, request: RemotingCommand) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: reset in the background (Java answers nothing)."""

@@ -258,7 +258,7 @@ class SendMessageProcessor:
             ext = self._response_ext()
         props, wait, text = self._props(header.properties)
         if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
-            from tidemq.broker.transaction import send_half_message  # transactions.md §1.2
+            from tidemq.broker.transaction.processor import send_half_message  # transactions.md §1.2
 
             return await send_half_message(
                 self, remote_addr, header, request.body, queue_id, props, text, wait, ext

@@ -2,19 +2,10 @@
 
 * :mod:`~tidemq.broker.transaction.bridge`: the records (half, copy, op, committed, discarded);
 * :mod:`~tidemq.broker.transaction.service`: pending table, commit / rollback, the check pass;
-* :mod:`~tidemq.broker.transaction.processor`: END_TRANSACTION (37) and the half-send branch.
+* :mod:`~tidemq.broker.transaction.processor`: END_TRANSACTION (37) and the half-send branch;
+* :mod:`~tidemq.broker.transaction.options`: the ``--transaction-*`` command-line options.
+
+Nothing is imported here, so the CLI can load the options without the broker.
 
 See docs/transactions.md for the guarantees and the check timing.
 """
-
-from __future__ import annotations
-
-from tidemq.broker.transaction.processor import EndTransactionProcessor, send_half_message
-from tidemq.broker.transaction.service import PendingTransaction, TransactionalMessageService
-
-__all__ = [
-    "EndTransactionProcessor",
-    "PendingTransaction",
-    "TransactionalMessageService",
-    "send_half_message",
-]

@@ -54,7 +54,7 @@ from tidemq.protocol.headers import CheckTransactionStateRequestHeader
 from tidemq.protocol.message import MessageConst, MessageExt
 from tidemq.protocol.message_codec import MessageSysFlag
 from tidemq.protocol.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from tidemq.store.results import MessageExtBatch, PutMessageResult, PutMessageStatus
+from tidemq.store.results import MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
@@ -320,6 +320,7 @@ class TransactionalMessageService:
         store = self.broker.store
         if commit:
             real = committed_message(half)
+            self._schedule_timer(real)
             result = store.put_messages([real, op])
         else:
             result = store.put_message(op)
@@ -328,6 +329,20 @@ class TransactionalMessageService:
             if commit and result.append_result is not None:
                 self.broker.broker_stats.inc_put(real.topic, 1, result.append_result.wrote_bytes)
         return result
+
+    def _schedule_timer(self, real: MessageExtBrokerInner) -> None:
+        """A committed message with ``TIMER_*`` / ``__STARTDELIVERTIME`` is parked on the timer wheel
+        now, as RocketMQ 5's put hook does at commit; one the timer refuses is delivered at once."""
+        from tidemq.broker.timer_service import is_timer_message, transform_timer_message
+
+        if is_timer_message(real.properties):
+            refused = transform_timer_message(real, self.broker.store_config, self.clock_ms())
+            if refused is not None:
+                log.warning(
+                    "transactions: committed message %s not scheduled (%s); delivered now",
+                    real.msg_id,
+                    refused.remark,
+                )
 
     # -- check pass -----------------------------------------------------------------------------
 
