@@ -124,3 +124,67 @@ async def test_reply_to_a_gone_requester_is_dropped_once(
             assert _reply_processor(cluster.broker).dropped == 1
         finally:
             await responder.shutdown()
+
+
+async def test_send_reply_message_v1_pushes_reply_header_to_the_requesters_connection(tmp_path: Path) -> None:
+    """Wire level, as a Java requester sees it: SEND_REPLY_MESSAGE (324, long header names) is pushed
+    with PUSH_REPLY_MESSAGE_TO_CLIENT (326) and ReplyMessageRequestHeader's fields to the connection
+    that heartbeated the REPLY_TO_CLIENT client id; the 324 answer carries MSG_REGION / TRACE_ON."""
+    from tidemq.protocol.body import HeartbeatData, ProducerData
+    from tidemq.protocol.codes import RequestCode
+    from tidemq.protocol.command import RemotingCommand
+    from tidemq.protocol.headers import SendMessageRequestHeader
+    from tidemq.protocol.message import properties_to_string, string_to_properties
+    from tidemq.remoting import RemotingClient
+
+    pushed: list[RemotingCommand] = []
+
+    class Requester:
+        async def process_request(self, channel: object, request: RemotingCommand) -> RemotingCommand:
+            pushed.append(request)
+            return RemotingCommand.create_response(0)
+
+    async with run_cluster(tmp_path) as cluster:
+        client = RemotingClient()
+        client.register_processor(326, Requester())
+        try:
+            hb = HeartbeatData(
+                client_id="10.9.8.7@wire", producer_data_set=[ProducerData(group_name="wire-pg")]
+            )
+            beat = RemotingCommand.create_request(RequestCode.HEART_BEAT, {}, hb.encode())
+            assert (await client.invoke(cluster.broker_addr, beat, 5)).code == 0
+            props = {
+                "MSG_TYPE": "reply",
+                "CORRELATION_ID": "c-9",
+                "REPLY_TO_CLIENT": "10.9.8.7@wire",
+                "TTL": "3000",
+            }
+            header = SendMessageRequestHeader(
+                producer_group="responder-pg",
+                topic="DefaultCluster_REPLY_TOPIC",
+                default_topic="TBW102",
+                default_topic_queue_nums=4,
+                queue_id=-1,
+                sys_flag=0,
+                born_timestamp=1700000000000,
+                flag=3,
+                properties=properties_to_string(props),
+                reconsume_times=0,
+            )
+            request = RemotingCommand.create_request(324, header.to_ext_fields(), b"the answer")
+            answer = await client.invoke(cluster.broker_addr, request, 5)
+        finally:
+            await client.close()
+        assert answer.code == 0, answer.remark
+        assert answer.ext_fields["MSG_REGION"] == "DefaultRegion" and answer.ext_fields["TRACE_ON"] == "true"
+        assert answer.ext_fields["queueId"] == "0"
+        (push,) = pushed
+        f = push.ext_fields
+        assert push.body == b"the answer"
+        assert (f["producerGroup"], f["topic"], f["flag"], f["bornTimestamp"]) == (
+            "responder-pg", "DefaultCluster_REPLY_TOPIC", "3", "1700000000000",
+        )  # fmt: skip
+        assert f["storeHost"] == cluster.broker_addr and f["bornHost"].startswith("127.0.0.1:")
+        assert int(f["storeTimestamp"]) > 1700000000000
+        pushed_props = string_to_properties(f["properties"])
+        assert pushed_props["CORRELATION_ID"] == "c-9" and int(pushed_props["PUSH_REPLY_TIME"]) > 0

@@ -94,7 +94,8 @@ SEND_MESSAGE_V2 = int(RequestCode.SEND_MESSAGE_V2)
 SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
 SEND_REPLY_MESSAGE_V2 = 325
 _REPLY_PAIR = "MSG_TYPE\x01reply"
-"""A reply (``MSG_TYPE=reply``) goes out as SEND_REPLY_MESSAGE_V2, as Java's ``sendMessage`` does."""
+"""A reply (``MSG_TYPE=reply`` on ``<cluster>_REPLY_TOPIC``, as ``MessageUtil.createReplyMessage`` builds
+it) goes out as SEND_REPLY_MESSAGE_V2, as Java's ``sendMessage`` does."""
 
 
 def send_v2_ext_fields(h: SendMessageRequestHeader) -> dict[str, str]:
@@ -224,7 +225,7 @@ class ClientAPI:
         order), written out field by field: the per-send hot path builds no intermediate dicts.
         """
         code = SEND_BATCH_MESSAGE if header.batch else SEND_MESSAGE_V2
-        if _REPLY_PAIR in (header.properties or ""):  # MessageUtil.createReplyMessage's MSG_TYPE
+        if header.topic.endswith("_REPLY_TOPIC") and _REPLY_PAIR in (header.properties or ""):
             code = SEND_REPLY_MESSAGE_V2
         return RemotingCommand(
             code, self.language, opaque=next_opaque(), ext_fields=send_v2_ext_fields(header), body=body
