@@ -259,11 +259,14 @@ async def test_lock_batch_between_two_clients(consumers: tuple[RawConsumer, RawC
 async def test_check_client_config(consumers: tuple[RawConsumer, RawConsumer]) -> None:
     a, _ = consumers
 
-    def body(expression_type: str) -> bytes:
-        sub = {"topic": "T", "subString": "a > 1", "expressionType": expression_type, "subVersion": 1}
+    def body(expression_type: str, expression: str = "a > 1") -> bytes:
+        sub = {"topic": "T", "subString": expression, "expressionType": expression_type, "subVersion": 1}
         return orjson.dumps({"clientId": a.client_id, "group": "G", "subscriptionData": sub})
 
     assert (await a.invoke(RequestCode.CHECK_CLIENT_CONFIG, body=body("TAG"))).code == ResponseCode.SUCCESS
+    # SQL92 filtering is on by default (tests/integration/test_sql92_filter.py has the rest)
     resp = await a.invoke(RequestCode.CHECK_CLIENT_CONFIG, body=body("SQL92"))
-    assert resp.code == ResponseCode.SYSTEM_ERROR
-    assert resp.remark and "SQL92" in resp.remark
+    assert resp.code == ResponseCode.SUCCESS
+    resp = await a.invoke(RequestCode.CHECK_CLIENT_CONFIG, body=body("SQL92", "a >"))
+    assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    assert resp.remark and resp.remark.startswith("Invalid MessageSelector.")

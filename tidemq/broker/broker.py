@@ -27,6 +27,7 @@ from tidemq.broker.config import BrokerConfig, guess_broker_ip
 from tidemq.broker.config_check import check_config
 from tidemq.broker.config_persist import ConfigPersister
 from tidemq.broker.config_recovery import config_files_missing, recreate_missing_topics, warn_lost_offsets
+from tidemq.broker.consumer_filter import ConsumerFilterManager
 from tidemq.broker.flush import INLINE_FSYNC_MAX, FlushRealTimeService, GroupCommitService
 from tidemq.broker.longpolling import PullRequestHoldService
 from tidemq.broker.offset_manager import ConsumerOffsetManager
@@ -127,6 +128,7 @@ class Broker:
         )
         self.consumer_offset_manager = ConsumerOffsetManager(self.config_dir / "consumerOffset.json")
         self.consumer_manager: ConsumerManager = ConsumerManager(self)
+        self.consumer_filter_manager = ConsumerFilterManager(self.config)
         self.producer_manager: ProducerManager = ProducerManager()
         self.rebalance_lock_manager: RebalanceLockManager = RebalanceLockManager()
         self.broker2client: Broker2Client = Broker2Client(self)

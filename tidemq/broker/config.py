@@ -97,6 +97,10 @@ class BrokerConfig:
             ``TRANS_CHECK_MAX_TIME_TOPIC`` (``transactionCheckMax``, 15).
         transaction_check_interval: period of the check pass (ms, ``transactionCheckInterval``,
             RocketMQ 4.9's 60000). See docs/transactions.md.
+        enable_property_filter: serve SQL92 subscriptions (``enablePropertyFilter``). **On** by
+            default here; RocketMQ's default is off (then SQL92 pulls get SYSTEM_ERROR).
+        filter_support_retry: evaluate a group's SQL92 filter on its ``%RETRY%`` messages too
+            (``filterSupportRetry``). **On** by default here; RocketMQ's default is off.
     """
 
     broker_name: str = field(default_factory=_default_broker_name, metadata={"important": True})
@@ -151,6 +155,8 @@ class BrokerConfig:
     enable_retry_topic_v2: bool = False
     pop_polling_size: int = 1024
     pop_revive_max_pending: int = 20_000
+    enable_property_filter: bool = True  # RocketMQ: false (docs/filters.md)
+    filter_support_retry: bool = True  # RocketMQ: false (docs/filters.md)
 
     def namesrv_addr_list(self) -> list[str]:
         """``namesrv_addr`` split on ``;`` (blank entries dropped)."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     )
     from tidemq.client.consumer.pull import AsyncPullConsumer, PullConsumer
     from tidemq.client.consumer.push import AsyncPushConsumer, PushConsumer
+    from tidemq.client.consumer.selector import MessageSelector
     from tidemq.client.consumer.simple import AsyncSimpleConsumer, SimpleConsumer, SimpleConsumerConfig
     from tidemq.client.producer.producer import AsyncProducer, Producer, split_batch
     from tidemq.client.producer.selector import SelectMessageQueueByHash, SelectMessageQueueByRandom
@@ -44,6 +45,7 @@ _MODULES = {
     ),
     "tidemq.client.consumer.pull": ("AsyncPullConsumer", "PullConsumer"),
     "tidemq.client.consumer.push": ("AsyncPushConsumer", "PushConsumer"),
+    "tidemq.client.consumer.selector": ("MessageSelector",),
     "tidemq.client.consumer.simple": ("AsyncSimpleConsumer", "SimpleConsumer", "SimpleConsumerConfig"),
     "tidemq.client.producer.producer": ("AsyncProducer", "Producer", "split_batch"),
     "tidemq.client.producer.selector": ("SelectMessageQueueByHash", "SelectMessageQueueByRandom"),
@@ -68,6 +70,7 @@ __all__ = [
     "ConsumeConcurrentlyStatus",
     "ConsumeOrderlyStatus",
     "LocalTransactionState",
+    "MessageSelector",
     "Producer",
     "ProducerConfig",
     "PullConsumer",

@@ -17,6 +17,7 @@ from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import CQ_STORE_UNIT_SIZE, MessageStoreConfig
 from tidemq.store.consume_queue import PRE_BLANK_SIZE, ConsumeQueue
 from tidemq.store.dispatcher import PutRecords, PutRun
+from tidemq.store.filtered_scan import RecordFilter, scan_filtered
 from tidemq.store.results import GetMessageResult, GetMessageStatus
 
 log = logging.getLogger(__name__)
@@ -62,9 +63,15 @@ class MessageReader:
         """Damaged consume-queue entries met while reading (each reported once with a WARNING)."""
 
     def get_message(
-        self, cq: ConsumeQueue | None, offset: int, max_msg_nums: int, tag_codes: set[int] | None
+        self,
+        cq: ConsumeQueue | None,
+        offset: int,
+        max_msg_nums: int,
+        tag_codes: set[int] | None,
+        record_filter: RecordFilter | None = None,
     ) -> GetMessageResult:
-        """``DefaultMessageStore.getMessage`` for consume queue ``cq`` (None: the queue does not exist)."""
+        """``DefaultMessageStore.getMessage`` for consume queue ``cq`` (None: the queue does not exist);
+        ``record_filter``: a filter on each stored record (SQL92), see :mod:`tidemq.store.filtered_scan`."""
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
         min_offset = cq.get_min_offset_in_queue()
@@ -86,9 +93,11 @@ class MessageReader:
                 result.status = GetMessageStatus.OFFSET_FOUND_NULL
                 result.next_begin_offset = cq.roll_next_file(offset)
             else:
-                self._scan_consume_queue(
-                    result, buf, offset, max_msg_nums, tag_codes, f"{cq.topic}/{cq.queue_id}"
-                )
+                name = f"{cq.topic}/{cq.queue_id}"
+                if record_filter is None:
+                    self._scan_consume_queue(result, buf, offset, max_msg_nums, tag_codes, name)
+                else:
+                    scan_filtered(self, result, buf, offset, max_msg_nums, tag_codes, name, record_filter)
         return result
 
     def get_message_from_put(

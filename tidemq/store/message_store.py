@@ -42,6 +42,7 @@ from tidemq.store.dispatcher import (
 )
 from tidemq.store.dispatcher import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # re-exported
 from tidemq.store.dispatcher import tags_string_to_tags_code as tags_string_to_tags_code  # re-exported
+from tidemq.store.filtered_scan import RecordFilter
 from tidemq.store.index import IndexService, QueryMessageResult, query_message
 from tidemq.store.lock import StoreLock
 from tidemq.store.message_reader import MessageReader
@@ -463,11 +464,14 @@ class MessageStore:
         offset: int,
         max_msg_nums: int,
         tag_codes: set[int] | None,
+        record_filter: RecordFilter | None = None,
     ) -> GetMessageResult:
         """Read up to ``max_msg_nums`` records of a queue from logical ``offset``.
 
         Mirrors ``DefaultMessageStore.getMessage`` (status table of protocol.md §3.4). ``tag_codes``
-        None means all tags; otherwise an entry matches when its tag code is in the set. Stops at
+        None means all tags; otherwise an entry matches when its tag code is in the set.
+        ``record_filter(buffer, position)`` (SQL92), when given, must also accept the stored record
+        (:mod:`tidemq.store.filtered_scan`). Stops at
         ``max_msg_nums``, 256 KiB / 32 records (64 KiB / 8 when far behind), and scans at most
         ``max(16000, max_msg_nums * 20)`` bytes of consume queue. ``group`` is informational.
         A read of a queue never written starts making its consume queue's first file in the
@@ -476,7 +480,7 @@ class MessageStore:
         cq = self.find_consume_queue(topic, queue_id)
         if cq is None and self._running and not self.topic_queue_table.get((topic, queue_id)):
             self.consume_queue_preparer.prepare(topic, queue_id)
-        return self._reader.get_message(cq, offset, max_msg_nums, tag_codes)
+        return self._reader.get_message(cq, offset, max_msg_nums, tag_codes, record_filter)
 
     def get_message_from_put(
         self, put: PutRecords, run: PutRun, max_msg_nums: int, tag_codes: frozenset[int] | None

@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 
 from tidemq.broker.broker_to_client import Broker2Client
+from tidemq.broker.config import BrokerConfig
+from tidemq.broker.consumer_filter import ConsumerFilterManager
 from tidemq.broker.consumer_manager import ClientHousekeepingService, ConsumerManager
 from tidemq.broker.processor.client_manage import ClientManageProcessor
 from tidemq.broker.producer_manager import ProducerManager
@@ -79,6 +81,7 @@ class FakeBroker:
         self.producer_manager = ProducerManager()
         self.rebalance_lock_manager = RebalanceLockManager()
         self.broker2client = Broker2Client(self)  # type: ignore[arg-type]
+        self.consumer_filter_manager = ConsumerFilterManager(BrokerConfig())
         self.registrations = 0
 
     async def register_broker_all(self) -> None:

@@ -158,6 +158,7 @@ class ClientManageProcessor:
                 notify,
                 now,
             )
+            broker.consumer_filter_manager.register(group, data.subscription_data_set)  # SQL92
             if changed:
                 log.info(
                     "registered consumer %s in group %s (%s, %s)",
@@ -205,22 +206,16 @@ class ClientManageProcessor:
     # -- CHECK_CLIENT_CONFIG (46) ------------------------------------------------------------
 
     def check_client_config(self, channel: ClientChannel, request: RemotingCommand) -> RemotingCommand:
-        """SUCCESS for TAG subscriptions; SYSTEM_ERROR for SQL92 (property filtering is not supported).
+        """SUCCESS for TAG subscriptions and SQL92 ones that compile; SUBSCRIPTION_PARSE_FAILED (the
+        parser's message) for those that do not; SYSTEM_ERROR when ``enable_property_filter`` is off.
 
         Mirrors ``ClientManageProcessor.checkClientConfig``.
         """
         obj: Any = orjson.loads(request.body) if request.body else {}
         if not isinstance(obj, dict):
             raise ProtocolError("CHECK_CLIENT_CONFIG body is not a JSON object")
-        sub = obj.get("subscriptionData")
-        if isinstance(sub, dict):
-            expression_type = sub.get("expressionType") or "TAG"
-            if str(expression_type).upper() != "TAG":
-                return _response(
-                    ResponseCode.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by {expression_type}",
-                )
-        return _response(ResponseCode.SUCCESS)
+        code, remark = self.broker.consumer_filter_manager.check_client_config(obj.get("subscriptionData"))
+        return _response(code, remark)
 
     # -- GET_CONSUMER_LIST_BY_GROUP (38) -----------------------------------------------------
 

@@ -116,6 +116,8 @@ class PullMessageProcessor:
         checked = self.check_and_subscription(header)
         if isinstance(checked, RemotingCommand):
             return None
+        if self.broker.consumer_filter_manager.record_filter_for(header, checked) is not None:
+            return None  # SQL92: the wake-up after the dispatch filters
         codes = tag_codes_of(checked)  # the subscription as of now, as a wake-up would read it
         result = self.broker.store.get_message_from_put(put, run, header.max_msg_nums, codes)
         if result is None:
@@ -186,11 +188,11 @@ class PullMessageProcessor:
                     f"the consumer's subscription not latest: {found.sub_version} < {header.sub_version}",
                 )
             sub = found
-        if (sub.expression_type or EXPRESSION_TYPE_TAG) != EXPRESSION_TYPE_TAG:
-            return _error(
-                ResponseCode.SYSTEM_ERROR,
-                f"The broker does not support consumer to filter message by {sub.expression_type}",
-            )
+        if (sub.expression_type or EXPRESSION_TYPE_TAG) != EXPRESSION_TYPE_TAG:  # SQL92 (consumer_filter.py)
+            has_sub = PullSysFlag.has_subscription_flag(header.sys_flag)
+            problem = broker.consumer_filter_manager.check_pull(header, sub, from_request=has_sub)
+            if problem is not None:
+                return _error(*problem)
         return sub
 
     def process(
@@ -246,6 +248,7 @@ class PullMessageProcessor:
             header.queue_offset,
             header.max_msg_nums,
             set(codes) if codes is not None else None,
+            self.broker.consumer_filter_manager.record_filter_for(header, sub),  # SQL92, else None
         )
         return self._answer(channel, request, header, codes, result, broker_allow_suspend)
 

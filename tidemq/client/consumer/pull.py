@@ -35,6 +35,7 @@ from tidemq.client.consumer.pull_api import PullAPIWrapper, process_pull_result
 from tidemq.client.consumer.pull_caller import CallerPull, CallerSide
 from tidemq.client.consumer.pull_service import PullRequest
 from tidemq.client.consumer.rebalance import Rebalancer
+from tidemq.client.consumer.selector import Selector, subscription_of
 from tidemq.client.consumer.start_offset import compute_pull_from_where
 from tidemq.client.direct import DirectPool
 from tidemq.client.facade import BlockingFacade
@@ -127,12 +128,13 @@ class AsyncPullConsumer:
 
     # -- setup ---------------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic``'s queues allocated to this member by rebalance."""
+    def subscribe(self, topic: str, expression: Selector = "*") -> None:
+        """Consume ``topic``'s queues allocated to this member by rebalance; ``expression``: ``"*"``,
+        ``"tagA || tagB"`` or a :class:`MessageSelector` (``MessageSelector.by_sql("a > 5")``)."""
         validate_topic(topic)
         if self._assigned is not None:
             raise ClientError("subscribe() and assign() cannot be mixed")
-        self.rebalancer.subscription_inner[topic] = build_subscription_data(topic, expression)
+        self.rebalancer.subscription_inner[topic] = subscription_of(topic, expression)
 
     async def assign(self, queues: Iterable[MessageQueue]) -> None:
         """Consume exactly ``queues`` (no rebalance). Mirrors ``assign``."""
@@ -305,7 +307,7 @@ class AsyncPullConsumer:
                 result = await self.pull_api.pull_kernel_impl(
                     mq,
                     sub_expression=sub.sub_string if sub else "*",
-                    expression_type="TAG",
+                    expression_type=sub.expression_type if sub else "TAG",
                     sub_version=0,
                     offset=pr.next_offset,
                     max_nums=cfg.pull_batch_size,
@@ -530,7 +532,7 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
         signing, which the loop's RPC hook does)."""
         self._caller = CallerSide(self._core)
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: Selector = "*") -> None:
         self._core.subscribe(topic, expression)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:

@@ -256,7 +256,7 @@ class CallerSide:
                 suspend_timeout_millis=int(cfg.broker_suspend_max_time * 1000),
                 subscription=sub.sub_string if sub else "*",
                 sub_version=0,
-                expression_type="TAG",
+                expression_type=sub.expression_type if sub else "TAG",
             )
             pending = CallerPull(best, sub, best.next_offset, addr, conn)
             core._pulling[mq] = pending

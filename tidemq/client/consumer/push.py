@@ -39,6 +39,7 @@ from tidemq.client.consumer.pull_api import PullAPIWrapper, PullKernelFields
 from tidemq.client.consumer.pull_service import PullMessageService, PullRequest
 from tidemq.client.consumer.queue_lane import QueueLane
 from tidemq.client.consumer.rebalance import Rebalancer
+from tidemq.client.consumer.selector import Selector, subscription_of
 from tidemq.client.consumer.start_offset import compute_pull_from_where
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
@@ -86,7 +87,7 @@ class AsyncPushConsumer:
             self.config.instance_name = "DEFAULT"
         self.client_id = self.config.build_client_id()
         self.group_name = self.config.consumer_group
-        self._subscriptions: dict[str, str] = {}
+        self._subscriptions: dict[str, Selector] = {}
         self._listener: MessageListener | MessageListenerOrderly | None = None
         self.consume_orderly = False
         self.queue_listener: QueueListener | None = None
@@ -112,14 +113,15 @@ class AsyncPushConsumer:
 
     # -- setup -------------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe to ``topic`` with ``"*"`` or ``"tagA || tagB"``. Mirrors ``subscribe``.
+    def subscribe(self, topic: str, expression: Selector = "*") -> None:
+        """Subscribe to ``topic`` with ``"*"``, ``"tagA || tagB"`` or a :class:`MessageSelector`
+        (``MessageSelector.by_sql("a > 5")``: the broker filters by properties). Mirrors ``subscribe``.
 
         May be called after start(); the next heartbeat and rebalance pick it up.
         """
         validate_topic(topic)
         self._subscriptions[topic] = expression
-        self.rebalancer.subscription_inner[topic] = build_subscription_data(topic, expression)
+        self.rebalancer.subscription_inner[topic] = subscription_of(topic, expression)
         if self._instance is not None:
             task = asyncio.ensure_future(self._after_subscribe(topic))
             self._background.add(task)
@@ -657,7 +659,7 @@ class PushConsumer(BlockingFacade[AsyncPushConsumer]):
         """The asyncio consumer underneath."""
         return self._core
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: Selector = "*") -> None:
         """See :meth:`AsyncPushConsumer.subscribe`."""
         self._call(self._core.subscribe, topic, expression)
 

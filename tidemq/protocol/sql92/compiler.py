@@ -1,0 +1,204 @@
+"""Compiles a parsed selector into nested closures over a tuple of property values.
+
+Each property the selector names gets an index; a message is evaluated as ``fn(values)`` where
+``values[i]`` is that property's string or None. The common shapes (a property against a literal)
+get closures that parse the property once as the literal's Java type and compare directly; the
+rest go through :func:`~tidemq.protocol.sql92.values.java_compare`. Results are True, False or None
+(SQL's unknown), exactly as RocketMQ 4.9's ``filter/expression`` classes give them (§2.3).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Final
+
+from tidemq.protocol.sql92.parser import BoolCast, Compare, Const, In, Logic, Negate, Node, Not, Prop
+from tidemq.protocol.sql92.values import (
+    JLong,
+    Value,
+    boolean_value_of,
+    double_compare,
+    java_compare,
+    negate,
+    parse_double,
+    parse_int,
+    parse_long,
+)
+
+Values = tuple[str | None, ...]
+Fn = Callable[[Values], Value]
+
+_TESTS: Final[dict[str, Callable[[int], bool]]] = {
+    "=": lambda c: c == 0,
+    ">": lambda c: c > 0,
+    ">=": lambda c: c >= 0,
+    "<": lambda c: c < 0,
+    "<=": lambda c: c <= 0,
+}
+_INT_OPS: Final[dict[str, Callable[[int, int], bool]]] = {
+    "=": operator.eq,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+}
+_MIRRORED: Final = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
+
+
+def property_names(node: Node) -> tuple[str, ...]:
+    """The distinct properties a tree reads, in order of first appearance."""
+    seen: dict[str, None] = {}
+
+    def walk(n: Node) -> None:
+        if isinstance(n, Prop):
+            seen.setdefault(n.name, None)
+        elif isinstance(n, Negate | Not | BoolCast | In):
+            walk(n.operand)
+        elif isinstance(n, Logic | Compare):
+            walk(n.left)
+            walk(n.right)
+
+    walk(node)
+    return tuple(seen)
+
+
+def compile_node(node: Node, index: dict[str, int]) -> Fn:
+    """The closure evaluating ``node``; ``index`` maps property names to positions in the values."""
+    if isinstance(node, Const):
+        value = node.value
+        return lambda v: value
+    if isinstance(node, Prop):
+        return operator.itemgetter(index[node.name])
+    if isinstance(node, Negate):
+        inner = compile_node(node.operand, index)
+        return lambda v: negate(inner(v))
+    if isinstance(node, Not):
+        return _not(compile_node(node.operand, index))
+    if isinstance(node, BoolCast):
+        i = index[node.operand.name]
+        return lambda v: None if v[i] is None else False
+    if isinstance(node, In):
+        return _in(index[node.operand.name], node.values, node.negated)
+    if isinstance(node, Logic):
+        left, right = compile_node(node.left, index), compile_node(node.right, index)
+        return _and(left, right) if node.op == "AND" else _or(left, right)
+    return _compare(node, index)
+
+
+def _not(inner: Fn) -> Fn:
+    def fn(v: Values) -> Value:
+        r = inner(v)
+        return None if r is None else not r
+
+    return fn
+
+
+def _in(i: int, items: frozenset[str], negated: bool) -> Fn:
+    def fn(v: Values) -> Value:
+        x = v[i]
+        return None if x is None else (x in items) is not negated
+
+    return fn
+
+
+def _and(left: Fn, right: Fn) -> Fn:
+    def fn(v: Values) -> Value:
+        lv = left(v)
+        if lv is False:
+            return False
+        rv = right(v)
+        if rv is False:
+            return False
+        return None if lv is None or rv is None else True
+
+    return fn
+
+
+def _or(left: Fn, right: Fn) -> Fn:
+    def fn(v: Values) -> Value:
+        lv = left(v)
+        if lv is True:
+            return True
+        rv = right(v)
+        if rv is True:
+            return True
+        return None if lv is None or rv is None else False
+
+    return fn
+
+
+def _compare(node: Compare, index: dict[str, int]) -> Fn:
+    op, left, right = node.op, node.left, node.right
+    if isinstance(left, Prop) and isinstance(right, Const) and right.value is not None:
+        return _prop_vs_const(index[left.name], op, right.value, prop_left=True)
+    if isinstance(right, Prop) and isinstance(left, Const) and type(left.value) in (int, JLong, float, str):
+        # (``TRUE = prop`` is left to the general path: Java throws a ClassCastException there)
+        return _prop_vs_const(index[right.name], _MIRRORED[op], left.value, prop_left=False)
+    lf, rf = compile_node(left, index), compile_node(right, index)
+    test = _TESTS[op]
+    if op == "=":
+
+        def equal(v: Values) -> Value:  # doCreateEqual
+            lv, rv = lf(v), rf(v)
+            if lv is None:
+                return True if rv is None else None
+            if rv is None:
+                return False
+            return java_compare(lv, rv) == 0
+
+        return equal
+
+    def ordering(v: Values) -> Value:  # ComparisonExpression.evaluate
+        lv = lf(v)
+        if lv is None:
+            return None
+        rv = rf(v)
+        if rv is None:
+            return None
+        if type(lv) is str and type(rv) is str:  # two strings: both as Double, or an exception
+            return test(double_compare(parse_double(lv), parse_double(rv)))
+        return test(java_compare(lv, rv))
+
+    return ordering
+
+
+def _prop_vs_const(i: int, op: str, const: Value, *, prop_left: bool) -> Fn:
+    """``prop op const`` (``op`` already mirrored when the constant was on the left): the property
+    is parsed as the constant's type, as ``__compare`` converts it. A missing property gives null,
+    except ``const = prop``, which gives FALSE (only the right side is null)."""
+    missing: Value = None if prop_left or op != "=" else False
+    t = type(const)
+    if t is str and op == "=":
+
+        def str_eq(v: Values) -> Value:
+            x = v[i]
+            return missing if x is None else x == const
+
+        return str_eq
+    if t is int or t is JLong:
+        parse = parse_int if t is int else parse_long
+        int_op, n = _INT_OPS[op], int(const)  # type: ignore[arg-type]
+
+        def int_cmp(v: Values) -> Value:
+            x = v[i]
+            return missing if x is None else int_op(parse(x), n)
+
+        return int_cmp
+    if t is float:
+        test, d = _TESTS[op], float(const)  # type: ignore[arg-type]
+
+        def double_cmp(v: Values) -> Value:
+            x = v[i]
+            return missing if x is None else test(double_compare(parse_double(x), d))
+
+        return double_cmp
+    if t is bool and op == "=":
+
+        def bool_eq(v: Values) -> Value:
+            x = v[i]
+            return missing if x is None else boolean_value_of(x) is const
+
+        return bool_eq
+    # a string constant with an ordering cannot be compiled (checked by the parser)
+    raise AssertionError(f"no closure for property {op} {const!r}")
