@@ -135,6 +135,7 @@ async def test_push_and_lite_pull_consumers_get_exactly_the_matching_messages(tm
         addr = cluster.namesrv_addr
         producer = AsyncProducer(namesrv_addr=addr, producer_group="sqlpg")
         await producer.start()
+        await producer.send(Message("SqlC", b"creates the topic", properties={"a": "1"}))  # no match
         pushed: list[MessageExt] = []
 
         async def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
