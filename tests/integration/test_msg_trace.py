@@ -1,5 +1,5 @@
-"""Message trace end to end: a producer and a push consumer with ``enable_msg_trace=True`` write
-Pub / SubBefore / SubAfter records to ``RMQ_SYS_TRACE_TOPIC``; ``tidemq admin queryMsgTraceById``
+"""Message trace end to end: a producer, a push consumer and a lite pull consumer with
+``enable_msg_trace=True`` write Pub / SubBefore / SubAfter records to ``RMQ_SYS_TRACE_TOPIC``; ``tidemq admin queryMsgTraceById``
 shows the message's whole path (sender, store time, consuming group, costs, results)."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from tests.helpers import wait_for_sync
 from tidemq.admin.cli import admin_group
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus
+from tidemq.client.consumer.pull import PullConsumer
 from tidemq.client.consumer.push import PushConsumer
 from tidemq.client.producer.producer import Producer
 from tidemq.protocol.message import Message, MessageExt
@@ -52,6 +53,19 @@ def test_trace_shows_send_and_consume_in_admin(tmp_path: Path) -> None:
         finally:
             consumer.shutdown()
             producer.shutdown()
+        puller = PullConsumer(
+            namesrv_addr=ns,
+            consumer_group="trace-lite",
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+            enable_msg_trace=True,
+        )
+        puller.subscribe("TracedTopic", "*")
+        puller.start()
+        try:
+            polled: list[MessageExt] = []
+            wait_for_sync(lambda: bool(polled.extend(puller.poll(0.2)) or polled), 15, "the lite pull's poll")
+        finally:
+            puller.shutdown()
         runner = CliRunner()
 
         def trace() -> dict[str, object] | None:
@@ -59,7 +73,10 @@ def test_trace_shows_send_and_consume_in_admin(tmp_path: Path) -> None:
             if out.exit_code != 0:
                 return None
             got = json.loads(out.output)
-            return got if len(got["sub"].get("trace-cg", [])) >= 2 and got["pub"] else None
+            subs = got["sub"]
+            return (
+                got if len(subs.get("trace-cg", [])) >= 2 and subs.get("trace-lite") and got["pub"] else None
+            )
 
         wait_for_sync(lambda: trace() is not None, 15, "the trace of the message in the admin")
         got = trace()
@@ -76,5 +93,6 @@ def test_trace_shows_send_and_consume_in_admin(tmp_path: Path) -> None:
             ("success", 1, "SUCCESS"),
         ]
         assert all(s["costTime"] >= 0 and s["consumeTime"] >= pub["sendTime"] for s in steps)
+        assert [s["status"] for s in got["sub"]["trace-lite"]] == ["success"]  # type: ignore[index]
         text = runner.invoke(admin_group, ["queryMsgTraceById", "-n", ns, "-i", result.msg_id]).output
         assert "trace-pg" in text and "trace-cg" in text and "#ConsumerGroup" in text

@@ -120,6 +120,7 @@ class AsyncPullConsumer:
         self._last_commit = time.monotonic()
         self._tasks_bg: set[asyncio.Task[None]] = set()
         self._running = False
+        self._trace: Any = None  # AsyncTraceDispatcher while enable_msg_trace (tidemq.client.trace)
         self._lock = threading.RLock()
         """Guards the ProcessQueues, the offset table and ``_committed`` between the loop (pulls,
         rebalance) and the thread of a blocking ``poll`` / ``commit_sync`` (:class:`CallerSide`).
@@ -182,6 +183,10 @@ class AsyncPullConsumer:
         self._pull_api = PullAPIWrapper(inst, self.group_name)
         self._running = True
         await inst.start()
+        if self.config.enable_msg_trace:  # message trace: polled messages count as consumed
+            from tidemq.client.trace import start_pull_trace
+
+            self._trace = await start_pull_trace(self.config, self.group_name)
         for topic in self.subscribed_topics():
             await inst.update_topic_route_info_from_name_server(topic)
         await inst.send_heartbeat_to_all_brokers()
@@ -207,6 +212,9 @@ class AsyncPullConsumer:
         self._tasks.clear()
         await self.commit_sync()
         self.rebalancer.destroy()
+        trace, self._trace = self._trace, None
+        if trace is not None:
+            await trace.shutdown()
         inst, self._instance = self._instance, None
         if inst is not None:
             await inst.unregister_consumer(self.group_name)
@@ -425,6 +433,10 @@ class AsyncPullConsumer:
             offset = pq.pass_through(msgs)
             if offset >= 0:
                 self.offset_store.update_offset(mq, offset, False)
+        if self._trace is not None:
+            from tidemq.client.trace import record_polled
+
+            record_polled(self._trace, self.group_name, msgs)
         return msgs
 
     async def _maybe_auto_commit(self) -> None:

@@ -1,7 +1,7 @@
 """Message trace (RocketMQ's ``org.apache.rocketmq.client.trace``), wire-compatible with the Java client.
 
 With ``enable_msg_trace=True`` a producer records every answered send (Pub) and a push consumer
-every listener call (SubBefore before, SubAfter after) into trace messages on
+every listener call (SubBefore before, SubAfter after), a lite pull consumer every polled batch, into trace messages on
 ``RMQ_SYS_TRACE_TOPIC`` (or ``customized_trace_topic``), written by
 :class:`~tidemq.client.trace.dispatcher.AsyncTraceDispatcher` in the background, in the Java
 client's ``TraceDataEncoder`` format (:mod:`tidemq.client.trace.encoder`), so RocketMQ's own tools
@@ -23,7 +23,7 @@ from tidemq.client.trace.encoder import (
     decode_trace_data,
     encode_trace_context,
 )
-from tidemq.client.trace.hooks import SendTraceHook, trace_listener
+from tidemq.client.trace.hooks import SendTraceHook, record_polled, trace_listener
 from tidemq.client.trace.view import MessageTrace, build_message_trace
 
 if TYPE_CHECKING:
@@ -41,7 +41,9 @@ __all__ = [
     "build_message_trace",
     "decode_trace_data",
     "encode_trace_context",
+    "record_polled",
     "start_consume_trace",
+    "start_pull_trace",
     "start_send_trace",
     "trace_listener",
 ]
@@ -61,3 +63,10 @@ async def start_consume_trace(
     dispatcher = AsyncTraceDispatcher(config, group, "CONSUMER", config.customized_trace_topic)
     await dispatcher.start()
     return dispatcher, trace_listener(listener, dispatcher, group)
+
+
+async def start_pull_trace(config: ClientConfig, group: str) -> AsyncTraceDispatcher:
+    """A started dispatcher for lite pull consumer ``group`` (its polls are recorded)."""
+    dispatcher = AsyncTraceDispatcher(config, group, "CONSUMER", config.customized_trace_topic)
+    await dispatcher.start()
+    return dispatcher

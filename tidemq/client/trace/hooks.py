@@ -6,6 +6,8 @@ Mirrors the Java client's ``SendMessageTraceHookImpl`` and ``ConsumeMessageTrace
   broker (sync, async or the blocking facade's direct path). No record for a failed send, a
   oneway send, a batch, or when the broker's answer says ``TRACE_ON=false`` (as Java). The send's
   cost is measured from the request's ``bornTimestamp``.
+* :func:`record_polled`: a lite pull consumer's polled batch, SubBefore and SubAfter (success) at
+  once, as Java's ``DefaultLitePullConsumerImpl`` does.
 * :func:`trace_listener`: wraps a push consumer's listener (plain, coroutine or orderly) so each
   call records one SubBefore (every message: msg id, retry times, keys) before and one SubAfter
   (cost per message, success, :class:`~tidemq.client.trace.encoder.ConsumeReturnType`) after; a
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from tidemq.client.trace.dispatcher import AsyncTraceDispatcher
     from tidemq.protocol.headers import SendMessageRequestHeader
 
-__all__ = ["SendTraceHook", "trace_listener"]
+__all__ = ["SendTraceHook", "record_polled", "trace_listener"]
 
 _OK_RESULTS = frozenset({None, "CONSUME_SUCCESS", "SUCCESS", "COMMIT"})
 
@@ -132,6 +134,14 @@ def _after(
             trace_beans=before.trace_beans,
         )
     )
+
+
+def record_polled(dispatcher: AsyncTraceDispatcher, group: str, msgs: list[MessageExt]) -> None:
+    """A lite pull consumer's delivered batch: SubBefore and a successful SubAfter at once, as
+    ``DefaultLitePullConsumerImpl.pull`` runs the consume hooks (polled counts as consumed)."""
+    before = _before(dispatcher, group, msgs)
+    if before is not None:
+        _after(dispatcher, before, len(msgs), ConsumeReturnType.SUCCESS)
 
 
 def _code(result: object) -> ConsumeReturnType:
