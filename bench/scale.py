@@ -10,9 +10,12 @@ then for each topic count of ``--topics`` (cumulative: 1k, then up to 10k, then 
   periodic registration when nothing changed (QUERY_DATA_VERSION only);
 - GET_ROUTEINFO_BY_TOPIC p50 / p99 over ``--lookups`` random topics.
 
-Then for ``--groups`` consumer groups (each with a subscription and a committed offset) and
-``--clients`` client connections heartbeating every ``--heartbeat-s``:
-the broker's CPU (% of one core) at rest, RSS, and the consumer-offset persist time.
+Then for ``--groups`` consumer groups (each with 8 committed offsets) and ``--clients`` raw client
+connections sending a consumer heartbeat every ``--heartbeat-s`` (two per group at the largest
+count): the broker's CPU (% of one core) over ``--rest-s`` of rest, and its RSS. Last, a restart on
+the same store (time to ready, the full registration it sends) and, in this process, the time to
+persist the offsets of each group count whole (what every 5 s persist cost before the journal)
+against a journal append when 1% of the groups committed since the last persist.
 
 Prints one JSON line per step and a final summary line. Example (the issue's goals)::
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -33,8 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.admin.client import AsyncAdminClient
+from tidemq.broker.offset_manager import ConsumerOffsetManager
+from tidemq.protocol.body import ConsumerData, HeartbeatData, SubscriptionData
 from tidemq.protocol.codes import RequestCode
-from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.command import RemotingCommand, encode_command
 from tidemq.remoting.client import RemotingClient
 from tidemq.testing import ServeProcess
 
@@ -158,12 +164,142 @@ def restart_figures(serve: ServeProcess) -> dict[str, Any]:
     }
 
 
+async def _client(
+    addr: str, client_id: str, group: str, topic: str, period: float, stop: asyncio.Event
+) -> None:
+    """One raw client connection: a consumer heartbeat every ``period`` s; requests from the broker
+    (rebalance notifications) are read and dropped."""
+    host, port = addr.rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    data = HeartbeatData(
+        client_id=client_id,
+        consumer_data_set=[
+            ConsumerData(
+                group_name=group, subscription_data_set=[SubscriptionData(topic=topic, sub_string="*")]
+            )
+        ],
+    )
+
+    async def drain() -> None:
+        while await reader.read(65536):
+            pass
+
+    drainer = asyncio.ensure_future(drain())
+    try:
+        while not stop.is_set():
+            cmd = RemotingCommand.create_request(RequestCode.HEART_BEAT, {}, data.encode())
+            writer.write(encode_command(cmd))
+            await writer.drain()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), period)
+    finally:
+        drainer.cancel()
+        writer.close()
+
+
+async def run_groups(args: argparse.Namespace, serve: ServeProcess, pid: int) -> list[dict[str, Any]]:
+    """Consumer groups with committed offsets and heartbeating clients: broker CPU at rest and RSS."""
+    rows: list[dict[str, Any]] = []
+    remoting = RemotingClient()
+    admin = AsyncAdminClient(serve.namesrv_addr)
+    topic = "scale-groups"
+    await admin.create_topic(topic, 8)
+    made = 0
+    try:
+        for target in [int(x) for x in args.groups.split(",") if x]:
+            for g in range(made, target):
+                for q in range(8):
+                    req = RemotingCommand.create_request(
+                        RequestCode.UPDATE_CONSUMER_OFFSET,
+                        {
+                            "consumerGroup": f"group-{g:05d}",
+                            "topic": topic,
+                            "queueId": str(q),
+                            "commitOffset": "0",
+                        },
+                    )
+                    await remoting.invoke(serve.broker_addr, req, 5.0)
+            made = target
+            clients = args.clients * target // max(int(x) for x in args.groups.split(","))
+            stop = asyncio.Event()
+            tasks = [
+                asyncio.ensure_future(
+                    _client(
+                        serve.broker_addr,
+                        f"10.0.0.{i % 250}@{i}",
+                        f"group-{i % target:05d}",
+                        topic,
+                        args.heartbeat_s,
+                        stop,
+                    )
+                )
+                for i in range(clients)
+            ]
+            await asyncio.sleep(min(10.0, args.heartbeat_s))  # the joins and their notifications settle
+            cpu0, t0 = cpu_seconds(pid), time.monotonic()
+            await asyncio.sleep(args.rest_s)
+            cpu = (cpu_seconds(pid) - cpu0) / (time.monotonic() - t0) * 100
+            row = {
+                "step": "groups",
+                "groups": target,
+                "clients": clients,
+                "heartbeat_s": args.heartbeat_s,
+                "broker_cpu_pct_at_rest": round(cpu, 2),
+                "rss_mb": rss_mb(pid),
+            }
+            stop.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            emit(row)
+            rows.append(row)
+    finally:
+        await admin.close()
+        await remoting.close()
+    return rows
+
+
+def offset_persist_figures(groups: int, changed_pct: float) -> dict[str, Any]:
+    """In-process: the time to persist ``groups`` x 8 offsets whole (every 5 s before) and as a
+    journal append when ``changed_pct`` % of the groups committed since the last persist."""
+    with tempfile.TemporaryDirectory(prefix="tidemq-offsets-") as tmp:
+        com = ConsumerOffsetManager(Path(tmp) / "consumerOffset.json")
+        for g in range(groups):
+            for q in range(8):
+                com.commit_offset("bench", f"group-{g:05d}", "scale-groups", q, 1000 + q)
+        t0 = time.perf_counter()
+        com.persist()
+        whole_ms = (time.perf_counter() - t0) * 1000
+        size = com.path.stat().st_size
+        changed = max(1, int(groups * changed_pct / 100))
+        for g in range(changed):
+            com.commit_offset("bench", f"group-{g:05d}", "scale-groups", 0, 5000)
+        t0 = time.perf_counter()
+        com.persist(force=False)
+        journal_ms = (time.perf_counter() - t0) * 1000
+        return {
+            "step": "offsets",
+            "groups": groups,
+            "file_bytes": size,
+            "whole_persist_ms": round(whole_ms, 2),
+            "changed_groups": changed,
+            "journal_persist_ms": round(journal_ms, 2),
+            "journal_bytes": com.journal.size(),
+        }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--topics", default="1000,10000,50000", help="cumulative topic counts")
     parser.add_argument("--chunk", type=int, default=1000, help="topics per UPDATE_AND_CREATE_TOPIC_LIST")
     parser.add_argument("--one-by-one", type=int, default=1000, help="topics per step created one at a time")
     parser.add_argument("--lookups", type=int, default=2000, help="route lookups per step")
+    parser.add_argument("--groups", default="100,1000", help="cumulative consumer-group counts")
+    parser.add_argument(
+        "--clients", type=int, default=2000, help="client connections at the largest group count"
+    )
+    parser.add_argument("--heartbeat-s", type=float, default=30.0, help="heartbeat period (RocketMQ: 30 s)")
+    parser.add_argument(
+        "--rest-s", type=float, default=30.0, help="seconds of rest over which CPU is measured"
+    )
     args = parser.parse_args()
     with (
         tempfile.TemporaryDirectory(prefix="tidemq-scale-") as tmp,
@@ -172,10 +308,14 @@ def main() -> None:
         assert serve.proc is not None
         pid = serve.proc.pid
         emit({"step": "idle", "rss_mb": rss_mb(pid), "cpu_s": cpu_seconds(pid)})
-        rows = asyncio.run(run_topics(args, serve, pid))
+        rows = asyncio.run(run_topics(args, serve, pid)) if args.topics else []
+        groups = asyncio.run(run_groups(args, serve, pid)) if args.groups else []
         restart = restart_figures(serve)
         emit(restart)
-    emit({"bench": "scale", "topics": rows, "restart": restart})
+    offsets = [offset_persist_figures(int(g), 1.0) for g in args.groups.split(",") if g]
+    for row in offsets:
+        emit(row)
+    emit({"bench": "scale", "topics": rows, "groups": groups, "offsets": offsets, "restart": restart})
 
 
 if __name__ == "__main__":

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.ha.conftest import StartCluster, broker_file, create_topic
+from tests.ha.conftest import StartCluster, create_topic
 from tests.helpers import wait_for_sync
 from tidemq.admin.client import AdminClient
+from tidemq.broker.offset_manager import load_offset_table
 from tidemq.client import ConsumeConcurrentlyStatus, Producer, PushConsumer
 from tidemq.client.producer.producer import SendAttempts
+from tidemq.errors import StoreError
 from tidemq.protocol.message import Message, MessageQueue, SendResult
 
 pytestmark = pytest.mark.slow
@@ -67,8 +70,13 @@ class Consumed:
 
 
 def persisted_offsets(cluster: Any) -> dict[int, int]:
-    """broker-a's consumerOffset.json entries of the test group (what it loads after a restart)."""
-    table = (broker_file(cluster, "broker-a-0", "consumerOffset.json") or {}).get("offsetTable", {})
+    """broker-a's consumerOffset.json entries of the test group (what it loads after a restart: the
+    file and its journal)."""
+    path = Path(cluster.node("broker-a-0").dir) / "store" / "config" / "consumerOffset.json"
+    try:
+        table = load_offset_table(path)
+    except StoreError:  # being written
+        table = {}
     return {int(q): int(o) for q, o in table.get(f"{TOPIC}@{GROUP}", {}).items()}
 
 

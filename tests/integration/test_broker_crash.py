@@ -6,8 +6,8 @@ import asyncio
 import time
 from pathlib import Path
 
-import orjson
-
+from tidemq.broker.offset_manager import load_offset_table
+from tidemq.errors import StoreError
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import PullMessageRequestHeader, PullSysFlag, SendMessageRequestHeader
@@ -125,10 +125,10 @@ def test_sync_flush_survives_sigkill(tmp_path: Path) -> None:
             assert r.code == ResponseCode.SUCCESS
             while True:
                 try:
-                    table = orjson.loads(offsets_file.read_bytes())["offsetTable"]
+                    table = load_offset_table(offsets_file)  # the file and its journal
                     if table.get("Crash@CG", {}).get("0") == 7:
                         break
-                except (OSError, orjson.JSONDecodeError, KeyError):
+                except StoreError:
                     pass
                 assert time.monotonic() < deadline, "offset never persisted"
                 await asyncio.sleep(0.01)

@@ -116,7 +116,15 @@ def test_offset_manager_persist_load_and_bak(tmp_path: Path) -> None:
     m.commit_offset("c", "G", "T", 3, 9)
     assert m.persist(force=False) is True
     assert m.persist(force=False) is False  # nothing changed
-    assert orjson.loads(path.read_bytes()) == {"offsetTable": {"T@G": {"0": 5, "3": 9}}}
+    assert orjson.loads(path.read_bytes())["offsetTable"] == {"T@G": {"0": 5, "3": 9}}
+    m.commit_offset("c", "G", "T", 0, 7)  # the next persist appends T@G to the journal
+    assert m.persist(force=False) is True
+    assert orjson.loads(path.read_bytes())["offsetTable"]["T@G"]["0"] == 5
+    again = ConsumerOffsetManager(path)
+    again.load()
+    assert again.query_offset("G", "T", 0) == 7 and again.query_offset("G", "T", 3) == 9
+    m.persist()  # whole file, journal emptied
+    assert orjson.loads(path.read_bytes())["offsetTable"]["T@G"]["0"] == 7 and m.journal.size() == 0
     path.write_text('{"offsetTable":{"T@G":{0:6,3:9},"%RETRY%G@G":{0:0}}}')  # as Java writes it
     m2 = ConsumerOffsetManager(path)
     m2.load()

@@ -4,6 +4,13 @@ File ``<store>/config/consumerOffset.json`` in RocketMQ's shape::
 
     {"offsetTable": {"TopicA@GroupA": {"0": 123, "1": 98}}}
 
+Persisting (every ``flushConsumerOffsetInterval``, 5 s) appends one line per (topic, group) whose
+offsets changed to ``consumerOffset.json.journal`` (``store/config_journal.py``) instead of
+rewriting the whole table, so its cost follows the groups that committed, not all the groups the
+broker knows; the whole file is rewritten when the journal outgrows it, at shutdown and on a slave's
+sync. The file then carries a ``dataVersion`` (as RocketMQ 5's does) that orders it against the
+journal. :func:`load_offset_table` reads both, as a restart does.
+
 Rule: a broker never starts with silently reset offsets. ``load()`` falls back to ``.bak`` when the
 main file is corrupt (``tidemq.store.config_file.load_json``) and raises ``StoreError`` when both are
 corrupt, so the broker refuses to start rather than re-deliver or skip a whole backlog.
@@ -13,11 +20,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 from tidemq.broker.names import is_valid_group, is_valid_topic
 from tidemq.errors import StoreError
 from tidemq.store.config_file import atomic_write_json, load_json
+from tidemq.store.config_journal import ConfigJournal
 
 log = logging.getLogger(__name__)
 
@@ -44,30 +54,29 @@ class ConsumerOffsetManager:
         self.offset_table: dict[str, dict[int, int]] = {}
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._dirty = False
+        self._changed: set[str] = set()
+        """Keys committed to (or removed) since the last persist."""
+        self.version = 0
+        """Counter of persists (the file's ``dataVersion.counter``; orders it against the journal)."""
+        self.journal = ConfigJournal(self.path)
 
     # -- persistence ---------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Read the file (or its ``.bak``). Missing file = empty table.
+        """Read the file (or its ``.bak``), then the changes journalled after it. Missing file =
+        empty table.
 
         Raises:
             StoreError: both the file and its ``.bak`` are corrupt, or the content has the wrong shape.
         """
-        obj = load_json(self.path)
-        if obj is None:
-            return
-        table = obj.get("offsetTable") if isinstance(obj, dict) else None
-        if not isinstance(table, dict):
-            raise StoreError(f"{self.path}: no 'offsetTable' object; refusing to start with reset offsets")
-        parsed: dict[str, dict[int, int]] = {}
-        try:
-            for key, queues in table.items():
-                parsed[str(key)] = {int(qid): int(off) for qid, off in dict(queues).items()}
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"{self.path}: malformed offsetTable ({exc}); refusing to start") from exc
+        parsed, version = _read_offsets(self.path, self.journal)
         with self._lock:
             self.offset_table = parsed
+            self.version = version
+        try:
+            self.journal.snapshot_bytes = self.path.stat().st_size
+        except OSError:
+            self.journal.snapshot_bytes = 0
         log.info("loaded %d consumer offset entries from %s", len(parsed), self.path)
 
     def encode(self) -> dict[str, object]:
@@ -77,21 +86,44 @@ class ConsumerOffsetManager:
                 "offsetTable": {
                     key: {str(qid): off for qid, off in sorted(queues.items())}
                     for key, queues in self.offset_table.items()
-                }
+                },
+                "dataVersion": {"counter": self.version, "timestamp": time.time_ns() // 1_000_000},
             }
 
     def persist(self, *, force: bool = True) -> bool:
-        """Write the table atomically (tmp + fsync + rename, previous kept as ``.bak``).
+        """Persist the offsets: with ``force`` (shutdown, a slave's sync) the whole file atomically
+        (tmp + fsync + rename, previous kept as ``.bak``); without, only the (topic, group) entries
+        changed since the last persist, appended to the journal (nothing at all when none changed;
+        the whole file when there is none yet or the journal outgrew it).
 
-        With ``force=False`` nothing is written unless an offset changed since the last persist.
-        Returns True when the file was written.
+        Returns:
+            True when something was written.
+
+        Raises:
+            StoreError: the file or journal cannot be written (the changes stay pending).
         """
         with self._write_lock:  # one writer at a time (the periodic task, a slave's sync, shutdown)
             with self._lock:
-                if not force and not self._dirty:
+                if not force and not self._changed:
                     return False
-                self._dirty = False
-            atomic_write_json(self.path, self.encode())
+                changed, self._changed = self._changed, set()
+                self.version += 1
+                whole = force or not self.path.exists() or self.journal.needs_compaction()
+                changes = [
+                    (key, _queues_json(self.offset_table.get(key))) for key in sorted(changed) if not whole
+                ]
+                version = self.version
+            try:
+                if whole:
+                    atomic_write_json(self.path, self.encode())
+                    self.journal.snapshot_bytes = self.path.stat().st_size
+                    self.journal.truncate()
+                else:
+                    self.journal.append(version, time.time_ns() // 1_000_000, changes)
+            except (OSError, StoreError):
+                with self._lock:
+                    self._changed |= changed
+                raise
         return True
 
     # -- offsets -----------------------------------------------------------------------------
@@ -106,7 +138,7 @@ class ConsumerOffsetManager:
             queues = self.offset_table.setdefault(key, {})
             old = queues.get(queue_id)
             queues[queue_id] = offset
-            self._dirty = True
+            self._changed.add(key)
         if old is not None and offset < old:
             log.debug(
                 "[NOTIFYME] update consumer offset less than store. client=%s key=%s queue=%d new=%d old=%d",
@@ -158,7 +190,7 @@ class ConsumerOffsetManager:
         with self._lock:
             for key in [k for k in self.offset_table if k.startswith(prefix)]:
                 del self.offset_table[key]
-                self._dirty = True
+                self._changed.add(key)
 
     def remove_offset(self, group: str) -> None:
         """Forget ``group``'s offsets of every topic (``removeOffset``: DELETE_SUBSCRIPTIONGROUP with
@@ -167,4 +199,44 @@ class ConsumerOffsetManager:
         with self._lock:
             for key in [k for k in self.offset_table if k.endswith(suffix)]:
                 del self.offset_table[key]
-                self._dirty = True
+                self._changed.add(key)
+
+
+def _queues_json(queues: dict[int, int] | None) -> dict[str, int] | None:
+    return None if queues is None else {str(qid): off for qid, off in sorted(queues.items())}
+
+
+def _read_offsets(path: Path, journal: ConfigJournal) -> tuple[dict[str, dict[int, int]], int]:
+    obj = load_json(path)
+    parsed: dict[str, dict[int, int]] = {}
+    version = 0
+    if obj is not None:
+        table = obj.get("offsetTable") if isinstance(obj, dict) else None
+        if not isinstance(table, dict):
+            raise StoreError(f"{path}: no 'offsetTable' object; refusing to start with reset offsets")
+        try:
+            for key, queues in table.items():
+                parsed[str(key)] = {int(qid): int(off) for qid, off in dict(queues).items()}
+            data_version = obj.get("dataVersion")
+            version = int(data_version.get("counter", 0)) if isinstance(data_version, dict) else 0
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"{path}: malformed offsetTable ({exc}); refusing to start") from exc
+    for entry in journal.replay(version if obj is not None else -1):
+        if entry.value is None:
+            parsed.pop(entry.key, None)
+        else:
+            parsed[entry.key] = {int(qid): int(off) for qid, off in dict(entry.value).items()}
+        version = entry.version
+    return parsed, version
+
+
+def load_offset_table(path: str | Path) -> dict[str, Any]:
+    """The offsets a broker restarting on ``path`` would load (``consumerOffset.json`` and its
+    journal), in the file's shape ``{"T@G": {"0": offset}}``; {} when there are none. For tools
+    and tests that look at a store from outside.
+
+    Raises:
+        StoreError: as :meth:`ConsumerOffsetManager.load`.
+    """
+    table, _ = _read_offsets(Path(path), ConfigJournal(path))
+    return {key: {str(q): o for q, o in queues.items()} for key, queues in table.items()}
