@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 
 from tests.integration.conftest import Wire
+from tidemq.broker.metrics import BrokerCollector
 from tidemq.broker.pop.extra_info import parse_extra_info
 from tidemq.broker.pop.result import PopError
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -86,6 +87,12 @@ async def test_change_invisible_time_and_dlq(cluster: Cluster, wire: Wire) -> No
     # not acked again: reconsume_times 1 >= retryMaxTimes 1 -> %DLQ%PG2
     await until(lambda: broker.store.get_max_offset_in_queue("%DLQ%PG2", 0) == 1)
     assert broker.pop_service.stats.table[("PG2", "PopD")].dead_lettered == 1
+    families = {f.name: f for f in BrokerCollector(broker).collect()}
+    samples = {
+        s.name: s.value for s in families["tidemq_pop_redeliveries"].samples if s.labels["group"] == "PG2"
+    }
+    assert samples == {"tidemq_pop_redeliveries_total": 1.0}  # once to the retry topic, then the DLQ
+    assert "tidemq_pop_inflight_messages" in families and "tidemq_pop_acks" in families
 
 
 async def test_fifo_pop_blocks_queue_until_acked(cluster: Cluster, wire: Wire) -> None:

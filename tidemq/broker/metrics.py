@@ -89,6 +89,7 @@ class _Snapshot:
     topics: dict[str, tuple[float, float, int, int, int]] = field(default_factory=dict)
     consumers: dict[tuple[str, str], tuple[float, float, int]] = field(default_factory=dict)
     groups: list[_GroupRow] = field(default_factory=list)
+    pop: list[tuple[str, str, int, int, int, int, int]] = field(default_factory=list)
 
 
 def _is_system(topic: str) -> bool:
@@ -155,6 +156,9 @@ def take_snapshot(broker: Broker) -> _Snapshot:
             row.online = len(info.channel_info_table)
             row.model = str(getattr(info.message_model, "value", info.message_model) or "CLUSTERING")
         snap.groups.append(row)
+    from tidemq.broker.pop.service import pop_metric_rows
+
+    snap.pop = pop_metric_rows(broker)  # POP groups (docs/rocketmq5.md)
     return snap
 
 
@@ -271,6 +275,9 @@ class BrokerCollector:
             gl,
             [([*cb, r.topic, r.group], r.latency_ms) for r in s.groups],
         )
+        pl = ["cluster", "broker", "group", "topic"]
+        for i, (name, doc, make) in enumerate(POP_FAMILIES, start=2):
+            yield make(name, doc, pl, [([*cb, r[0], r[1]], r[i]) for r in s.pop])
         dl = ["group", "topic", "countOfOnlineConsumers", "msgModel"]
         yield _gauge(
             "rocketmq_group_diff",
@@ -284,6 +291,16 @@ class BrokerCollector:
             ["group", "topic"],
             [([r.group, r.topic], r.diff) for r in s.groups],
         )
+
+
+def _pop_families() -> list[tuple[str, str, Any]]:
+    return [
+        ("tidemq_pop_inflight_messages", "POP: popped messages not acked yet and not revived", _gauge),
+        ("tidemq_pop_messages", "POP: messages handed out by pops (redeliveries included)", _counter),
+        ("tidemq_pop_acks", "POP: acks received", _counter),
+        ("tidemq_pop_redeliveries", "POP: messages visible again after their invisible time", _counter),
+        ("tidemq_pop_dead_letters", "POP: messages moved to %DLQ% after retryMaxTimes", _counter),
+    ]
 
 
 def _gauge(name: str, doc: str, labels: list[str], rows: list[tuple[list[str], float]]) -> GaugeMetricFamily:
@@ -342,3 +359,6 @@ class MetricsServer:
         if self._thread is not None:
             self._thread.join(5.0)
             self._thread = None
+
+
+POP_FAMILIES = _pop_families()

@@ -169,6 +169,7 @@ class PopService:
 
     def _check_pop(self, group: str, topic: str, queue_id: int, max_nums: int, invisible_ms: int) -> None:
         broker = self.broker
+        self._check_started()
         if not broker.config.is_readable or broker.config.is_slave:
             raise PopError(
                 ResponseCode.NO_PERMISSION, f"the broker[{broker.addr}] popping message is forbidden"
@@ -473,7 +474,12 @@ class PopService:
 
     # -- ack / change invisible time -------------------------------------------------------------
 
+    def _check_started(self) -> None:
+        if not self.started:  # recovery from the revive log has not run yet (or shutting down)
+            raise PopError(ResponseCode.SYSTEM_BUSY, "[STARTING] POP is not ready yet, try later")
+
     def _parse(self, group: str, topic: str, extra_info: str, offset: int | None) -> tuple[ExtraInfo, str]:
+        self._check_started()
         try:
             info = parse_extra_info(extra_info, offset)
         except ExtraInfoError as exc:
@@ -618,3 +624,31 @@ class PopService:
 
     def on_loop_thread(self) -> bool:
         return threading.get_ident() == self.broker._loop_thread_id
+
+
+def pop_metric_rows(broker: Broker) -> list[tuple[str, str, int, int, int, int, int]]:
+    """``(group, topic, in_flight, popped, acked, revived, dead_lettered)`` of every POP group, for
+    /metrics (read on the broker's loop). In-flight = un-acked messages the revive holds (acks are
+    merged at its next step, within ``revive_interval``) plus order batches' un-acked messages."""
+    service = getattr(broker, "pop_service", None)
+    if service is None:
+        return []
+    in_flight = service.revive.in_flight_by_group()
+    for key, n in service.order.in_flight_by_group().items():
+        in_flight[key] = in_flight.get(key, 0) + n
+    counters = service.stats.snapshot()
+    rows = []
+    for key in sorted(set(in_flight) | set(counters)):
+        c = counters.get(key)
+        rows.append(
+            (
+                key[0],
+                key[1],
+                in_flight.get(key, 0),
+                c.popped if c else 0,
+                c.acked if c else 0,
+                c.revived if c else 0,
+                c.dead_lettered if c else 0,
+            )
+        )
+    return rows
