@@ -82,9 +82,10 @@ class FakeBroker:
         self.rebalance_lock_manager = RebalanceLockManager()
         self.broker2client = Broker2Client(self)  # type: ignore[arg-type]
         self.consumer_filter_manager = ConsumerFilterManager(BrokerConfig())
+        self.registrar = self  # BrokerRegistrar's part the processor uses
         self.registrations = 0
 
-    async def register_broker_all(self) -> None:
+    async def register_increment(self) -> None:
         self.registrations += 1
 
 
