@@ -9,7 +9,8 @@ File ``<store>/config/topics.json`` in RocketMQ's shape::
 Built-in topics (as RocketMQ's constructor creates them): ``SELF_TEST_TOPIC`` (1 queue), ``TBW102``
 (``default_topic_queue_nums`` queues, perm 7, only when ``auto_create_topic_enable``), the cluster-name
 and broker-name topics (perm INHERIT, plus read/write when enabled), ``OFFSET_MOVED_EVENT`` (1) and
-``SCHEDULE_TOPIC_XXXX`` (18 queues, one per delay level), ``<cluster>_REPLY_TOPIC`` (1 queue, where
+``SCHEDULE_TOPIC_XXXX`` (18 queues, one per delay level), ``rmq_sys_wheel_timer`` (1 queue: timer
+messages, RocketMQ 5), ``<cluster>_REPLY_TOPIC`` (1 queue, where
 request-reply answers are stored).
 
 Every change bumps ``data_version`` and is persisted (off the event loop in a broker:
@@ -33,7 +34,7 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.broker.config_persist import PersistedConfig
 from tidemq.errors import StoreError
 from tidemq.protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, PermName
+from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, TIMER_TOPIC, PermName
 from tidemq.store.config_file import atomic_write_json, load_json
 from tidemq.store.config_journal import ConfigJournal
 
@@ -128,6 +129,7 @@ class TopicConfigManager(PersistedConfig):
         table[cfg.broker_name] = make_topic_config(cfg.broker_name, 1, perm)
         table[OFFSET_MOVED_EVENT] = make_topic_config(OFFSET_MOVED_EVENT, 1)
         table[SCHEDULE_TOPIC] = make_topic_config(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS)
+        table[TIMER_TOPIC] = make_topic_config(TIMER_TOPIC, 1)  # timer messages (broker/timer_service.py)
         reply = f"{cfg.broker_cluster_name}_REPLY_TOPIC"  # request-reply (TopicConfigManager, 4.6+)
         table[reply] = make_topic_config(reply, 1)
 
