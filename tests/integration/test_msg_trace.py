@@ -4,6 +4,7 @@ shows the message's whole path (sender, store time, consuming group, costs, resu
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from pathlib import Path
@@ -96,3 +97,52 @@ def test_trace_shows_send_and_consume_in_admin(tmp_path: Path) -> None:
         assert [s["status"] for s in got["sub"]["trace-lite"]] == ["success"]  # type: ignore[index]
         text = runner.invoke(admin_group, ["queryMsgTraceById", "-n", ns, "-i", result.msg_id]).output
         assert "trace-pg" in text and "trace-cg" in text and "#ConsumerGroup" in text
+
+
+async def test_transactional_send_traces_end_transaction(tmp_path: Path) -> None:
+    """A traced transactional producer records its half message (Pub, type Trans_Msg_Half) and its
+    commit (EndTransaction COMMIT_MESSAGE, not from a check)."""
+    from tidemq.admin.client import AsyncAdminClient
+    from tidemq.admin.ops_trace import query_msg_trace_by_id
+    from tidemq.client import AsyncTransactionProducer, LocalTransactionState, TransactionListener
+    from tidemq.testing import run_cluster
+
+    class Commit(TransactionListener):
+        def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE
+
+    async with run_cluster(tmp_path) as cluster:
+        producer = AsyncTransactionProducer(
+            Commit(), namesrv_addr=cluster.namesrv_addr, producer_group="trace-tx", enable_msg_trace=True
+        )
+        await producer.start()
+        try:
+            result = await producer.send_message_in_transaction(Message("TracedTx", b"pay"))
+        finally:
+            await producer.shutdown()
+        admin = AsyncAdminClient(cluster.namesrv_addr)
+        try:
+            traces: list[object] = []
+
+            async def probe() -> bool:
+                t = await query_msg_trace_by_id(admin, result.msg_id)
+                traces.append(t)
+                return bool(t.pubs and t.transactions)
+
+            deadline = asyncio.get_running_loop().time() + 10
+            while not await probe():
+                assert asyncio.get_running_loop().time() < deadline, "no EndTransaction trace"
+                await asyncio.sleep(0.05)
+        finally:
+            await admin.close()
+        trace = traces[-1]
+        (tx,) = trace.transactions  # type: ignore[attr-defined]
+        assert (tx.transaction_state, tx.from_transaction_check, tx.group_name) == (
+            "COMMIT_MESSAGE",
+            False,
+            "trace-tx",
+        )
+        assert trace.to_json()["pub"][0]["producerGroup"] == "trace-tx"  # type: ignore[attr-defined]

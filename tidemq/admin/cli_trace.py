@@ -43,3 +43,10 @@ async def query_msg_trace(admin: AsyncAdminClient, out: Out, msg_id: str, trace_
         ]  # fmt: skip
         heads = ["#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status"]
         out.table([*heads, "#RetryTimes", "#ReturnType"], sub_rows)
+    if trace.transactions:
+        tx_rows = [
+            ("EndTransaction", t.group_name, t.client_host, fmt_ms(t.time_stamp), t.transaction_state,
+             "yes" if t.from_transaction_check else "no")
+            for t in trace.transactions
+        ]  # fmt: skip
+        out.table(["#Type", "#ProducerGroup", "#ClientHost", "#Time", "#State", "#FromCheck"], tx_rows)

@@ -244,6 +244,9 @@ class AsyncTransactionProducer(AsyncProducer):
         try:
             addr = await self._broker_addr(result.message_queue)
             await self._end_oneway(addr, header, remark)
+            if self.trace_hook is not None:  # message trace: the EndTransaction record
+                msg = Message(result.message_queue.topic, b"")
+                self.trace_hook.ended(msg, result.msg_id, addr, state.value, result.msg_id, False)
         except Exception as exc:
             log.warning(
                 "END_TRANSACTION %s of %s not sent (%s); the broker will check",
@@ -315,6 +318,9 @@ class AsyncTransactionProducer(AsyncProducer):
             await self._end_oneway(addr, end, remark)
         except Exception as exc:
             log.warning("answer to the check of %s not sent to %s: %s", msg.msg_id, addr, exc)
+            return
+        if self.trace_hook is not None:  # message trace: the EndTransaction record
+            self.trace_hook.ended(msg, uniq, addr, state.value, header.transaction_id, True)
 
 
 def prepare_half(msg: Message, group: str) -> None:

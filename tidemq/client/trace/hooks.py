@@ -90,6 +90,40 @@ class SendTraceHook:
         )
         self.dispatcher.append(ctx)
 
+    def ended(
+        self,
+        msg: Message,
+        msg_id: str,
+        broker_addr: str,
+        state: str,
+        transaction_id: str | None,
+        from_check: bool,
+    ) -> None:
+        """Record an END_TRANSACTION sent for ``msg_id`` (``state``: ``COMMIT_MESSAGE`` /
+        ``ROLLBACK_MESSAGE`` / ``UNKNOW``). Mirrors ``EndTransactionTraceHookImpl``."""
+        if msg.topic.startswith(self.dispatcher.trace_topic):
+            return
+        ctx = TraceContext(
+            TraceType.EndTransaction,
+            time_stamp=_now_ms(),
+            region_id=msg.get_property(MessageConst.PROPERTY_MSG_REGION) or "DefaultRegion",
+            group_name=self.group,
+        )
+        ctx.trace_beans.append(
+            TraceBean(
+                topic=msg.topic,
+                msg_id=msg_id,
+                tags=msg.tags,
+                keys=msg.keys,
+                store_host=broker_addr,
+                msg_type=MessageType.Trans_msg_Commit,
+                transaction_id=transaction_id,
+                transaction_state=state,
+                from_transaction_check=from_check,
+            )
+        )
+        self.dispatcher.append(ctx)
+
 
 def _before(dispatcher: AsyncTraceDispatcher, group: str, msgs: list[MessageExt]) -> TraceContext | None:
     """``consumeMessageBefore``: the SubBefore context (appended), or None when nothing is traced."""

@@ -42,6 +42,8 @@ class TraceView:
     request_id: str = ""
     retry_times: int = 0
     context_code: int = 0
+    transaction_state: str = ""
+    from_transaction_check: bool = False
 
 
 @dataclass(slots=True)
@@ -82,10 +84,12 @@ class MessageTrace:
     pubs: list[TraceView] = field(default_factory=list)
     consumes: dict[str, list[ConsumeStep]] = field(default_factory=dict)
     store_time: int = 0
+    transactions: list[TraceView] = field(default_factory=list)
+    """EndTransaction records (a transactional message's commit / rollback / unknown), by time."""
 
     @property
     def found(self) -> bool:
-        return bool(self.pubs or self.consumes)
+        return bool(self.pubs or self.consumes or self.transactions)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,6 +111,17 @@ class MessageTrace:
                 for p in self.pubs
             ],
             "sub": {g: [s.to_json() for s in steps] for g, steps in self.consumes.items()},
+            "endTransaction": [
+                {
+                    "producerGroup": t.group_name,
+                    "clientHost": t.client_host,
+                    "time": t.time_stamp,
+                    "transactionState": t.transaction_state,
+                    "fromTransactionCheck": t.from_transaction_check,
+                    "transactionId": t.request_id,
+                }
+                for t in self.transactions
+            ],
         }
 
 
@@ -138,9 +153,13 @@ def trace_views(msg_id: str, trace_msgs: Iterable[MessageExt]) -> list[TraceView
                     keys=bean.keys or "",
                     store_host=bean.store_host or "",
                     offset_msg_id=bean.offset_msg_id or "",
-                    request_id=ctx.request_id or "",
+                    request_id=(bean.transaction_id or "")
+                    if ctx.trace_type is TraceType.EndTransaction
+                    else (ctx.request_id or ""),
                     retry_times=bean.retry_times,
                     context_code=ctx.context_code,
+                    transaction_state=bean.transaction_state or "",
+                    from_transaction_check=bean.from_transaction_check,
                 )
             )
     return out
@@ -158,6 +177,9 @@ def build_message_trace(msg_id: str, trace_msgs: Iterable[MessageExt]) -> Messag
     views = trace_views(msg_id, trace_msgs)
     trace = MessageTrace(msg_id)
     trace.pubs = sorted((v for v in views if v.msg_type == TraceType.Pub.value), key=lambda v: v.time_stamp)
+    trace.transactions = sorted(
+        (v for v in views if v.msg_type == TraceType.EndTransaction.value), key=lambda v: v.time_stamp
+    )
     afters = {v.request_id: v for v in views if v.msg_type == TraceType.SubAfter.value}
     befores = sorted(
         (v for v in views if v.msg_type == TraceType.SubBefore.value), key=lambda v: v.time_stamp
