@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import wait_for
+from tidemq.admin.client import AsyncAdminClient
 from tidemq.broker.processor.admin_runtime import BrokerRuntimeProcessor
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.errors import BrokerError
@@ -205,13 +206,12 @@ async def test_unconsumed_backlog_survives_a_full_disk_until_the_operator_forces
         for qid, offset in half.items():  # what g has not consumed is all there
             assert broker.store.get_min_offset_in_queue("Backlog", qid) <= offset
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
-        # the operator opts in: above diskSpaceCleanForciblyRatio (85) unconsumed segments go, reported
-        broker.store.config.clean_file_forcibly_enable = True
-        fill_to(small_fs, 88)
-        await broker._retention_check()
-        assert len(segments(small_fs)) < len(left)
+        # the operator forces once (expired segments go whoever has not consumed them), reported
+        async with AsyncAdminClient(cluster.namesrv_addr) as admin:
+            await admin.delete_expired_commitlog(cluster.broker_addr, force=True)
+        assert len(segments(small_fs)) == 1  # all but the one being written
         (error,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-        assert "not yet consumed (cleanFileForciblyEnable=true)" in error
+        assert "not yet consumed (tidemq admin deleteExpiredCommitLog --force)" in error
         assert "Backlog queue" in error and "offsets" in error and "consumers g" in error
         lost = broker.store.retention.unconsumed_deleted
         assert lost > 0

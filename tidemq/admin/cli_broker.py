@@ -262,18 +262,24 @@ async def clean_expired_cq(
 
 @click.option("-b", "--broker-addr", default=None, help="Broker host:port or name (default: every master).")
 @click.option("-c", "--cluster", default=None, help="Every master of this cluster.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Also delete messages not yet consumed: expired segments, and unexpired ones while the disk "
+    "is above diskSpaceCleanForciblyRatio (each loss is an ERROR line in the broker's log).",
+)
 @admin_command("delete-expired-commit-log", "deleteExpiredCommitLog")
 async def delete_expired_commit_log(
-    admin: AsyncAdminClient, out: Out, broker_addr: str | None, cluster: str | None
+    admin: AsyncAdminClient, out: Out, broker_addr: str | None, cluster: str | None, force: bool
 ) -> None:
-    """Run commit-log retention now (DELETE_EXPIRED_COMMITLOG)."""
+    """Run commit-log retention now (DELETE_EXPIRED_COMMITLOG): expired segments every group consumed."""
     addrs = [
         a
         for addr in await resolve_broker_addrs(admin, broker_addr, cluster)
-        for a in await admin.delete_expired_commitlog(addr)
+        for a in await admin.delete_expired_commitlog(addr, force=force)
     ]
     if out.as_json:
-        out.json({"brokers": addrs, "ok": True})
+        out.json({"brokers": addrs, "ok": True, "force": force})
     else:
         out.line(f"deleted expired commit-log files on {', '.join(addrs)}")
 

@@ -189,9 +189,9 @@ class AdminClient:
         """See :meth:`AsyncAdminClient.examine_consumer_connection_info`."""
         return self._run(self.core.examine_consumer_connection_info(group))
 
-    def delete_expired_commitlog(self, broker_addr: str | None = None) -> list[str]:
+    def delete_expired_commitlog(self, broker_addr: str | None = None, *, force: bool = False) -> list[str]:
         """See :meth:`AsyncAdminClient.delete_expired_commitlog`."""
-        return self._run(self.core.delete_expired_commitlog(broker_addr))
+        return self._run(self.core.delete_expired_commitlog(broker_addr, force=force))
 
     def clean_expired_consume_queue(self, broker_addr: str | None = None) -> list[str]:
         """See :meth:`AsyncAdminClient.clean_expired_consume_queue`."""

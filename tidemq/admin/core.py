@@ -541,22 +541,29 @@ class AdminCore:
 
     # -- retention -----------------------------------------------------------------------------
 
-    async def _each_broker(self, code: int, broker_addr: str | None, timeout: float | None) -> list[str]:
+    async def _each_broker(
+        self, code: int, broker_addr: str | None, timeout: float | None, ext: dict[str, str] | None = None
+    ) -> list[str]:
         addrs = [broker_addr] if broker_addr else list((await self.all_broker_addrs()).values())
         await asyncio.gather(
-            *(self._invoke_checked(a, RemotingCommand.create_request(code), timeout) for a in addrs)
+            *(self._invoke_checked(a, RemotingCommand.create_request(code, ext), timeout) for a in addrs)
         )
         return addrs
 
     async def delete_expired_commitlog(
-        self, broker_addr: str | None = None, timeout: float | None = 30.0
+        self, broker_addr: str | None = None, timeout: float | None = 30.0, *, force: bool = False
     ) -> list[str]:
         """DELETE_EXPIRED_COMMITLOG (329): run retention now on one broker (default: all brokers).
 
-        Commit-log segments older than the broker's ``file_reserved_time`` are deleted and the consume
-        queues' min offsets move past them. Returns the addresses asked.
+        Commit-log segments older than the broker's ``file_reserved_time`` whose messages every
+        consumer group has consumed are deleted, and the consume queues' min offsets move past them.
+        ``force`` (tidemq's extField ``force=true``; a RocketMQ broker ignores it): one pass as if
+        ``cleanFileForciblyEnable`` were on: expired segments go whoever has not consumed them, and
+        unexpired ones while the disk is above ``diskSpaceCleanForciblyRatio``; the broker logs
+        every loss as one ERROR line. Returns the addresses asked.
         """
-        return await self._each_broker(RequestCode.DELETE_EXPIRED_COMMITLOG, broker_addr, timeout)
+        ext = {"force": "true"} if force else None
+        return await self._each_broker(RequestCode.DELETE_EXPIRED_COMMITLOG, broker_addr, timeout, ext)
 
     async def clean_expired_consume_queue(
         self, broker_addr: str | None = None, timeout: float | None = 30.0

@@ -140,6 +140,7 @@ class Broker:
             idle_poll_us=config.idle_poll_us,
         )
         self._offsets_file_missing = False
+        self._topics_file_missing = False
         self._store_lock = store_lock if store_lock is not None else StoreLock(root)
         self.remoting_client = RemotingClient()
         self.broker_stats = BrokerStatsManager(config.broker_cluster_name)
@@ -202,6 +203,8 @@ class Broker:
     async def _start_locked(self) -> None:
         # 1. config files first: refuse to start (before binding) if offsets would be lost.
         self._offsets_file_missing = config_files_missing(self.consumer_offset_manager.path)
+        tcm = self.topic_config_manager
+        self._topics_file_missing = config_files_missing(tcm.path) and not tcm.journal.path.exists()
         self.consumer_offset_manager.load()
         self.topic_config_manager.load()
         self.subscription_group_manager.load()
@@ -235,7 +238,7 @@ class Broker:
         self.store = MessageStore(self.store_config, store_host=self.addr)
         self.store.lock = self._store_lock
         await self.loop.run_in_executor(None, self.store.load)
-        recreate_missing_topics(self)  # config files checked against the store (config_recovery.py)
+        recreate_missing_topics(self, files_missing=self._topics_file_missing)  # config_recovery.py
         if self._offsets_file_missing:
             warn_lost_offsets(self, self.consumer_offset_manager.path)
         self.store.message_arriving_listener = self._on_message_arriving

@@ -256,7 +256,9 @@ def load_broker_conf(
 
     Keys known to either dataclass are applied (``brokerName``, ``listenPort``, ``namesrvAddr``,
     ``brokerIP1``, ``flushDiskType``, ``storePathRootDir``, ``fileReservedTime``, ``deleteWhen``,
-    ``mappedFileSizeCommitLog``...); unknown keys are logged as warnings and ignored. ``sources``
+    ``mappedFileSizeCommitLog``...); unknown keys are accepted (RocketMQ options tidemq does not use
+    silently, others with a warning), but one within a small edit distance of a known key
+    (``flushDiskTyp``) is a ConfigError naming the known key. ``sources``
     (when given) is filled with ``{field: "<key> (in <path>)"}``; with ``check`` (default) every
     value is checked by :func:`tidemq.broker.config_check.check_config`.
 
@@ -274,7 +276,10 @@ def load_broker_conf(
     labels = sources if sources is not None else {}
     rest = apply_properties(broker, props, source=str(path), sources=labels)
     unknown = apply_properties(store, {k: props[k] for k in rest}, source=str(path), sources=labels)
-    for key in unknown:
+    from tidemq.broker.config_check import check_unknown_keys, snake_to_camel
+
+    known = {snake_to_camel(f.name) for t in (broker, store) for f in dataclasses.fields(t)}
+    for key in check_unknown_keys(unknown, known, str(path)):  # a near miss of a known key raises
         log.warning("%s: unknown broker.conf key %r ignored", path, key)
     if check:
         from tidemq.broker.config_check import check_config

@@ -5,7 +5,9 @@ CLI flags of ``tidemq serve / broker / namesrv`` (:func:`apply_overrides`) and t
 defaults or values set in code (:func:`check_config`, which :meth:`Broker.start` calls too). An
 invalid value is a :class:`ConfigError` whose one-line message names the key (as the user wrote
 it: ``listenPort`` in broker.conf, ``--broker-port`` on the command line), the value and what is
-allowed; nothing starts. Unknown broker.conf keys stay warnings (RocketMQ ignores them too).
+allowed; nothing starts. Unknown broker.conf keys stay accepted (RocketMQ ignores them too), except
+a key within a small edit distance of one tidemq uses (``flushDiskTyp``): that is an error naming the
+known key (:func:`check_unknown_keys`), since the broker would otherwise run with the default.
 
 RocketMQ's ``MixAll.properties2Object`` silently skips values it cannot parse; tidemq refuses them.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tidemq.errors import ClientError
@@ -27,6 +29,7 @@ __all__ = [
     "check_config",
     "check_flush_flag",
     "check_port",
+    "check_unknown_keys",
     "parse_value",
     "snake_to_camel",
 ]
@@ -207,6 +210,8 @@ STORE_RULES: dict[str, Rule] = {
     "sync_flush_timeout": _at_least(1),
     "file_reserved_time": _at_least(0),
     "disk_max_used_space_ratio": _between(10, 95),
+    "disk_space_clean_forcibly_ratio": _between(10, 95),
+    "disk_space_warning_level_ratio": _between(10, 100),
     "max_message_size": _between(1, 64 * 1024 * 1024),
     "max_transfer_bytes_on_message_in_memory": _at_least(1),
     "max_transfer_count_on_message_in_memory": _at_least(1),
@@ -295,3 +300,60 @@ def check_flush_flag(raw: str) -> str:
     if low not in ("async", "sync"):
         raise _fail("--flush", raw, "allowed: async, sync")
     return SYNC_FLUSH if low == "sync" else ASYNC_FLUSH
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Damerau-Levenshtein distance (adjacent swaps count 1) of ``a`` and ``b``, or ``limit + 1``
+    once it is known to exceed ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def near_key(key: str, known: Iterable[str]) -> str | None:
+    """The known key ``key`` is most likely a misspelling of: same letters in another case, or within
+    edit distance 1 (keys up to 8 characters) or 2 (longer ones); None if none is that close."""
+    limit = 1 if len(key) <= 8 else 2
+    low = key.lower()
+    best: tuple[int, str] | None = None
+    for name in known:
+        d = edit_distance(low, name.lower(), limit)
+        if d <= limit and (best is None or d < best[0]):
+            best = (d, name)
+    return best[1] if best is not None else None
+
+
+def check_unknown_keys(unknown: Iterable[str], known: Iterable[str], source: str) -> list[str]:
+    """Sort the broker.conf keys tidemq does not use: a RocketMQ option (``ROCKETMQ_BROKER_KEYS``) or
+    any key not close to a known one is accepted (returned, for one warning); a near miss of a key
+    tidemq uses is an error.
+
+    Raises:
+        ConfigError: ``key`` is a misspelling of a known key (the message names both and ``source``).
+    """
+    from tidemq.broker.rocketmq_keys import ROCKETMQ_BROKER_KEYS
+
+    known = sorted(known)
+    rest: list[str] = []
+    for key in unknown:
+        if key in ROCKETMQ_BROKER_KEYS:
+            continue
+        near = near_key(key, known)
+        if near is not None:
+            raise ConfigError(
+                f"invalid configuration: unknown key {key!r} in {source}: did you mean {near!r}? "
+                f"(a misspelled key would leave {near} at its default)"
+            )
+        rest.append(key)
+    return rest

@@ -4,7 +4,9 @@ The store's consume-queue directories name every topic and queue that holds mess
 
 * a topic missing from ``topics.json`` (and its ``.bak``) but present in ``consumequeue/`` is
   re-created (read/write, as many queues as its highest queue id + 1) with one WARNING line per
-  topic: its messages stay readable instead of the broker starting with no topics;
+  topic: its messages stay readable instead of the broker starting with no topics; when the files
+  were gone altogether, one more WARNING lists the recovered topics and says that a topic that
+  never stored a message (no consume queue) cannot be recovered;
 * ``consumerOffset.json`` missing together with its ``.bak`` while the store holds messages is
   one loud WARNING naming the groups whose committed offsets are lost (groups known from
   ``subscriptionGroup.json`` and from ``%RETRY%<group>`` consume queues); they restart from their
@@ -53,8 +55,12 @@ def config_files_missing(path: Path) -> bool:
     return not path.exists() and not path.with_name(path.name + ".bak").exists()
 
 
-def recreate_missing_topics(broker: Broker) -> list[str]:
+def recreate_missing_topics(broker: Broker, *, files_missing: bool = False) -> list[str]:
     """Re-create topic configs for consume-queue directories ``topics.json`` does not know.
+
+    ``files_missing``: ``topics.json``, its ``.bak`` and its journal were all gone before loading;
+    then one more WARNING says which topics were recovered from consume queues and that a topic that
+    never stored a message cannot be (it has no consume queue): re-create it by hand.
 
     Returns the re-created topic names (one WARNING line each).
     """
@@ -77,7 +83,27 @@ def recreate_missing_topics(broker: Broker) -> list[str]:
             queues,
         )
         created.append(topic)
+    if files_missing and _holds_messages(broker):  # else a first start: nothing to say
+        user = [t for t in created if not is_system_topic(t)]
+        log.warning(
+            "%s and its .bak are missing: %s; a topic that never stored a message has no consume queue "
+            "and cannot be recovered: re-create it (tidemq admin updateTopic)",
+            tcm.path,
+            f"recovered {len(user)} topic(s) from their consume queues: {', '.join(user)}"
+            if user
+            else "no topic could be recovered from consume queues (none holds a message)",
+        )
     return created
+
+
+def _holds_messages(broker: Broker) -> bool:
+    """Whether any non-system queue of the store holds a message (else: a first start)."""
+    return any(
+        broker.store.get_max_offset_in_queue(t, q) > 0
+        for t, qs in broker.store.topics_and_queues().items()
+        if not is_system_topic(t)
+        for q in qs
+    )
 
 
 def known_groups(broker: Broker) -> list[str]:
@@ -100,13 +126,7 @@ def warn_lost_offsets(broker: Broker, offsets_path: Path) -> list[str]:
     Call only when :func:`config_files_missing` held before loading. Returns the named groups
     (empty when the store holds no messages: a first start).
     """
-    has_messages = any(
-        broker.store.get_max_offset_in_queue(t, q) > 0
-        for t, qs in broker.store.topics_and_queues().items()
-        if not is_system_topic(t)
-        for q in qs
-    )
-    if not has_messages:
+    if not _holds_messages(broker):
         return []
     groups = known_groups(broker)
     log.warning(

@@ -1,0 +1,144 @@
+"""The option names of a RocketMQ broker.conf that tidemq accepts without using them.
+
+Real ``broker.conf`` files carry many keys tidemq has no use for (Netty thread counts, tiered
+storage, controller mode...): they are accepted (RocketMQ ignores unknown keys too). The list lets
+``tidemq/broker/config_check.py`` tell such a key from a misspelling of one tidemq uses
+(``flushDiskTyp``), which is an error. The names are the fields of RocketMQ's ``BrokerConfig``,
+``BrokerIdentity``, ``MessageStoreConfig``, ``NettyServerConfig``, ``NettyClientConfig`` and
+``AuthConfig`` (RocketMQ 5), plus a few older spellings still found in 4.x files
+(``mapedFileSizeCommitLog``, ``aclEnable``).
+"""
+
+from __future__ import annotations
+
+_NAMES = """
+    accessMessageInMemoryHotRatio accessMessageInMemoryMaxRatio accountStatsEnable
+    accountStatsPrintZeroValues ackMessageThreadPoolNums ackThreadPoolQueueCapacity
+    aclCacheExpiredSecond aclCacheMaxNum aclCacheRefreshSecond aclEnable adminBrokerThreadPoolNums
+    adminBrokerThreadPoolQueueCapacity allAckInSyncStateSet allowRecallWhenBrokerNotWriteable
+    appendAckAsync appendCkAsync asyncLearner asyncSendEnable authConfigPath authenticationEnabled
+    authenticationMetadataProvider authenticationProvider authenticationStrategy authenticationWhitelist
+    authorizationEnabled authorizationMetadataProvider authorizationProvider authorizationStrategy
+    authorizationWhitelist autoCreateSubscriptionGroup autoCreateTopicEnable autoDeleteUnusedStats
+    autoMessageVersionOnTopicLen batchDispatchRequestThreadPoolNums bindAddress
+    bitMapLengthConsumeQueueExt bottomMostCompressionTypeForConsumeQueueStore
+    broadcastOffsetExpireMaxSecond broadcastOffsetExpireSecond brokerClusterName brokerConfigPath
+    brokerElectionPriority brokerFastFailureEnable brokerHeartbeatInterval brokerIP1 brokerIP2 brokerId
+    brokerName brokerNotActiveTimeoutMillis brokerPermission brokerRole brokerTopicEnable
+    cgColdReadThreshold channelExpiredTimeout channelNotActiveInterval checkCRCOnRecover
+    checkSyncStateSetPeriod cleanFileForciblyEnable cleanOfflineBrokerInterval cleanResourceInterval
+    cleanRocksDBDirtyCQIntervalMin cleanSwapedMapInterval clearRetryTopicWhenDeleteTopic
+    clientAsyncSemaphoreValue clientCallbackExecutorThreads clientChannelMaxIdleTimeSeconds
+    clientCloseSocketIfTimeout clientManageThreadPoolNums clientManagerThreadPoolQueueCapacity
+    clientOnewaySemaphoreValue clientPooledByteBufAllocatorEnable clientSocketRcvBufSize
+    clientSocketSndBufSize clientWorkerThreads clusterName clusterTopicEnable coldCtrStrategyEnable
+    coldDataFlowControlEnable coldDataScanEnable combineAssignOffsetCQType combineCQEnableCheckSelf
+    combineCQLoadingCQTypes combineCQMaxExtraSearchCommitLogFiles combineCQPreferCQType
+    commercialBaseCount commercialSizePerMsg commitCommitLogLeastPages commitCommitLogThoroughInterval
+    commitIntervalCommitLog commitLogForceSwapMapInterval commitLogSwapMapInterval
+    commitLogSwapMapReserveFileNum compactionCqMappedFileSize compactionMappedFileSize
+    compactionScheduleInternal compactionThreadNum compatibleWithOldNameSrv compressedRegister
+    configBlackList configManagerVersion configName connectTimeoutMillis consumerFallbehindThreshold
+    consumerManageThreadPoolNums consumerManagerThreadPoolQueueCapacity consumerOffsetUpdateVersionStep
+    controllerAddr controllerHeartBeatTimeoutMills correctLogicMinOffsetForceInterval
+    correctLogicMinOffsetSleepInterval dLegerGroup dLegerPeers dLegerSelfId dataReadAheadEnable
+    debugLockEnable defaultMessageRequestMode defaultPopShareQueueNum defaultQueryMaxNum
+    defaultTopicQueueNums delayOffsetUpdateVersionStep deleteCommitLogFilesInterval
+    deleteConsumeQueueFilesInterval deleteFileBatchMax deleteWhen destroyMapedFileIntervalForcibly
+    disableCallbackExecutor disableConsumeIfConsumerReadSlowly disableNettyWorkerGroup
+    disappearTimeAfterStart diskFallRecorded diskMaxUsedSpaceRatio diskSpaceCleanForciblyRatio
+    diskSpaceWarningLevelRatio dispatchCqCacheNum dispatchCqThreads dispatchFromSenderThread
+    duplicationEnable enableAcceleratedRecovery enableAsyncReput enableAutoInSyncReplicas
+    enableBatchPush enableBroadcastOffsetStore enableBuildConsumeQueueConcurrently
+    enableCalcFilterBitMap enableCleanExpiredOffset enableCompaction enableConnectionMetrics
+    enableConsumeQueueExt enableControllerMode enableCreateSysGroup enableDLegerCommitLog
+    enableDetailStat enableFastChannelEventProcess enableLagAndDlqMetrics enableLmq enableLmqStats
+    enableLogConsumeQueueRepeatedlyBuildWhenRecover enableMessageStoreMetrics enableMixedMessageType
+    enableMultiDispatch enableNetWorkFlowControl enableNotifyAfterPopOrderLockRelease
+    enableNotifyBeforePopCalculateLag enablePopBatchAck enablePopBufferMerge enablePopLog
+    enablePopMessageThreshold enablePopMetrics enablePropertyFilter enableReconnectForGoAway
+    enableRegisterProducer enableRemoteEscape enableRemotingMetrics enableRequestMetrics
+    enableRetryTopicV2 enableRocksDBLog enableRunningFlagsInFlush enableScheduleAsyncDeliver
+    enableScheduleMessageStats enableShutdownGracefully enableSingleTopicRegister
+    enableSkipLongAwaitingAck enableSlaveActingMaster enableSplitMetadata enableSplitRegistration
+    enableStatsMetrics enableTransactionMetrics enabledAppendPropCRC endTransactionPoolQueueCapacity
+    endTransactionThreadPoolNums estimateAccumulation expectConsumerNumUseFilter
+    fastFailIfNoBufferInStorePool fetchControllerAddrByDnsLookup fetchNameSrvAddrByDnsLookup
+    fetchNamesrvAddrByAddressServer fetchNamesrvAddrInterval fileReservedTime filterDataCleanTimeSpan
+    filterSupportRetry flushCommitLogLeastPages flushCommitLogThoroughInterval flushCommitLogTimed
+    flushConsumeQueueLeastPages flushConsumeQueueThoroughInterval flushConsumerOffsetHistoryInterval
+    flushConsumerOffsetInterval flushDelayOffsetInterval flushDiskType flushIntervalCommitLog
+    flushIntervalConsumeQueue flushLeastPagesWhenWarmMapedFile forceRegister forceVerifyPropCRC
+    forwardTimeout globalColdReadThreshold haFlowControlEnable haHousekeepingInterval haListenPort
+    haMasterAddress haMaxGapNotInSync haMaxTimeSlaveNotCatchup haSendHeartbeatInterval
+    haTransferBatchSize heartbeatThreadPoolNums heartbeatThreadPoolQueueCapacity highSpeedMode
+    inSyncReplicas initAuthenticationUser initPopOffsetByCheckMsgInMem
+    innerClientAuthenticationCredentials isBrokerContainer isInBrokerContainer isScanAvailableNameSrv
+    isolateLogEnable listenPort litePullMessageEnable litePullMessageThreadPoolNums
+    litePullThreadPoolQueueCapacity loadBalancePollNameServerInterval loadBalanceProcessorThreadPoolNums
+    loadBalanceThreadPoolQueueCapacity lockInStrictMode logicQueueForceSwapMapInterval
+    logicQueueSwapMapInterval logicQueueSwapMapReserveFileNum logicalDiskSpaceCleanForciblyThreshold
+    longPollingEnable mapedFileSizeCommitLog mapedFileSizeConsumeQueue mappedFileSizeCommitLog
+    mappedFileSizeConsumeQueue mappedFileSizeConsumeQueueExt mappedFileSizeTimerLog mappedFileSwapEnable
+    mapperFileSizeBatchConsumeQueue maxAsyncPutMessageRequests maxBatchDeleteFilesNum maxChecksumRange
+    maxConsumeQueueScan maxErrorRateOfBloomFilter maxFilterMessageSize maxHaTransferByteInSecond
+    maxHashSlotNum maxIndexNum maxLmqConsumeQueueNum maxMessageSize maxMsgsNumBatch maxOffsetMapSize
+    maxPopPollingSize maxReconnectIntervalTimeSeconds maxRecoveryCommitlogFiles maxSlaveResendLength
+    maxStatsIdleTimeInMinutes maxTopicLength maxTransferBytesOnMessageInDisk
+    maxTransferBytesOnMessageInMemory maxTransferCountOnMessageInDisk maxTransferCountOnMessageInMemory
+    memTableFlushIntervalMs messageDelayLevel messageIndexEnable messageIndexSafe messageStorePlugIn
+    metricGrpcExporterIntervalInMills metricGrpcExporterTimeOutInMills
+    metricLoggingExporterIntervalInMills metricsExporterType metricsGrpcExporterHeader
+    metricsGrpcExporterTarget metricsInDelta metricsLabel metricsOtelCardinalityLimit
+    metricsPromExporterHost metricsPromExporterPort migrateAuthFromV1Enabled minInSyncReplicas
+    msgTraceTopicName namesrvAddr notifyConsumerIdsChangedEnable offsetCheckInSlave
+    osPageCacheBusyTimeOutMills popCkMaxBufferSize popCkOffsetMaxQueueSize popCkStayBufferTime
+    popCkStayBufferTimeOut popConsumerFSServiceInit popConsumerKVServiceEnable popConsumerKVServiceInit
+    popConsumerKVServiceLog popFromRetryProbability popInflightMessageThreshold
+    popLongPollingForceNotifyInterval popPollingMapExpireTimeSeconds popPollingMapSize popPollingSize
+    popResponseReturnActualRetryTopic popReviveMaxAttemptTimes popReviveMaxReturnSizePerRead
+    preferredLeaderId printChannelGroups printChannelGroupsMinNum processReplyMessageThreadPoolNums
+    pullBatchMaxMessageCount pullMessageThreadPoolNums pullThreadPoolQueueCapacity
+    putConsumeQueueDataByFileChannel putMessageFutureThreadPoolNums putMessageTimeout
+    putMsgIndexHightWater putThreadPoolQueueCapacity queryMessageThreadPoolNums
+    queryThreadPoolQueueCapacity readOnlyCommitLogStorePaths readUnCommitted
+    realTimeNotifyConsumerChange realTimePersistRocksDBConfig recallMessageEnable
+    recheckReputOffsetFromCq recoverConcurrently recoverThreadPoolNums redeleteHangedFileInterval
+    regionId registerBrokerTimeoutMills registerNameServerPeriod rejectPullConsumerEnable
+    rejectTransactionMessage replicasPerDiskPartition replyThreadPoolQueueCapacity
+    retrieveMessageFromPopRetryTopicV1 reviveAckWaitMs reviveInterval reviveMaxSlow reviveQueueNum
+    reviveScanTime rocketmqHome rocksdbCQDoubleWriteEnable rocksdbCompressionType
+    rocksdbFlushWalFrequency rocksdbWalFileRollingThreshold sampleCountThreshold sampleSteps
+    scheduleAsyncDeliverMaxPendingLimit scheduleAsyncDeliverMaxResendNum2Blocked searchBcqByCacheEnable
+    sendHeartbeatTimeoutMillis sendMessageThreadPoolNums sendThreadPoolQueueCapacity
+    serverAsyncSemaphoreValue serverCallbackExecutorThreads serverChannelMaxIdleTimeSeconds
+    serverLoadBalancerEnable serverNettyWorkerGroupEnable serverOnewaySemaphoreValue
+    serverPooledByteBufAllocatorEnable serverSelectorThreads serverSocketBacklog serverSocketRcvBufSize
+    serverSocketSndBufSize serverWorkerThreads shortPollingTimeMills shutdownWaitTimeSeconds
+    skipPreOnline skipWhenCKRePutReachMaxTimes slaveReadEnable slaveTimeout socksProxyConfig
+    spinLockCollisionRetreatOptimalDegree splitMetadataSize splitRegistrationSize
+    startAcceptSendRequestTimeStamp statRocksDBCQIntervalSec statefulAuthenticationCacheExpiredSecond
+    statefulAuthenticationCacheMaxNum statefulAuthorizationCacheExpiredSecond
+    statefulAuthorizationCacheMaxNum storePathBrokerIdentity storePathCommitLog
+    storePathDLedgerCommitLog storePathEpochFile storePathRootDir storeReplyMessageEnable storeType
+    subscriptionExpiredTimeout syncBrokerMemberGroupPeriod syncBrokerMetadataPeriod
+    syncControllerMetadataPeriod syncFlushTimeout syncFromLastFile syncMasterFlushOffsetWhenStartup
+    timerCheckMetricsWhen timerColdDataCheckIntervalMs timerCongestNumEachSlot timerEnableCheckMetrics
+    timerEnableDisruptor timerEnableRetryUntilSuccess timerFlushIntervalMs timerGetMessageThreadNum
+    timerInterceptDelayLevel timerMaxDelaySec timerMetricSmallThreshold timerPrecisionMs
+    timerProgressLogIntervalMs timerPutMessageThreadNum timerRollWindowSlot timerSkipUnknownError
+    timerStopDequeue timerStopEnqueue timerWarmEnable timerWheelEnable topicQueueLockNum totalReplicas
+    traceOn traceTopicEnable transactionCheckInterval transactionCheckMax transactionMetricFlushInterval
+    transactionOpBatchInterval transactionOpMsgMaxSize transactionTimeOut transferMsgByHeap
+    transientStorePoolEnable transientStorePoolSize travelCqFileNumWhenGetMessage
+    updateNameServerAddrPeriod useABSLock useEpollNativeSelector usePIDColdCtrStrategy
+    useReentrantLockWhenPutMessage useServerSideResetOffset useStaticSubscription useTLS
+    userCacheExpiredSecond userCacheMaxNum userCacheRefreshSecond validateSystemTopicWhenUpdateTopic
+    waitTimeMillsInAckQueue waitTimeMillsInAdminBrokerQueue waitTimeMillsInHeartbeatQueue
+    waitTimeMillsInLitePullQueue waitTimeMillsInPullQueue waitTimeMillsInSendQueue
+    waitTimeMillsInTransactionQueue wakeCommitWhenPutMessage wakeFlushWhenPutMessage warmMapedFileEnable
+    writeBufferHighWaterMark writeBufferLowWaterMark writeWithoutMmap
+"""
+
+ROCKETMQ_BROKER_KEYS: frozenset[str] = frozenset(_NAMES.split())
+"""Every RocketMQ broker.conf option name (camelCase, case-sensitive)."""
