@@ -144,3 +144,29 @@ def test_message_trace_joins_consume_attempts_by_request_id() -> None:
         (1700000009000, "consuming", None, ""),
     ]
     assert trace.to_json()["sub"]["CID-test"][0]["retryTimes"] == 2
+
+
+async def test_dispatcher_batches_records_and_keeps_keys_under_the_properties_cap() -> None:
+    """Many short records: every trace message's KEYS stays below 32 KiB and no record is lost."""
+    from tidemq.client.config import ClientConfig
+    from tidemq.client.trace.dispatcher import AsyncTraceDispatcher
+
+    class FakeProducer:
+        def __init__(self) -> None:
+            self.sent: list[object] = []
+
+        async def send(self, msg: object) -> None:
+            self.sent.append(msg)
+
+    d = AsyncTraceDispatcher(ClientConfig(), "g", "PRODUCER", queue_size=5000)
+    fake = FakeProducer()
+    d._producer = fake  # type: ignore[assignment]
+    for i in range(3000):
+        ctx = TraceContext(TraceType.Pub, i, "R", "g")
+        ctx.trace_beans.append(TraceBean(topic="T", msg_id=f"{i:032X}", keys=f"order-{i}", store_host="h:1"))
+        assert d.append(ctx)
+    await d.flush()
+    records = [r for m in fake.sent for r in decode_trace_data(m.body.decode())]  # type: ignore[attr-defined]
+    assert len(records) == 3000 and len(fake.sent) > 1
+    assert all(len(m.keys.encode()) < 32_767 for m in fake.sent)  # type: ignore[attr-defined]
+    assert d.stats()["sent_records"] == 3000

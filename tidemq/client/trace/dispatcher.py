@@ -6,7 +6,8 @@ counted, as Java's bounded queue does). A worker on the client's event loop wake
 (``pollingTimeMil``), encodes what arrived (:func:`~tidemq.client.trace.encoder.encode_trace_context`)
 into one segment per trace topic, and sends a segment as one message when it reaches
 ``max_msg_size - 10000`` bytes (128,000 - 10,000) or its first record is 500 ms old
-(``waitTimeThresholdMil``). The message's keys are the traced message ids and keys, its body the
+(``waitTimeThresholdMil``), or when its keys reach 24,000 bytes (properties are capped at 32,767
+bytes). The message's keys are the traced message ids and keys, its body the
 records. Sends go through a producer of its own (group ``_INNER_TRACE_PRODUCER-<group>-<type>-<n>``,
 instance ``<host instance>_TRACE``, send timeout 5 s); a failed send is logged, never retried or
 raised into the host. :meth:`shutdown` flushes what is left and waits (up to ``flush_timeout``)
@@ -38,26 +39,31 @@ log = logging.getLogger(__name__)
 GROUP_NAME_PREFIX = "_INNER_TRACE_PRODUCER"
 """``TraceConstants.GROUP_NAME_PREFIX``."""
 _COUNTER = itertools.count(1)
+_MAX_KEY_BYTES = 24_000
+"""A segment is also sent once its keys (the ``KEYS`` property) reach this many bytes: a message's
+properties may not exceed 32,767 bytes, which a full 118 KB segment of short records would."""
 
 
 class _Segment:
     """``TraceDataSegment``: encoded records waiting for one trace topic."""
 
-    __slots__ = ("beans", "first_add", "size")
+    __slots__ = ("beans", "first_add", "key_bytes", "size")
 
     def __init__(self) -> None:
         self.beans: list[TraceTransferBean] = []
         self.first_add = 0.0
         self.size = 0
+        self.key_bytes = 0
 
     def add(self, bean: TraceTransferBean, now: float) -> None:
         if not self.beans:
             self.first_add = now
         self.beans.append(bean)
         self.size += len(bean.trans_data)
+        self.key_bytes += sum(len(k) + 1 for k in bean.trans_key)
 
     def take(self) -> list[TraceTransferBean]:
-        beans, self.beans, self.size = self.beans, [], 0
+        beans, self.beans, self.size, self.key_bytes = self.beans, [], 0, 0
         return beans
 
 
@@ -154,7 +160,7 @@ class AsyncTraceDispatcher:
                 continue
             seg = self._segments.setdefault(self.trace_topic, _Segment())
             seg.add(encode_trace_context(ctx), now)
-            if seg.size >= limit:
+            if seg.size >= limit or seg.key_bytes >= _MAX_KEY_BYTES:
                 self._send(self.trace_topic, seg.take())
         for topic, seg in self._segments.items():
             if seg.beans and (force or now - seg.first_add >= self.wait_threshold_s):
