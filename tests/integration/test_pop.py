@@ -170,6 +170,8 @@ async def test_remoting_pop_ack_change_batch(cluster: Cluster, wire: Wire) -> No
     bad = AckMessageRequestHeader(consumer_group="PG4", topic="PopR", queue_id=0, extra_info="x y", offset=0)
     rb = await wire.invoke(RequestCode.ACK_MESSAGE, bad.to_ext_fields())
     assert rb.code == ResponseCode.INVALID_PARAMETER and "extraInfo" in (rb.remark or "")
+    # the group's offsets are ordinary consumer offsets (admin consumerProgress reads them)
+    assert sum(cluster.broker.consumer_offset_manager.query_offset_table("PG4", "PopR").values()) == 3
     header.poll_time = 300
     header.born_time = int(time.time() * 1000)
     empty = await wire.invoke(RequestCode.POP_MESSAGE, header.to_ext_fields())
