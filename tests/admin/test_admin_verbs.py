@@ -86,7 +86,12 @@ def test_every_admin_verb(served: tuple[ServeProcess, dict[str, Any]]) -> None:
     wait_for_sync(lambda: admin.run("topicRoute", "-t", "OpsT").exit_code == 0, 15, "route of OpsT")
     assert "OpsT" in admin.ok("topicList")["topicList"]
     assert admin.ok("updateTopicList", "-t", "OpsL1", "-t", "OpsL2", "-q", "2")["topics"] == 2
-    assert {"OpsL1", "OpsL2"} <= set(admin.ok("topicList")["topicList"])
+    everything = admin.ok("topicList")["topicList"]
+    assert {"OpsL1", "OpsL2"} <= set(everything)
+    paged = admin.ok("topicList", "--page", "2", "--page-size", "2")
+    assert paged["topicList"] == sorted(everything)[2:4] and paged["total"] == len(everything)
+    text = admin.run("topicList", "--page-size", "2").output
+    assert f"(topics 1-2 of {len(everything)}; --page 2 for the next)" in text
     assert "illegal characters" in admin.fails("updateTopicList", "-t", "bad topic!")
     assert [q["readQueueNums"] for q in admin.ok("topicRoute", "-t", "OpsT")["queueDatas"]] == [2]
     assert admin.ok("topicClusterList", "-t", "OpsT")["clusters"] == ["DefaultCluster"]

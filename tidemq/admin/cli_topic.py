@@ -10,6 +10,9 @@ from tidemq.admin.client import AsyncAdminClient
 from tidemq.admin.ops_group import ALLOCATE_STRATEGIES
 from tidemq.errors import ClientError
 
+PAGE_SIZE = 1000
+"""topicList's default page in text output: 100,000 topics are not printed at once."""
+
 
 @click.option(
     "-c",
@@ -17,10 +20,26 @@ from tidemq.errors import ClientError
     is_flag=True,
     help="Each topic with its cluster and consumer groups (mqadmin -c).",
 )
+@click.option(
+    "--page",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Only this page of the sorted list (1 is the first). Text output pages by default.",
+)
+@click.option(
+    "--page-size", type=click.IntRange(min=1), default=PAGE_SIZE, show_default=True, help="Topics per page."
+)
 @admin_command("topic-list", "topicList")
-async def topic_list(admin: AsyncAdminClient, out: Out, cluster_model: bool) -> None:
-    """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
-    topics = await admin.fetch_all_topic_list()
+async def topic_list(
+    admin: AsyncAdminClient, out: Out, cluster_model: bool, page: int | None, page_size: int
+) -> None:
+    """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), sorted; text output
+    shows one page (--page, --page-size) and says how many there are, JSON everything unless --page."""
+    topics = sorted(await admin.fetch_all_topic_list())
+    total = len(topics)
+    if page is not None or not out.as_json:
+        first = ((page or 1) - 1) * page_size
+        topics = topics[first : first + page_size]
     if cluster_model:
         rows: list[tuple[str, str, str]] = []
         for t in topics:
@@ -35,10 +54,15 @@ async def topic_list(admin: AsyncAdminClient, out: Out, cluster_model: bool) -> 
             out.table(["clusterName", "topic", "consumerGroup"], rows)
         return
     if out.as_json:
-        out.json({"topicList": topics})
+        paging = {} if page is None else {"page": page, "pageSize": page_size, "total": total}
+        out.json({"topicList": topics, **paging})
         return
     for t in topics:
         out.line(t)
+    if len(topics) < total:
+        first = ((page or 1) - 1) * page_size
+        shown = f"{first + 1}-{first + len(topics)}" if topics else "none"
+        out.line(f"(topics {shown} of {total}; --page {(page or 1) + 1} for the next)")
 
 
 async def _groups_or_none(admin: AsyncAdminClient, topic: str) -> list[str]:
