@@ -170,3 +170,21 @@ async def test_dispatcher_batches_records_and_keeps_keys_under_the_properties_ca
     assert len(records) == 3000 and len(fake.sent) > 1
     assert all(len(m.keys.encode()) < 32_767 for m in fake.sent)  # type: ignore[attr-defined]
     assert d.stats()["sent_records"] == 3000
+
+
+def test_cpp_client_sub_after_without_group_joins_its_sub_before() -> None:
+    """rocketmq-client-cpp 2.2 (``src/trace/TraceUtil.cpp``) ends SubAfter after the keys (``dKey``
+    when there are none): group and time come from the SubBefore with the same request id."""
+    before = (
+        C.join(["SubBefore", "1700000000300", "DefaultRegion", "cpp-cg", "REQ7", MSG_ID, "0", "dKey"]) + F
+    )
+    after = C.join(["SubAfter", "REQ7", MSG_ID, "3", "true", "dKey"]) + F
+    carrier = MessageExt("rmq_sys_TRACE_DATA_DefaultRegion", (JAVA_PUB + before + after).encode())
+    trace = build_message_trace(MSG_ID, [carrier])
+    (step,) = trace.consumes["cpp-cg"]
+    assert (step.begin, step.cost_time, step.status, step.return_type) == (
+        1700000000300,
+        3,
+        "success",
+        "SUCCESS",
+    )
