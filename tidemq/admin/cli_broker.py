@@ -26,7 +26,7 @@ from tidemq.errors import ClientError
 async def cluster_list(
     admin: AsyncAdminClient, out: Out, cluster: str | None, more_stats: bool, interval: int | None
 ) -> None:
-    """Every cluster's brokers with version, TPS (10 s window) and today's message counts."""
+    """Every cluster's brokers with version, TPS (last minute, as every tidemq TPS) and today's message counts."""
     while True:
         await _cluster_list_once(admin, out, cluster, more_stats)
         if interval is None:
@@ -97,8 +97,8 @@ async def _cluster_list_once(
                 r.broker_id,
                 r.addr,
                 rt.get("brokerVersionDesc", r.error or "-"),
-                r.first_tps("putTps"),
-                r.first_tps("getTransferedTps"),
+                r.tps("putTps"),
+                r.tps("getTransferedTps"),
                 today_in,
                 today_out,
                 rt.get("commitLogDiskRatio", "-"),
@@ -111,8 +111,8 @@ async def _cluster_list_once(
             "id",
             "address",
             "version",
-            "inTPS",
-            "outTPS",
+            "inTPS(1m)",
+            "outTPS(1m)",
             "inToday",
             "outToday",
             "diskRatio",

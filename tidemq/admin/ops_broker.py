@@ -60,12 +60,18 @@ class BrokerRow:
     runtime: dict[str, str] = field(default_factory=dict)
     error: str = ""
 
-    def first_tps(self, key: str) -> float:
-        """The first figure of a ``"tps10s tps60s tps600s"`` runtime value (0.0 when absent)."""
+    def tps(self, key: str) -> float:
+        """The last-minute figure (the middle one) of a ``"tps10s tps60s tps600s"`` runtime value,
+        0.0 when absent: TPS_WINDOW, the one window every tidemq TPS uses."""
         try:
-            return float(self.runtime.get(key, "0").split()[0])
+            return float(self.runtime.get(key, "0").split()[1])
         except (ValueError, IndexError):
             return 0.0
+
+
+TPS_WINDOW = "last minute"
+"""The window of every TPS tidemq shows: ``clusterList``, the dashboard's Cluster and Topics pages,
+``rocketmq_broker_tps`` / ``rocketmq_producer_tps`` (the stats' minute window)."""
 
 
 @dataclass(frozen=True, slots=True)

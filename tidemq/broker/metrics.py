@@ -6,7 +6,7 @@ work unchanged (labels ``cluster``, ``broker``, ``topic``, ``group`` as the expo
 =========================================  ======  ===========================================
 metric                                     type    value
 =========================================  ======  ===========================================
-rocketmq_broker_tps                        gauge   messages stored per second (last minute)
+rocketmq_broker_tps                        gauge   messages stored per second (last minute, as every TPS)
 rocketmq_broker_qps                        gauge   messages handed to consumers per second
 rocketmq_producer_tps                      gauge   per topic, messages stored per second
 rocketmq_producer_message_size             gauge   per topic, bytes stored per second
@@ -17,8 +17,7 @@ rocketmq_consumer_offset                   gauge   per topic and group, sum of c
 rocketmq_group_diff                        gauge   per topic and group, messages not yet consumed
 rocketmq_message_accumulation              gauge   same as rocketmq_group_diff (the exporter's sum)
 rocketmq_group_get_latency_by_storetime    gauge   ms since the oldest unconsumed message was stored
-rocketmq_brokeruntime_msg_put_total_today_now  gauge   messages stored since start
-rocketmq_brokeruntime_msg_gettotal_today_now   gauge   messages pulled since start
+rocketmq_brokeruntime_*, _retrydiff, ...   gauge   the rest of the exporter's series: metrics_exporter.py
 tidemq_messages_put_total                  counter per topic, messages stored
 tidemq_message_bytes_put_total             counter per topic, bytes stored
 tidemq_messages_get_total                  counter per topic and group, messages pulled
@@ -46,6 +45,12 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
+from tidemq.broker.metrics_exporter import (
+    ExporterSnapshot,
+    client_status,
+    exporter_families,
+    exporter_snapshot,
+)
 from tidemq.broker.stats import (
     BROKER_GET_NUMS,
     BROKER_PUT_NUMS,
@@ -90,6 +95,7 @@ class _Snapshot:
     consumers: dict[tuple[str, str], tuple[float, float, int]] = field(default_factory=dict)
     groups: list[_GroupRow] = field(default_factory=list)
     pop: list[tuple[str, str, int, int, int, int, int]] = field(default_factory=list)
+    exporter: ExporterSnapshot | None = None
 
 
 def _is_system(topic: str) -> bool:
@@ -159,6 +165,7 @@ def take_snapshot(broker: Broker) -> _Snapshot:
     from tidemq.broker.pop.service import pop_metric_rows
 
     snap.pop = pop_metric_rows(broker)  # POP groups (docs/rocketmq5.md)
+    snap.exporter = exporter_snapshot(broker)
     return snap
 
 
@@ -182,7 +189,10 @@ class BrokerCollector:
             return take_snapshot(self.broker)
 
         async def snap() -> _Snapshot:
-            return take_snapshot(self.broker)
+            s = take_snapshot(self.broker)
+            if s.exporter is not None:  # the consumers' own figures (rocketmq_client_*)
+                s.exporter.clients = await client_status(self.broker)
+            return s
 
         return asyncio.run_coroutine_threadsafe(snap(), loop).result(SNAPSHOT_TIMEOUT)
 
@@ -203,18 +213,6 @@ class BrokerCollector:
             "BrokerGetNums: messages pulled per second",
             ["cluster", "broker"],
             [(cb, s.broker_qps)],
-        )
-        yield _gauge(
-            "rocketmq_brokeruntime_msg_put_total_today_now",
-            "msgPutTotalTodayNow",
-            ["cluster", "broker"],
-            [(cb, s.put_total)],
-        )
-        yield _gauge(
-            "rocketmq_brokeruntime_msg_gettotal_today_now",
-            "msgGetTotalTodayNow",
-            ["cluster", "broker"],
-            [(cb, s.get_total)],
         )
         yield _counter(  # forced retention only (tidemq/store/retention.py); 0 unless opted in
             "tidemq_unconsumed_messages_deleted",
@@ -291,6 +289,8 @@ class BrokerCollector:
             ["group", "topic"],
             [([r.group, r.topic], r.diff) for r in s.groups],
         )
+        if s.exporter is not None:
+            yield from exporter_families(s.exporter)
 
 
 def _pop_families() -> list[tuple[str, str, Any]]:

@@ -21,6 +21,7 @@ import logging
 import time
 from typing import Any, Protocol
 
+from tidemq.client.consumer.consume_rates import ConsumeRates
 from tidemq.client.consumer.offset_store import OffsetStore, ReadOffsetType
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.rebalance import Rebalancer
@@ -121,8 +122,9 @@ async def consumer_running_info(
     """The GET_CONSUMER_RUNNING_INFO body of ``consumer``. Mirrors ``DefaultMQPushConsumerImpl.consumerRunningInfo``.
 
     ``properties`` holds the consumer's settings (camelCase, as strings) and the ``PROP_*`` keys
-    Java adds; ``statusTable`` has one ``ConsumeStatus`` per subscribed topic (rates are not
-    tracked yet and report 0).
+    Java adds; ``statusTable`` has one ``ConsumeStatus`` per subscribed topic with the consumer's
+    consume rates (``consume_rates.py``; over all its topics). ``consumeRT``, ``pullRT`` and
+    ``pullTPS`` are not measured by tidemq's client and are left out (Java reads them as 0).
     """
     cfg = consumer.config
     orderly = bool(getattr(consumer, "consume_orderly", False))
@@ -150,17 +152,7 @@ async def consumer_running_info(
         commit = await consumer.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
         mq_table[mq] = _process_queue_info(pq, commit)
     subs = sorted(consumer.rebalancer.subscription_inner.values(), key=lambda s: s.topic)
-    status = {
-        s.topic: {
-            "consumeFailedMsgs": 0,
-            "consumeFailedTPS": 0.0,
-            "consumeOKTPS": 0.0,
-            "consumeRT": 0.0,
-            "pullRT": 0.0,
-            "pullTPS": 0.0,
-        }
-        for s in subs
-    }
+    status = {s.topic: _consume_status(consumer) for s in subs}
     body = {
         "jstack": "",
         "mqTable": mq_table,
@@ -174,3 +166,24 @@ async def consumer_running_info(
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _consume_status(consumer: ResettableConsumer) -> dict[str, float | int]:
+    """``ConsumeStatus`` of ``consumer``: ok / failed rates and the failures of the last hour."""
+    service = getattr(consumer, "_consume", None)
+    ok, failed = int(getattr(service, "consumed_ok", 0)), int(getattr(service, "consumed_failed", 0))
+    rates = getattr(consumer, "_consume_rates", None)
+    if rates is None:
+        started_ms = int(getattr(consumer, "start_timestamp", 0) or 0)
+        age = max(time.time() - started_ms / 1000, 0.0) if started_ms else 0.0
+        rates = ConsumeRates(time.monotonic() - age)
+        try:
+            consumer._consume_rates = rates  # type: ignore[attr-defined]
+        except AttributeError:
+            pass
+    ok_tps, failed_tps, failed_hour = rates.figures(ok, failed)
+    return {
+        "consumeOKTPS": round(ok_tps, 2),
+        "consumeFailedTPS": round(failed_tps, 2),
+        "consumeFailedMsgs": failed_hour,
+    }
