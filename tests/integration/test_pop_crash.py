@@ -68,7 +68,9 @@ async def _before_kill(ns: str) -> tuple[set[bytes], set[bytes], float]:
 def test_pop_survives_sigkill(tmp_path: Path) -> None:
     store = tmp_path / "store"
     conf = tmp_path / "broker.conf"
-    conf.write_text("brokerName=broker-a\nflushConsumerOffsetInterval=600000\n")
+    conf.write_text(
+        "brokerName=broker-a\nflushConsumerOffsetInterval=600000\nmappedFileSizeCommitLog=4194304\n"
+    )
     proc = ServeProcess(store, extra_args=["-c", str(conf)]).start()
     try:
         unacked, acked, popped_at = asyncio.run(_before_kill(proc.namesrv_addr))

@@ -202,6 +202,8 @@ class PopReviveService:
         """Read up to ``budget`` records of queue ``q`` from its scan offset; the number read."""
         store, topic = self.broker.store, self.service.revive_topic
         read = 0
+        if store.get_max_offset_in_queue(topic, q.qid) <= q.scan_offset:
+            return 0  # nothing new (and no read that would make an empty queue's files)
         while read < budget and not q.blocked:
             got = store.get_message(REVIVE_GROUP, topic, q.qid, q.scan_offset, 32, None)
             if got.status is not GetMessageStatus.FOUND:
