@@ -8,6 +8,7 @@ The endpoint runs in-process (``GrpcProxy.local``) with a 1 s minimum invisible 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,7 +33,9 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
     from tidemq.proxy.consumer import ConsumerConfig
     from tidemq.proxy.server import GrpcProxy
 
-    with ClusterThread(tmp_path_factory.mktemp("v5c")) as cluster:
+    # transaction checks after 0.5 s instead of RocketMQ's 6 s / 60 s
+    tmp = tmp_path_factory.mktemp("v5c")
+    with ClusterThread(tmp, transaction_time_out=500, transaction_check_interval=500) as cluster:
 
         async def start() -> GrpcProxy:
             proxy = GrpcProxy.local(
@@ -73,8 +76,19 @@ def test_cross_language_every_body_and_property_exact(
     topic = f"V5X{producer.title()}{consumer.title()}"
     msgs = sent_messages(producer)
     sent = run_v5(producer, spec(endpoint, "produce", topic, messages=msgs))["sent"]
+    # the consumer changes the first message's invisible duration, then acks it with the new handle
     got = run_v5(
-        consumer, spec(endpoint, "consume", topic, group=f"G{topic}", expect=3, await_s=2, timeout_s=15)
+        consumer,
+        spec(
+            endpoint,
+            "consume",
+            topic,
+            group=f"G{topic}",
+            expect=3,
+            await_s=2,
+            timeout_s=15,
+            change_first_s=30,
+        ),
     )
     by_body = {m["body"]: m for m in got["received"]}
     assert sorted(by_body) == sorted(m["body"] for m in msgs)
@@ -93,32 +107,65 @@ def test_cross_language_every_body_and_property_exact(
 
 
 @pytest.mark.parametrize("lang", LANGS)
-def test_unacked_comes_again_after_its_invisible_time(endpoint: Endpoint, lang: str) -> None:
+def test_unacked_comes_again_and_a_changed_one_stays_invisible(endpoint: Endpoint, lang: str) -> None:
+    """Two messages received and not acked, invisible 1 s; the first's invisible duration is changed
+    to 30 s: only the second comes again (delivery attempt 2), the first stays away."""
     require(lang)
     topic = f"V5Redeliver{lang.title()}"
-    run_v5(lang, spec(endpoint, "produce", topic, messages=[{"body": "again", "props": {"k": "v"}}]))
+    msgs = [{"body": "changed", "group": "g"}, {"body": "again", "group": "g", "props": {"k": "v"}}]
+    run_v5(lang, spec(endpoint, "produce", topic, messages=msgs))  # one queue: received in this order
     group = f"GR{lang}"
     first = run_v5(
-        lang, spec(endpoint, "consume", topic, group=group, expect=1, await_s=2, invisible_s=1, ack=False)
+        lang,
+        spec(
+            endpoint,
+            "consume",
+            topic,
+            group=group,
+            expect=2,
+            await_s=2,
+            invisible_s=1,
+            ack=False,
+            change_first_s=30,
+        ),
     )
-    assert [(m["body"], m["attempt"]) for m in first["received"]] == [("again", 1)]
+    assert [(m["body"], m["attempt"]) for m in first["received"]] == [("changed", 1), ("again", 1)]
     second = run_v5(
         lang, spec(endpoint, "consume", topic, group=group, expect=1, await_s=3, invisible_s=30, timeout_s=15)
     )
     assert [(m["body"], m["attempt"], m["props"]) for m in second["received"]] == [("again", 2, {"k": "v"})]
-    third = run_v5(lang, spec(endpoint, "consume", topic, group=group, expect=1, await_s=1, timeout_s=1))
-    assert third["received"] == []  # acked: never again
 
 
-def test_changed_invisible_duration_holds_and_the_new_handle_acks(endpoint: Endpoint) -> None:
-    require("python")
-    topic = "V5Change"
-    run_v5("python", spec(endpoint, "produce", topic, messages=[{"body": "c0"}, {"body": "c1"}]))
-    # change c0 (then ack it with the new handle), ack c1: nothing comes back, even past 1 s
+def test_delay_message_arrives_at_its_delivery_time(endpoint: Endpoint) -> None:
+    require("node", "python")
+    topic = "V5Delay"
+    start = time.time()
+    run_v5("node", spec(endpoint, "produce", topic, messages=[{"body": "later", "delay_ms": 1500}]))
+    got = run_v5("python", spec(endpoint, "consume", topic, group="GD", expect=1, await_s=3, timeout_s=15))
+    waited = time.time() - start
+    (m,) = got["received"]
+    assert (m["body"], m["type"]) == ("later", "DELAY")
+    assert waited >= 1.4 and abs(m["delivery_ms"] / 1000 - (start + 1.5)) < 1.5
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_transactions_commit_rollback_and_server_check(endpoint: Endpoint, lang: str) -> None:
+    """Committed and checked-then-committed messages are delivered; the rolled-back one never is."""
+    require(lang, "python")
+    topic = f"V5Tx{lang.title()}"
+    msgs = [
+        {"body": "tx-commit", "tx": "commit"},
+        {"body": "tx-rollback", "tx": "rollback"},
+        {"body": "tx-checked", "tx": "check-commit", "props": {"k": "v"}},
+    ]
+    out = run_v5(lang, spec(endpoint, "produce", topic, messages=msgs, check_wait_s=15))
+    assert out["checked"] == [out["sent"][2]["message_id"]]  # the server asked about the open one
     got = run_v5(
-        "python",
-        spec(endpoint, "consume", topic, group="GC", expect=2, await_s=2, invisible_s=1, change_first_s=30),
+        "python", spec(endpoint, "consume", topic, group=f"GT{lang}", expect=2, await_s=2, timeout_s=10)
     )
-    assert sorted(m["body"] for m in got["received"]) == ["c0", "c1"]
-    again = run_v5("python", spec(endpoint, "consume", topic, group="GC", expect=1, await_s=1, timeout_s=1.5))
-    assert again["received"] == []
+    assert sorted(m["body"] for m in got["received"]) == ["tx-checked", "tx-commit"]
+    assert next(m for m in got["received"] if m["body"] == "tx-checked")["props"] == {"k": "v"}
+    late = run_v5(
+        "python", spec(endpoint, "consume", topic, group=f"GT{lang}", expect=1, await_s=1, timeout_s=1)
+    )
+    assert late["received"] == []

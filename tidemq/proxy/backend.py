@@ -215,7 +215,7 @@ class LocalBackend:
     def channel(self, client: str, remote_addr: str = "") -> LocalChannel:
         """The channel standing for v5 client ``client`` (made at first use)."""
         ch = self.channels.get(client)
-        if ch is None:
+        if ch is None or not ch.is_active:
 
             def forward(cmd: RemotingCommand, client: str = client) -> None:
                 if self.on_broker_request is not None:
@@ -337,6 +337,20 @@ class LocalBackend:
             self.broker.client_housekeeping_service.on_channel_close(ch)  # type: ignore[arg-type]
 
 
+class _BrokerRequests:
+    """Takes the requests brokers send the proxy's connections (CHECK_TRANSACTION_STATE, oneway)."""
+
+    def __init__(self, backend: ClusterBackend) -> None:
+        self.backend = backend
+
+    async def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand | None:
+        names = [n for n, a in self.backend._broker_addrs.items() if a == channel.remote_addr]
+        callback = self.backend.on_broker_request
+        if callback is not None:
+            callback(names[0] if names else channel.remote_addr, request)
+        return None
+
+
 class ClusterBackend:
     """The brokers of a cluster, reached over remoting (``tidemq proxy --namesrv``).
 
@@ -365,6 +379,9 @@ class ClusterBackend:
         self.api = ClientAPI(self.remoting)
         self.route_ttl = route_ttl
         self.max_body_size = max_body_size
+        self.on_broker_request: Callable[[str, RemotingCommand], None] | None = None
+        """Called with (broker name, request) for requests a broker sends (transaction checks)."""
+        self.remoting.register_processor(RequestCode.CHECK_TRANSACTION_STATE, _BrokerRequests(self))
         self._routes: dict[str, tuple[float, TopicRoute | None]] = {}
         self._attributes: dict[str, tuple[float, dict[str, dict[str, str]]]] = {}
         self._broker_addrs: dict[str, str] = {}

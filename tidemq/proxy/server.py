@@ -78,6 +78,16 @@ class GrpcProxy:
         from tidemq.proxy.consumer import ConsumerActivity, ConsumerConfig
 
         self.service.consumer = ConsumerActivity(backend, consumer_config or ConsumerConfig())
+        from tidemq.proxy.transaction import TransactionActivity
+
+        tx = TransactionActivity(backend, self.service)
+        self.service.transactions = tx
+        self.service.producer.sent_hook = tx.on_sent
+        if isinstance(backend, LocalBackend):
+            name = backend.broker.config.broker_name
+            backend.on_broker_request = lambda _client, cmd: tx.on_check(name, cmd)
+        elif isinstance(backend, ClusterBackend):
+            backend.on_broker_request = tx.on_check
         self._server: Any = None
 
     @classmethod

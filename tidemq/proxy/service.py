@@ -125,6 +125,8 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
                 state.client_type = state.client_type or int(request.client_type)
                 if request.HasField("group") and request.group.name:
                     state.group = resource_name(request.group, ctx.namespace)
+                if state.client_type == settings.PRODUCER and self.transactions is not None:
+                    await self.transactions.register_producer(state, ctx)
             return s.HeartbeatResponse(status=codes.status())
 
         return await self._unary(context, s.HeartbeatResponse, run)
@@ -163,6 +165,8 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
             group,
             topics,
         )
+        if kind == "publishing" and self.transactions is not None:
+            await self.transactions.register_producer(state, ctx)
         return s.TelemetryCommand(status=codes.status(), settings=merged)
 
     async def Telemetry(self, request_iterator: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
