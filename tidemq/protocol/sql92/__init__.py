@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
+from operator import itemgetter
 
 from tidemq.protocol.sql92.compiler import Fn, Values, compile_node, property_names
 from tidemq.protocol.sql92.lexer import Sql92Error
 from tidemq.protocol.sql92.parser import Node, parse
-from tidemq.protocol.sql92.values import JavaError, Value
+from tidemq.protocol.sql92.values import JavaError
 
 __all__ = ["JavaError", "Sql92Error", "Sql92Expression", "compile_sql92"]
 
@@ -36,21 +37,17 @@ class Sql92Expression:
         names: the distinct property names it reads, in the order ``values`` tuples use.
     """
 
-    __slots__ = ("_fn", "names", "text", "tree")
+    __slots__ = ("_fn", "evaluate_values", "names", "text", "tree")
 
     def __init__(self, text: str, tree: Node) -> None:
         self.text = text
         self.tree = tree
         self.names: tuple[str, ...] = property_names(tree)
-        self._fn: Fn = compile_node(tree, {name: i for i, name in enumerate(self.names)})
-
-    def evaluate_values(self, values: Values) -> Value:
-        """The raw result (True, False or None) for ``values`` (one string or None per ``names``).
-
-        Raises:
-            JavaError: evaluation threw in Java (e.g. ``'abc' > 5``), i.e. no match.
-        """
-        return self._fn(values)
+        self._fn: Fn = compile_node(tree, {name: itemgetter(i) for i, name in enumerate(self.names)})
+        self.evaluate_values: Fn = self._fn
+        """``evaluate_values(values)``: the raw result (True, False or None) for ``values`` (one
+        string or None per ``names``); raises :class:`JavaError` where Java throws (e.g.
+        ``'abc' > 5``), which means no match."""
 
     def matches_values(self, values: Values) -> bool:
         """True only when the selector evaluates to TRUE (``ExpressionMessageFilter``: errors and

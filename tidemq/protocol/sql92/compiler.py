@@ -1,7 +1,8 @@
 """Compiles a parsed selector into nested closures over a tuple of property values.
 
-Each property the selector names gets an index; a message is evaluated as ``fn(values)`` where
-``values[i]`` is that property's string or None. The common shapes (a property against a literal)
+Each property the selector names gets a getter that reads it from the evaluation context (a tuple
+of values, or a stored record's bytes, where the property is only looked up when evaluation
+reaches it); a getter gives the property's string or None. The common shapes (a property against a literal)
 get closures that parse the property once as the literal's Java type and compare directly; the
 rest go through :func:`~tidemq.protocol.sql92.values.java_compare`. Results are True, False or None
 (SQL's unknown), exactly as RocketMQ 4.9's ``filter/expression`` classes give them (§2.3).
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from tidemq.protocol.sql92.parser import BoolCast, Compare, Const, In, Logic, Negate, Node, Not, Prop
 from tidemq.protocol.sql92.values import (
@@ -26,8 +27,11 @@ from tidemq.protocol.sql92.values import (
     parse_long,
 )
 
-Values = tuple[str | None, ...]
+Values = Any
+"""The evaluation context handed to every closure: a tuple of property values, or a record's
+``(buffer, properties start, properties end)``."""
 Fn = Callable[[Values], Value]
+Getter = Callable[[Values], str | None]
 
 _TESTS: Final[dict[str, Callable[[int], bool]]] = {
     "=": lambda c: c == 0,
@@ -63,27 +67,28 @@ def property_names(node: Node) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def compile_node(node: Node, index: dict[str, int]) -> Fn:
-    """The closure evaluating ``node``; ``index`` maps property names to positions in the values."""
+def compile_node(node: Node, getters: dict[str, Getter]) -> Fn:
+    """The closure evaluating ``node``; ``getters[name](context)`` reads a property from the
+    evaluation context (a values tuple, or a record's bytes: :mod:`tidemq.protocol.sql92.record`)."""
     if isinstance(node, Const):
         value = node.value
         return lambda v: value
     if isinstance(node, Prop):
-        return operator.itemgetter(index[node.name])
+        return getters[node.name]
     if isinstance(node, Negate):
-        inner = compile_node(node.operand, index)
+        inner = compile_node(node.operand, getters)
         return lambda v: negate(inner(v))
     if isinstance(node, Not):
-        return _not(compile_node(node.operand, index))
+        return _not(compile_node(node.operand, getters))
     if isinstance(node, BoolCast):
-        i = index[node.operand.name]
-        return lambda v: None if v[i] is None else False
+        get = getters[node.operand.name]
+        return lambda v: None if get(v) is None else False
     if isinstance(node, In):
-        return _in(index[node.operand.name], node.values, node.negated)
+        return _in(getters[node.operand.name], node.values, node.negated)
     if isinstance(node, Logic):
-        left, right = compile_node(node.left, index), compile_node(node.right, index)
+        left, right = compile_node(node.left, getters), compile_node(node.right, getters)
         return _and(left, right) if node.op == "AND" else _or(left, right)
-    return _compare(node, index)
+    return _compare(node, getters)
 
 
 def _not(inner: Fn) -> Fn:
@@ -94,9 +99,9 @@ def _not(inner: Fn) -> Fn:
     return fn
 
 
-def _in(i: int, items: frozenset[str], negated: bool) -> Fn:
+def _in(get: Getter, items: frozenset[str], negated: bool) -> Fn:
     def fn(v: Values) -> Value:
-        x = v[i]
+        x = get(v)
         return None if x is None else (x in items) is not negated
 
     return fn
@@ -128,14 +133,14 @@ def _or(left: Fn, right: Fn) -> Fn:
     return fn
 
 
-def _compare(node: Compare, index: dict[str, int]) -> Fn:
+def _compare(node: Compare, getters: dict[str, Getter]) -> Fn:
     op, left, right = node.op, node.left, node.right
     if isinstance(left, Prop) and isinstance(right, Const) and right.value is not None:
-        return _prop_vs_const(index[left.name], op, right.value, prop_left=True)
+        return _prop_vs_const(getters[left.name], op, right.value, prop_left=True)
     if isinstance(right, Prop) and isinstance(left, Const) and type(left.value) in (int, JLong, float, str):
         # (``TRUE = prop`` is left to the general path: Java throws a ClassCastException there)
-        return _prop_vs_const(index[right.name], _MIRRORED[op], left.value, prop_left=False)
-    lf, rf = compile_node(left, index), compile_node(right, index)
+        return _prop_vs_const(getters[right.name], _MIRRORED[op], left.value, prop_left=False)
+    lf, rf = compile_node(left, getters), compile_node(right, getters)
     test = _TESTS[op]
     if op == "=":
 
@@ -163,7 +168,7 @@ def _compare(node: Compare, index: dict[str, int]) -> Fn:
     return ordering
 
 
-def _prop_vs_const(i: int, op: str, const: Value, *, prop_left: bool) -> Fn:
+def _prop_vs_const(get: Getter, op: str, const: Value, *, prop_left: bool) -> Fn:
     """``prop op const`` (``op`` already mirrored when the constant was on the left): the property
     is parsed as the constant's type, as ``__compare`` converts it. A missing property gives null,
     except ``const = prop``, which gives FALSE (only the right side is null)."""
@@ -172,7 +177,7 @@ def _prop_vs_const(i: int, op: str, const: Value, *, prop_left: bool) -> Fn:
     if t is str and op == "=":
 
         def str_eq(v: Values) -> Value:
-            x = v[i]
+            x = get(v)
             return missing if x is None else x == const
 
         return str_eq
@@ -181,22 +186,25 @@ def _prop_vs_const(i: int, op: str, const: Value, *, prop_left: bool) -> Fn:
         int_op, n = _INT_OPS[op], int(const)  # type: ignore[arg-type]
 
         def int_cmp(v: Values) -> Value:
-            x = v[i]
-            return missing if x is None else int_op(parse(x), n)
+            x = get(v)
+            if x is None:
+                return missing
+            # plain digits short enough for an int: what parse() gives, without the call
+            return int_op(int(x) if len(x) < 10 and x.isdecimal() else parse(x), n)
 
         return int_cmp
     if t is float:
         test, d = _TESTS[op], float(const)  # type: ignore[arg-type]
 
         def double_cmp(v: Values) -> Value:
-            x = v[i]
+            x = get(v)
             return missing if x is None else test(double_compare(parse_double(x), d))
 
         return double_cmp
     if t is bool and op == "=":
 
         def bool_eq(v: Values) -> Value:
-            x = v[i]
+            x = get(v)
             return missing if x is None else boolean_value_of(x) is const
 
         return bool_eq

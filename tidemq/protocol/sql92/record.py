@@ -20,6 +20,7 @@ from tidemq.protocol.record_layout import (
     STOREHOSTADDRESS_V6_FLAG,
 )
 from tidemq.protocol.sql92 import Sql92Expression
+from tidemq.protocol.sql92.compiler import compile_node
 
 _I32 = struct.Struct(">i").unpack_from
 _U16 = struct.Struct(">H").unpack_from
@@ -65,31 +66,61 @@ def property_lookup(name: str) -> Callable[[bytes, int, int], str | None]:
     return lookup
 
 
+_V4_HEAD = struct.Struct(">ii28xi44xi").unpack_from
+"""TOTALSIZE, MAGICCODE, SYSFLAG and (IPv4 hosts) the BODY length: one call per record."""
+_HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+
+
+def _span(buf: bytes, pos: int) -> tuple[int, int]:
+    _size, magic, sys_flag, body_len = _V4_HEAD(buf, pos)
+    if sys_flag & _HOSTS_V6:
+        return properties_span(buf, pos)
+    p = pos + _BODY_LENGTH_V4 + 4 + body_len
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        p += 2 + (buf[p] << 8 | buf[p + 1])
+    else:
+        p += 1 + buf[p]
+    start = p + 2
+    return start, start + (buf[p] << 8 | buf[p + 1])
+
+
+def _record_getter(name: str) -> Callable[[tuple[bytes, int, int]], str | None]:
+    """:func:`property_lookup` taking the evaluation context ``(buf, start, end)`` as one tuple."""
+    key = name.encode()
+    needle, head = b"\x02" + key + b"\x01", key + b"\x01"
+    skip_needle, skip_head = len(needle), len(head)
+
+    def get(ctx: tuple[bytes, int, int]) -> str | None:
+        buf, start, end = ctx
+        i = buf.rfind(needle, start, end)
+        if i >= 0:
+            i += skip_needle
+        elif buf.startswith(head, start, end):
+            i = start + skip_head
+        else:
+            return None
+        j = buf.find(b"\x02", i, end)
+        return buf[i : j if j >= 0 else end].decode("utf-8", "replace")
+
+    return get
+
+
 def record_filter(expression: Sql92Expression) -> RecordFilter:
     """The store-side filter of ``expression``: True when the record at ``buf[pos:]`` matches.
 
-    A record whose property bytes cannot be read does not match.
+    The selector is compiled once more with getters that look a property up in the record's bytes
+    when evaluation reaches it (``a > 5 AND b = 'x'`` never looks for ``b`` when ``a`` fails). A
+    record whose property bytes cannot be read does not match, nor does one whose evaluation throws
+    (RocketMQ catches Throwable there).
     """
-    matches = expression.matches_values
-    lookups = tuple(property_lookup(name) for name in expression.names)
-    if len(lookups) == 1:
-        (only,) = lookups
-
-        def match_one(buf: bytes, pos: int) -> bool:
-            try:
-                start, end = properties_span(buf, pos)
-            except (struct.error, IndexError):
-                return False
-            return matches((only(buf, start, end),))
-
-        return match_one
+    evaluate = compile_node(expression.tree, {name: _record_getter(name) for name in expression.names})
 
     def match(buf: bytes, pos: int) -> bool:
         try:
-            start, end = properties_span(buf, pos)
-        except (struct.error, IndexError):
+            start, end = _span(buf, pos)
+            return evaluate((buf, start, end)) is True
+        except Exception:
             return False
-        return matches(tuple([lookup(buf, start, end) for lookup in lookups]))
 
     return match
 

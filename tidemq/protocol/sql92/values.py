@@ -42,6 +42,8 @@ Value = None | bool | int | float | str
 def parse_int(text: str, low: int = INT_MIN, high: int = INT_MAX) -> int:
     """``Integer.valueOf`` (or ``Long.valueOf`` with the long bounds): an optional sign and decimal
     digits, nothing else (no spaces, no ``_``); out of range or malformed -> :class:`JavaError`."""
+    if len(text) < 10 and text.isdecimal():  # the usual case: within int32 whatever the bound
+        return int(text)
     body = text[1:] if text[:1] in ("+", "-") else text
     if not body.isdecimal():
         raise JavaError(f'For input string: "{text}"')
