@@ -311,15 +311,19 @@ class PopReviveService:
             if held is None or held[0] != pos:
                 continue
             ck = held[1]
+            if not ck.all_acked():
+                try:
+                    self._revive_check_point(ck)
+                    mark = AckRecord(
+                        ck.group, ck.topic, ck.queue_id, ck.start_offset, ck.pop_time, [], ck.broker_name
+                    )
+                    self.service.put_revive_record(q.qid, TAG_REVIVED, mark.encode())
+                except Exception as exc:  # the store refused a put (disk full...): keep it, retry
+                    log.warning("pop revive of %s failed, retrying in 1 s: %r", key, exc)
+                    heapq.heappush(due, (now + 1000, pos, key))
+                    return
             del q.pending[key]
             q.live.discard(pos)
-            if ck.all_acked():
-                continue
-            self._revive_check_point(ck)
-            mark = AckRecord(
-                ck.group, ck.topic, ck.queue_id, ck.start_offset, ck.pop_time, [], ck.broker_name
-            )
-            self.service.put_revive_record(q.qid, TAG_REVIVED, mark.encode())
 
     def _revive_check_point(self, ck: CheckPoint) -> None:
         store = self.broker.store
