@@ -81,3 +81,29 @@ def test_warm_segment_only_when_there_is_room(open_store: StoreFactory, tmp_path
     assert allocator is not None and allocator.room is not None
     assert allocator.room(4096)  # this machine's disk has room for a small segment
     assert not allocator.room(1 << 60)  # nor any disk for an exabyte
+
+
+def test_retention_keeps_what_a_consumer_has_not_consumed_unless_forced(
+    open_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store(file_reserved_time=0)  # every full segment has expired
+    for i in range(150):
+        assert store.put_message(inner(body=b"m%03d" % i * 10)).is_ok
+    segments = len(store.commit_log.queue.files)
+    assert segments >= 4
+    floors = {("T", 0): {"g": 0, "h": 150}}
+    store.retention.floor_providers.append(lambda: floors)
+    assert store.delete_expired_files() == 0  # g has consumed nothing
+    floors[("T", 0)]["g"] = 60
+    assert store.delete_expired_files() >= 1  # what g consumed goes, nothing else
+    assert store.get_min_offset_in_queue("T", 0) <= 60
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    store.config.clean_file_forcibly_enable = True
+    caplog.set_level(logging.ERROR)
+    assert store.delete_expired_files() >= 1
+    assert len(store.commit_log.queue.files) == 1
+    lost_to = store.get_min_offset_in_queue("T", 0)
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "(cleanFileForciblyEnable=true)" in line
+    assert f"T queue 0 offsets 60..{lost_to - 1} ({lost_to - 60} message(s); consumers g)" in line
+    assert store.retention.unconsumed_deleted == lost_to - 60
