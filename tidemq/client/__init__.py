@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from tidemq.client.consumer.selector import MessageSelector
     from tidemq.client.consumer.simple import AsyncSimpleConsumer, SimpleConsumer, SimpleConsumerConfig
     from tidemq.client.producer.producer import AsyncProducer, Producer, split_batch
+    from tidemq.client.producer.request import RequestTimeoutError, create_reply_message
     from tidemq.client.producer.selector import SelectMessageQueueByHash, SelectMessageQueueByRandom
     from tidemq.client.producer.transaction import (
         AsyncTransactionProducer,
@@ -48,6 +49,7 @@ _MODULES = {
     "tidemq.client.consumer.selector": ("MessageSelector",),
     "tidemq.client.consumer.simple": ("AsyncSimpleConsumer", "SimpleConsumer", "SimpleConsumerConfig"),
     "tidemq.client.producer.producer": ("AsyncProducer", "Producer", "split_batch"),
+    "tidemq.client.producer.request": ("RequestTimeoutError", "create_reply_message"),
     "tidemq.client.producer.selector": ("SelectMessageQueueByHash", "SelectMessageQueueByRandom"),
     "tidemq.client.producer.transaction": (
         "AsyncTransactionProducer",
@@ -77,6 +79,7 @@ __all__ = [
     "PullConsumerConfig",
     "PushConsumer",
     "PushConsumerConfig",
+    "RequestTimeoutError",
     "SelectMessageQueueByHash",
     "SelectMessageQueueByRandom",
     "SimpleConsumer",
@@ -84,6 +87,7 @@ __all__ = [
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
+    "create_reply_message",
     "split_batch",
 ]
 
