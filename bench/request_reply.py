@@ -6,13 +6,16 @@ temporary directory; topic ``RpcBench`` (4 queues). A responder in a second proc
 ``create_reply_message`` + ``Producer.send_reply``. In this process one blocking ``Producer``
 measures, alternating blocks of 50, ``--count`` synchronous sends of a 64-byte message to the same
 topic (the responder ignores them) and ``--count`` ``Producer.request`` calls (64-byte request,
-64-byte reply: send -> broker -> long-polled consumer -> reply 325 -> broker push 326 -> requester).
+64-byte reply: send -> broker -> long-polled consumer -> reply 325 -> broker push 326 -> requester);
+a second producer with ``enable_msg_trace=True`` sends ``--count`` more in blocks between them, to
+show what tracing adds to a send (records are written by the trace dispatcher in the background).
 
 Prints ONE JSON line::
 
     {"bench": "request_reply", "setup": {...},
      "send": {"n": N, "p50_ms": ..., "p99_ms": ..., "mean_ms": ...},
      "request_reply": {"n": N, "p50_ms": ..., "p99_ms": ..., "mean_ms": ...},
+     "send_traced": {"n": N, "p50_ms": ..., "p99_ms": ..., "mean_ms": ..., "trace_records": ...},
      "request_over_send_p50": ...}
 
 Run: ``python -m bench.request_reply [--count N]`` (default 400; about 10 s of wall time).
@@ -82,6 +85,8 @@ def run(count: int) -> dict[str, Any]:
         producer = Producer(namesrv_addr=ns, producer_group="rpc-bench-client", default_topic_queue_nums=4)
         producer.start()
         producer.send(Message(TOPIC, b"create the topic"))
+        traced = Producer(namesrv_addr=ns, producer_group="rpc-bench-traced", enable_msg_trace=True)
+        traced.start()
         ctx = multiprocessing.get_context("spawn")
         stop = ctx.Event()
         child = ctx.Process(target=_responder, args=(ns, stop), daemon=True)
@@ -95,11 +100,13 @@ def run(count: int) -> dict[str, Any]:
                 except RequestTimeoutError:
                     if time.monotonic() > deadline:
                         raise RuntimeError("the responder never answered") from None
-            for _ in range(50):  # warm both paths
+            for _ in range(50):  # warm every path
                 producer.send(Message(TOPIC, BODY))
+                traced.send(Message(TOPIC, BODY))
                 producer.request(Message(TOPIC, BODY), timeout_ms=3000)
             sends: list[float] = []
             requests: list[float] = []
+            traced_sends: list[float] = []
             while len(sends) < count:
                 for _ in range(min(50, count - len(sends))):
                     t0 = time.perf_counter()
@@ -110,13 +117,20 @@ def run(count: int) -> dict[str, Any]:
                     reply = producer.request(Message(TOPIC, BODY), timeout_ms=3000)
                     requests.append((time.perf_counter() - t0) * 1000)
                     assert reply.body == BODY
+                for _ in range(min(50, count - len(traced_sends))):
+                    t0 = time.perf_counter()
+                    traced.send(Message(TOPIC, BODY))
+                    traced_sends.append((time.perf_counter() - t0) * 1000)
+            dispatcher = traced._core.trace_hook.dispatcher
         finally:
             stop.set()
             child.join(30)
             if child.is_alive():
                 child.kill()
+            traced.shutdown()
             producer.shutdown()
     send_fig, rr_fig = _figures(sends), _figures(requests)
+    traced_fig = _figures(traced_sends) | {"trace_records": dispatcher.sent_records}
     return {
         "bench": "request_reply",
         "setup": {
@@ -129,6 +143,7 @@ def run(count: int) -> dict[str, Any]:
         },
         "send": send_fig,
         "request_reply": rr_fig,
+        "send_traced": traced_fig,
         "request_over_send_p50": round(rr_fig["p50_ms"] / send_fig["p50_ms"], 2)
         if send_fig["p50_ms"]
         else None,
