@@ -89,7 +89,7 @@ class ProducerActivity:
         if not request.messages:
             raise codes.ProxyError(codes.MESSAGE_CORRUPTED, "no message to send")
         first = request.messages[0].topic
-        if any(m.topic != first for m in request.messages):
+        if len(request.messages) > 1 and any(m.topic != first for m in request.messages[1:]):
             raise codes.ProxyError(codes.MESSAGE_CORRUPTED, "topic in message is not same")
         topic = resource_name(first, ctx.namespace)
         route = await self.backend.topic_route(topic)
