@@ -153,4 +153,6 @@ class SendMessageBackProcessor:
         if result.status is PutMessageStatus.PUT_OK:
             return RemotingCommand.create_response(ResponseCode.SUCCESS)
         detail = f": {result.remark}" if result.remark else ""
-        return error(ResponseCode.SYSTEM_ERROR, f"{result.status.value}{detail}")
+        # a full disk is SERVICE_NOT_AVAILABLE (the client re-consumes the message later: nothing lost)
+        code = ResponseCode.SERVICE_NOT_AVAILABLE if result.disk_full else ResponseCode.SYSTEM_ERROR
+        return error(code, f"{result.status.value}{detail}")
