@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import wait_for
+from tests.integration.conftest import Wire
+from tests.integration.test_transactions_wire import HALF, end_request
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.errors import BrokerError
 from tidemq.protocol.codes import ResponseCode
@@ -66,3 +68,18 @@ async def test_timer_messages_arrive_after_their_time_within_a_second(tmp_path: 
             assert {after.msg_id, past.msg_id} <= {v.msg_id for v in visible(cluster)}
         finally:
             await producer.shutdown()
+
+
+async def test_a_committed_transactional_timer_message_waits_for_its_time(wire: Wire) -> None:
+    """The timer hook runs on the commit's put, as RocketMQ 5's put hook does."""
+    props = {**HALF, "TIMER_DELAY_MS": "700"}
+    sent = await wire.send("TxTimer", b"later", properties=props, sys_flag=4)
+    assert sent.code == ResponseCode.SUCCESS, sent.remark
+    r = await wire.client.invoke(wire.addr, end_request("PG", sent, 8), 5)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    committed = now_ms()
+    assert visible(wire.cluster, "TxTimer") == []
+    await wait_for(lambda: len(visible(wire.cluster, "TxTimer")) == 1, 10, "the committed timer message")
+    assert now_ms() - committed >= 600
+    (m,) = visible(wire.cluster, "TxTimer")
+    assert m.body == b"later" and m.sys_flag & 0xC == 8 and "TIMER_OUT_MS" in m.properties
