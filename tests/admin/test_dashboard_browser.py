@@ -52,9 +52,9 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
-def _shot(page: Any, tmp_path: Path, name: str) -> Path:
+def _shot(page: Any, tmp_path: Path, name: str, full_page: bool = True) -> Path:
     path = tmp_path / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     extra = os.environ.get("TIDEMQ_SCREENSHOT_DIR")
     if extra:
         shutil.copy(path, Path(extra) / path.name)
@@ -123,7 +123,71 @@ def test_dashboard_in_chromium(tmp_path: Path, browser: Any) -> None:
             assert page.locator("#total-lag").inner_text() == "0"
             assert admin.consumer_progress("billing", "OrderEvents")[0].lag == 0
 
+            _issue_31_pages(page, base, admin, proc.namesrv_addr, tmp_path)
+
             page.goto(f"{base}/topics/NoSuchTopic")
             assert "NoSuchTopic" in page.locator("#error").inner_text()
             page.goto(f"{base}/groups/nobody")
             assert "nobody does not exist" in page.locator("#error").inner_text()
+
+
+def _issue_31_pages(page: Any, base: str, admin: AdminClient, namesrv: str, tmp_path: Path) -> None:
+    """Browse a topic, create and delete one, thousands separators, the reset form's default topic,
+    the lag chart's axis (issue 31)."""
+    from tidemq.client.producer.producer import Producer
+    from tidemq.protocol.message import Message
+
+    # a topic alone in the search form lists its newest messages
+    page.goto(f"{base}/messages")
+    page.fill("input[name=topic]", "OrderEvents")
+    page.click("#search button")
+    page.wait_for_selector("pre.body")
+    assert "newest" in page.locator("#found").inner_text()
+    assert page.locator("pre.body").count() >= 8
+    _shot(page, tmp_path, "dashboard-browse", full_page=False)
+
+    # thousands separators, and a group with a retry topic resets its own topic by default
+    for topic in ("BulkT", "%RETRY%bulk-g"):
+        admin.create_topic(topic, 1)
+    admin.wait_for_route("BulkT")
+    producer = Producer(namesrv_addr=namesrv, producer_group="bulk-p")
+    producer.start()
+    try:
+        producer.send_batch([Message("BulkT", f"bulk {i}".encode()) for i in range(12000)])
+    finally:
+        producer.shutdown()
+    admin.update_consumer_offsets(
+        "bulk-g", {MessageQueue("BulkT", "broker-a", 0): 0, MessageQueue("%RETRY%bulk-g", "broker-a", 0): 0}
+    )
+    page.goto(f"{base}/topics")
+    assert page.locator("#topics tr", has_text="BulkT").locator("td.num").nth(1).inner_text() == "12,000"
+    for _ in range(2):
+        page.goto(f"{base}/groups/bulk-g")
+    assert page.locator("#total-lag").inner_text() == "12,000"
+    assert page.locator("#reset-form select[name=topic]").input_value() == "BulkT"
+    page.wait_for_selector("#lag-chart .uplot canvas")
+    # the y axis is wide enough for its widest tick label, so its title does not overlap the ticks
+    fit = page.evaluate(
+        """() => { const u = document.getElementById('lag-chart')._uplot; const ax = u.axes[1];
+        u.ctx.font = ax.font[0];
+        const widest = Math.max(...(ax._values || []).map(v => u.ctx.measureText(String(v)).width)) / devicePixelRatio;
+        return {size: ax._size, needed: widest + ax.ticks.size + ax.gap, values: ax._values}; }"""
+    )
+    assert fit["values"] and any("," in str(v) for v in fit["values"]), fit
+    assert fit["size"] >= fit["needed"], fit
+    _shot(page, tmp_path, "dashboard-group-bulk")
+
+    # create a topic from the Topics page, then delete it from its page (after the confirmation)
+    page.goto(f"{base}/topics")
+    page.fill("#create-topic input[name=topic]", "MadeInDashboard")
+    page.fill("#create-topic input[name=queues]", "3")
+    _shot(page, tmp_path, "dashboard-topics")
+    page.click("#create-topic button")
+    page.wait_for_selector("#queues")
+    assert page.url.endswith("/topics/MadeInDashboard")
+    assert page.locator("#queues tbody tr").count() == 3
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#delete-topic button")
+    page.wait_for_selector("#notice")
+    assert "MadeInDashboard deleted" in page.locator("#notice").inner_text()
+    assert "MadeInDashboard" not in admin.fetch_all_topic_list()

@@ -5,11 +5,12 @@ works against a RocketMQ 4.x cluster as well as a tidemq one. Pages:
 
 ==========================  ==============================================================
 ``/``                       clusters and brokers: version, in/out TPS, today's counts, disk
-``/topics``                 topics with queue count, stored messages and TPS
+``/topics``                 topics with queue count, stored messages and TPS; create a topic
+``/topics/{topic}/delete``  delete a topic (POST, after the browser's confirmation)
 ``/topics/{topic}``         route, per-queue min/max offset, consuming groups with their lag
 ``/groups``                 consumer groups with members online and total lag
 ``/groups/{group}``         members, per-queue lag, a lag chart over time, reset by time
-``/messages``               search by key, by message id, or by queue + offset, bodies shown
+``/messages``               a topic's newest messages, or search by key, message id, queue + offset
 ``/send``                   send a test message
 ``/api/groups/{g}/lag``     the lag history as JSON (the chart's data)
 ==========================  ==============================================================
@@ -38,6 +39,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from tidemq.admin.client import AsyncAdminClient
+from tidemq.admin.dashboard.topic_ops import (
+    browse_topic,
+    create_topic_view,
+    delete_topic_view,
+    group_reset_topics,
+    thousands,
+)
 from tidemq.errors import ConsumerNotOnlineError, NoRouteError, TideMQError
 from tidemq.protocol.message import MessageExt, MessageQueue
 
@@ -157,6 +165,7 @@ def create_app(
     """
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["ms"] = _fmt_ms
+    templates.env.filters["n"] = thousands  # 12,345
     state: dict[str, Any] = {}
 
     @contextlib.asynccontextmanager
@@ -194,7 +203,11 @@ def create_app(
             return failed(request, "cluster.html", exc, rows=[])
         return page(request, "cluster.html", rows=rows)
 
-    async def topics(request: Request) -> Response:
+    async def topics(
+        request: Request, error: str | None = None, notice: str | None = None, status: int = 200
+    ) -> Response:
+        if request.method == "POST" and request.url.path == "/topics" and error is None and notice is None:
+            return await create_topic_view(request, admin(), topics)
         show_all = request.query_params.get("all") == "1"
         try:
             info = await admin().examine_broker_cluster_info()
@@ -213,8 +226,11 @@ def create_app(
                 total = sum(o.max_offset - o.min_offset for o in stats.offset_table.values())
                 rows.append({"topic": t, "queues": len(stats.offset_table), "messages": total, "tps": tps})
         except (TideMQError, TimeoutError) as exc:
-            return failed(request, "topics.html", exc, rows=[], show_all=show_all)
-        return page(request, "topics.html", rows=rows, show_all=show_all)
+            return failed(request, "topics.html", exc, rows=[], show_all=show_all, notice=notice)
+        return page(request, "topics.html", status, rows=rows, show_all=show_all, error=error, notice=notice)
+
+    async def topic_delete(request: Request) -> Response:
+        return await delete_topic_view(request, admin(), topics)
 
     async def topic_detail(request: Request) -> Response:
         topic = request.path_params["topic"]
@@ -302,7 +318,7 @@ def create_app(
             )
         total = sum(r.lag for r in progress)
         state["recorder"].record(group, total)
-        topics_ = sorted({r.mq.topic for r in progress})
+        topics_ = group_reset_topics(sorted({r.mq.topic for r in progress}))
         return page(
             request,
             "group.html",
@@ -352,9 +368,12 @@ def create_app(
         )
         found: list[MessageExt] = []
         error = None
-        searched = bool(topic and (key or msg_id or offset))
+        searched = bool(topic)
+        browsing = searched and not (key or msg_id or offset)
         try:
-            if searched and key:
+            if browsing:  # a topic alone: its newest messages
+                found = await browse_topic(admin(), topic)
+            elif searched and key:
                 found = await admin().query_message_by_key(topic, key)
             elif searched and msg_id:
                 found = [await admin().view_message(msg_id, topic)]
@@ -374,7 +393,16 @@ def create_app(
         for row, m in zip(rows[:10], found, strict=False):  # each message's trace, when there is one
             row["trace"] = await _message_trace(admin(), m.msg_id, q.get("traceTopic"))
         status = 404 if error and searched else 200
-        return page(request, "messages.html", status, q=dict(q), rows=rows, searched=searched, error=error)
+        return page(
+            request,
+            "messages.html",
+            status,
+            q=dict(q),
+            rows=rows,
+            searched=searched,
+            error=error,
+            browsing=browsing,
+        )
 
     async def send(request: Request) -> Response:
         result = None
@@ -406,8 +434,9 @@ def create_app(
 
     routes = [
         Route("/", cluster),
-        Route("/topics", topics),
+        Route("/topics", topics, methods=["GET", "POST"]),
         Route("/topics/{topic}", topic_detail),
+        Route("/topics/{topic}/delete", topic_delete, methods=["POST"]),
         Route("/groups", groups),
         Route("/groups/{group}", group_detail),
         Route("/groups/{group}/reset", group_reset, methods=["POST"]),
