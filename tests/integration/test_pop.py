@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from tests.integration.conftest import Wire
 from tidemq.broker.metrics import BrokerCollector
@@ -20,7 +21,8 @@ from tidemq.protocol.headers.pop import (
     PopMessageRequestHeader,
 )
 from tidemq.protocol.message_codec import decode_messages
-from tidemq.testing import Cluster
+from tidemq.remoting import RemotingClient
+from tidemq.testing import Cluster, run_cluster
 
 
 async def until(cond: Callable[[], object], timeout: float = 10.0) -> None:
@@ -176,3 +178,27 @@ async def test_remoting_pop_ack_change_batch(cluster: Cluster, wire: Wire) -> No
     header.born_time = int(time.time() * 1000)
     empty = await wire.invoke(RequestCode.POP_MESSAGE, header.to_ext_fields())
     assert empty.code == ResponseCode.POLLING_TIMEOUT
+
+
+async def test_revive_holds_at_most_max_pending(tmp_path: Path) -> None:
+    """With room for 2 check-points, 6 in flight still all come back, each once."""
+    async with run_cluster(tmp_path, pop_revive_max_pending=2) as cluster:
+        client = RemotingClient()
+        try:
+            wire = Wire(client, cluster)
+            await _fill(wire, "PopM", 6)
+            pop = cluster.broker.pop_service
+            for _ in range(6):
+                assert len(pop.pop("PGM", "PopM", 0, 1, 300).messages) == 1
+            pop.revive.step()
+            assert pop.revive.pending_count == 2
+            again: list[bytes] = []
+            deadline = time.monotonic() + 10
+            while len(again) < 6:
+                assert time.monotonic() < deadline, again
+                assert pop.revive.pending_count <= 2
+                res = await pop.pop_async("PGM", "PopM", -1, 32, 60_000, 300)
+                again += [m.body for m in res.decode_messages()]
+            assert sorted(again) == [f"m{i}".encode() for i in range(6)]
+        finally:
+            await client.close()

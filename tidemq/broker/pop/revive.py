@@ -88,6 +88,8 @@ class _ReviveQueue:
         positions, live = self.positions, self.live
         while positions and positions[0] not in live:
             positions.popleft()
+        if len(positions) > 2 * len(live) + 1024:  # dead ones behind a long-held one: compact
+            self.positions = positions = deque(sorted(live))
         return positions[0] if positions else self.scan_offset
 
 
@@ -176,17 +178,22 @@ class PopReviveService:
     # -- one step --------------------------------------------------------------------------------
 
     def step(self) -> None:
-        """Read every revive queue to its end (within the budget), then revive what is due."""
-        for q in self.queues:
-            q.blocked = False  # a held check-point may have revived since: try again
-            while self._scan(q, SCAN_BUDGET, recovering=False) >= SCAN_BUDGET:
-                pass
-        now = now_ms()
-        for q in self.queues:
-            self._revive_due(q, now)
-            if len(q.due) > 2 * len(q.pending) + 1024:  # drop entries of acked check-points
-                q.due = [(ck.revive_time, pos, key) for key, (pos, ck) in q.pending.items()]
-                heapq.heapify(q.due)
+        """Read every revive queue to its end (within the budget), then revive what is due; again
+        while a queue stopped at the hold limit and reviving made room (a few rounds at most)."""
+        for _round in range(4):
+            for q in self.queues:
+                q.blocked = False  # a held check-point may have revived since: try again
+                while self._scan(q, SCAN_BUDGET, recovering=False) >= SCAN_BUDGET:
+                    pass
+            held = self.pending_count
+            now = now_ms()
+            for q in self.queues:
+                self._revive_due(q, now)
+                if len(q.due) > 2 * len(q.pending) + 1024:  # drop entries of acked check-points
+                    q.due = [(ck.revive_time, pos, key) for key, (pos, ck) in q.pending.items()]
+                    heapq.heapify(q.due)
+            if not any(q.blocked for q in self.queues) or self.pending_count >= held:
+                break
         self.commit_offsets()
 
     def commit_offsets(self) -> None:
