@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tidemq.client.producer.request import ReplyMessageProcessor, create_reply_message
@@ -50,3 +52,16 @@ def test_push_reply_decoding_decompresses_and_stamps_arrival() -> None:
     assert msg.body == b"z" * 5000
     assert msg.get_property("ARRIVE_TIME") == "1234"
     assert (msg.born_host, msg.store_host, msg.store_timestamp) == ("10.0.0.1:5000", "10.0.0.2:10911", 7)
+
+
+def test_broker_creates_the_reply_topic_and_on_request_the_trace_topic(tmp_path: Path) -> None:
+    from tidemq.broker.config import BrokerConfig
+    from tidemq.broker.topic_config import TopicConfigManager
+
+    plain = TopicConfigManager(BrokerConfig(broker_cluster_name="C9"), tmp_path / "a.json")
+    reply = plain.select_topic_config("C9_REPLY_TOPIC")
+    assert reply is not None and (reply.read_queue_nums, reply.write_queue_nums, reply.perm) == (1, 1, 6)
+    assert plain.select_topic_config("RMQ_SYS_TRACE_TOPIC") is None
+    traced = TopicConfigManager(BrokerConfig(trace_topic_enable=True), tmp_path / "b.json")
+    trace = traced.select_topic_config("RMQ_SYS_TRACE_TOPIC")
+    assert trace is not None and trace.write_queue_nums == 1

@@ -57,6 +57,9 @@ class BrokerConfig:
         broker_permission: perm bits of the broker itself (6 = read + write).
         trace_on: value of the ``TRACE_ON`` ext field on send responses.
         region_id: value of the ``MSG_REGION`` ext field on send responses.
+        trace_topic_enable / msg_trace_topic_name: create the message-trace topic (default
+            ``RMQ_SYS_TRACE_TOPIC``, 1 queue) at start, for clusters where topics are not auto-created
+            (``traceTopicEnable``, off as in RocketMQ: traced clients create it through TBW102).
         store_reply_message_enable: request-reply answers (SEND_REPLY_MESSAGE 324/325) are also
             stored on ``<cluster>_REPLY_TOPIC``, besides being pushed to the requester.
         channel_expired_timeout: client channels silent this long are dropped (ms).
@@ -126,6 +129,8 @@ class BrokerConfig:
     trace_on: bool = True
     region_id: str = "DefaultRegion"
     store_reply_message_enable: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     channel_expired_timeout: int = 120_000
     client_channel_scan_interval: int = 10_000
     flush_consumer_offset_interval: int = 5000

@@ -132,6 +132,8 @@ class TopicConfigManager(PersistedConfig):
         table[TIMER_TOPIC] = make_topic_config(TIMER_TOPIC, 1)  # timer messages (broker/timer_service.py)
         reply = f"{cfg.broker_cluster_name}_REPLY_TOPIC"  # request-reply (TopicConfigManager, 4.6+)
         table[reply] = make_topic_config(reply, 1)
+        if cfg.trace_topic_enable and cfg.msg_trace_topic_name:  # message trace (TopicConfigManager)
+            table[cfg.msg_trace_topic_name] = make_topic_config(cfg.msg_trace_topic_name, 1)
 
     def load(self) -> None:
         """Read ``topics.json`` (falling back to ``.bak``); entries override the built-ins.
