@@ -279,8 +279,9 @@ def _hint(exc: BaseException, namesrv: str) -> str:
     return text
 
 
-def admin_command(name: str, mqadmin: str) -> Callable[[F], click.Command]:
-    """Register an async verb ``func(admin, out, **options)`` as ``name`` (and ``mqadmin``'s name).
+def admin_command(name: str, mqadmin: str | None) -> Callable[[F], click.Command]:
+    """Register an async verb ``func(admin, out, **options)`` as ``name`` (and ``mqadmin``'s name;
+    None for a verb mqadmin does not have).
 
     Adds the shared options and turns TideMQ errors into one ``error:`` line and exit status 1.
     """
@@ -336,7 +337,8 @@ def admin_command(name: str, mqadmin: str) -> Callable[[F], click.Command]:
             wrapper
         )
         admin_group.add_command(cmd)
-        MQADMIN_NAMES[mqadmin] = name
+        if mqadmin:
+            MQADMIN_NAMES[mqadmin] = name
         return cmd
 
     return decorate
@@ -364,6 +366,15 @@ from tidemq.admin import (  # noqa: E402
     cli_topic,
     cli_topic_batch,
     cli_trace,
+    cli_transaction,
 )
 
-__all__ += ["cli_broker", "cli_group", "cli_message", "cli_topic", "cli_topic_batch", "cli_trace"]
+__all__ += [
+    "cli_broker",
+    "cli_group",
+    "cli_message",
+    "cli_topic",
+    "cli_topic_batch",
+    "cli_trace",
+    "cli_transaction",
+]

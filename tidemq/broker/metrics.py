@@ -96,6 +96,7 @@ class _Snapshot:
     groups: list[_GroupRow] = field(default_factory=list)
     pop: list[tuple[str, str, int, int, int, int, int]] = field(default_factory=list)
     exporter: ExporterSnapshot | None = None
+    transactions: dict[str, Any] = field(default_factory=dict)
 
 
 def _is_system(topic: str) -> bool:
@@ -166,6 +167,9 @@ def take_snapshot(broker: Broker) -> _Snapshot:
 
     snap.pop = pop_metric_rows(broker)  # POP groups (docs/rocketmq5.md)
     snap.exporter = exporter_snapshot(broker)
+    from tidemq.broker.transaction.visibility import pending_rows
+
+    snap.transactions = pending_rows(broker)  # pending half messages (docs/transactions.md)
     return snap
 
 
@@ -291,6 +295,10 @@ class BrokerCollector:
         )
         if s.exporter is not None:
             yield from exporter_families(s.exporter)
+        if s.transactions:
+            from tidemq.broker.transaction.visibility import metric_families
+
+            yield from metric_families(s.cluster, s.broker, s.transactions)
 
 
 def _pop_families() -> list[tuple[str, str, Any]]:

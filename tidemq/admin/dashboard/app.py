@@ -12,6 +12,7 @@ works against a RocketMQ 4.x cluster as well as a tidemq one. Pages:
 ``/groups/{group}``         members, per-queue lag, a lag chart over time, reset by time
 ``/messages``               a topic's newest messages, or search by key, message id, queue + offset
 ``/send``                   send a test message
+``/transactions``           pending half messages per producer group and topic, oldest's age
 ``/api/groups/{g}/lag``     the lag history as JSON (the chart's data)
 ==========================  ==============================================================
 
@@ -404,6 +405,15 @@ def create_app(
             browsing=browsing,
         )
 
+    async def transactions(request: Request) -> Response:
+        from tidemq.admin.transactions import pending_half_messages
+
+        try:
+            rows = await pending_half_messages(admin())
+        except (TideMQError, TimeoutError) as exc:
+            return failed(request, "transactions.html", exc, rows=[])
+        return page(request, "transactions.html", rows=rows)
+
     async def send(request: Request) -> Response:
         result = None
         error = None
@@ -443,6 +453,7 @@ def create_app(
         Route("/api/groups/{group}/lag", group_lag_api),
         Route("/messages", messages),
         Route("/send", send, methods=["GET", "POST"]),
+        Route("/transactions", transactions),
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -118,6 +118,8 @@ class BrokerRuntimeProcessor:
 
     def runtime_info(self) -> dict[str, str]:
         """The runtime KVTable. Mirrors ``prepareRuntimeInfo`` + ``DefaultMessageStore.getRuntimeInfo``."""
+        from tidemq.broker.transaction.visibility import RUNTIME_KEY, runtime_value
+
         broker = self.broker
         store = broker.store
         stats = broker.broker_stats
@@ -188,6 +190,7 @@ class BrokerRuntimeProcessor:
             "registerSkipped": str(broker.registrar.stats.skipped),
             "registerBodyBytes": str(broker.registrar.stats.last_full_body_bytes),
             "registerFullMs": str(broker.registrar.stats.last_full_ms),
+            RUNTIME_KEY: runtime_value(broker),  # pending half messages (transaction/visibility.py)
         }
 
     def _earliest_store_time(self) -> int:
