@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.helpers import start_push_consumer, wait_for
 from tests.integration.conftest import Wire
@@ -14,6 +15,7 @@ from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
 from tidemq.client.consumer.pull import AsyncPullConsumer
 from tidemq.client.consumer.selector import MessageSelector
 from tidemq.client.producer.producer import AsyncProducer
+from tidemq.errors import ClientError
 from tidemq.protocol.body import ConsumerData, HeartbeatData, SubscriptionData
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -168,3 +170,21 @@ async def test_push_and_lite_pull_consumers_get_exactly_the_matching_messages(tm
             await pull.shutdown()
             await push.shutdown()
             await producer.shutdown()
+
+
+async def test_push_consumer_start_fails_when_the_broker_refuses_sql92(tmp_path: Path) -> None:
+    """As RocketMQ's client does (CHECK_CLIENT_CONFIG at start): a broker with property filtering
+    off refuses the SQL92 subscription and ``start()`` raises with its remark."""
+    async with run_cluster(tmp_path, enable_property_filter=False) as cluster:
+        producer = AsyncProducer(namesrv_addr=cluster.namesrv_addr, producer_group="sqloffpg")
+        await producer.start()
+        await producer.send(Message("SqlOff", b"creates the topic"))
+        await producer.shutdown()
+
+        async def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
+            return None
+
+        with pytest.raises(ClientError, match="does not support consumer to filter message by SQL92"):
+            await start_push_consumer(
+                cluster.namesrv_addr, "sql-off", "SqlOff", listener, MessageSelector.by_sql(SQL)
+            )  # type: ignore[arg-type]

@@ -14,12 +14,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NotRequired, TypedDict, Unpack
 
+import orjson
+
 from tidemq.errors import BrokerError, NoRouteError
 from tidemq.protocol.body import (
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
     LockBatchRequestBody,
     LockBatchResponseBody,
+    SubscriptionData,
     TopicRouteData,
     UnlockBatchRequestBody,
 )
@@ -422,6 +425,16 @@ class ClientAPI:
             addr,
         )
         return resp.version
+
+    async def check_client_config(
+        self, addr: str, group: str, client_id: str, subscription: SubscriptionData, timeout: float
+    ) -> tuple[int, str | None]:
+        """CHECK_CLIENT_CONFIG (46): ``(response code, remark)`` for one subscription."""
+        body = orjson.dumps(
+            {"clientId": client_id, "group": group, "subscriptionData": subscription.to_json()}
+        )
+        resp = await self._invoke(addr, self._request(RequestCode.CHECK_CLIENT_CONFIG, None, body), timeout)
+        return resp.code, resp.remark
 
     async def unregister_client(
         self,

@@ -131,6 +131,7 @@ class ReadSettings:
     namesrv: str
     group: str
     sub_expression: str = SUB_ALL
+    expression_type: str = "TAG"  # or "SQL92": sub_expression is then filtered by the broker only
     fail_on_data_loss: bool = True
     pull_batch_size: int = 8192
     pull_timeout: float = 10.0
@@ -312,7 +313,7 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
     expression = settings.sub_expression or SUB_ALL
     builder = RecordBatchBuilder(
         rng.mq.broker_name,
-        tag_predicate(expression),
+        tag_predicate(expression) if settings.expression_type == "TAG" else None,
         include_properties=settings.include_properties,
         columns=settings.columns,
     )
@@ -333,6 +334,7 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
             suspend_timeout_millis=0,
             subscription=expression,
             sub_version=0,
+            expression_type=settings.expression_type,
         )
 
     # A window of pulls in flight: the next ones start where the previous would end if it returns a

@@ -89,6 +89,7 @@ SOURCE_OPTIONS: Final = (
     "minPartitions",
     "includeHeaders",
     "subExpression",
+    "sql",
     "group",
     "pullBatchSize",
     "pullTimeout",
@@ -197,6 +198,22 @@ def _timestamps(options: Mapping[str, str], name: str) -> str | None:
     return None if obj is None else orjson.dumps(obj).decode()
 
 
+def _sql(options: Mapping[str, Any], sub_expression: str) -> str | None:
+    """Option ``sql``: an SQL92 selector, checked here so a bad one fails the query at once."""
+    text = (_get(options, "sql") or "").strip()
+    if not text:
+        return None
+    if sub_expression != "*":
+        raise OptionError("options sql and subExpression cannot be combined (filter by TAGS in the sql)")
+    from tidemq.protocol.sql92 import Sql92Error, compile_sql92
+
+    try:
+        compile_sql92(text)
+    except Sql92Error as exc:
+        raise OptionError(f"option sql: {exc}") from None
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
     """Reader options (batch and streaming), at parity with Spark's Kafka source.
@@ -226,6 +243,8 @@ class SourceOptions:
         min_partitions: split queues into at least about this many Spark partitions.
         include_headers: the ``properties`` column (default true; false drops it).
         sub_expression: tag filter, ``*`` or ``a || b``.
+        sql: an SQL92 filter on message properties (option ``sql``, e.g. ``"a > 5 AND b = 'x'"``),
+            evaluated by the broker (docs/filters.md); None = none. Not with a ``subExpression``.
         group: consumer group; with ``startingOffsets=group`` the start, and what the offset
             committer writes to.
         pull_batch_size: messages asked per pull (``pullBatchSize``, default 8192).
@@ -249,6 +268,7 @@ class SourceOptions:
     max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     fail_on_data_loss: bool = True
     sub_expression: str = "*"
+    sql: str | None = None
     min_partitions: int | None = None
     include_headers: bool = True
     group: str | None = None
@@ -313,6 +333,8 @@ class SourceOptions:
             )
         ending_ts = _int(options, "endingTimestamp", None, minimum=0)
         ending_by_ts = _timestamps(options, "endingOffsetsByTimestamp")
+        sub_expression = (_get(options, "subExpression") or "*").strip() or "*"
+        sql = _sql(options, sub_expression)
         return cls(
             namesrv=namesrv,
             topics=topics,
@@ -328,7 +350,8 @@ class SourceOptions:
             min_offsets_per_trigger=min_per,
             max_trigger_delay_ms=_duration_ms(options, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
-            sub_expression=(_get(options, "subExpression") or "*").strip() or "*",
+            sub_expression=sub_expression,
+            sql=sql,
             min_partitions=_int(options, "minPartitions", None, minimum=1),
             include_headers=_bool(options, "includeHeaders", True),
             group=group,

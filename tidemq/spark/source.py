@@ -239,7 +239,8 @@ class _OffsetResolver:
         return ReadSettings(
             namesrv=o.namesrv,
             group=o.reader_group,
-            sub_expression=o.sub_expression,
+            sub_expression=o.sql or o.sub_expression,
+            expression_type="SQL92" if o.sql else "TAG",
             fail_on_data_loss=o.fail_on_data_loss,
             pull_batch_size=o.pull_batch_size,
             pull_timeout=o.pull_timeout,

@@ -20,6 +20,7 @@ from typing import Any
 
 from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.config import PushConsumerConfig, apply_overrides
+from tidemq.client.consumer.client_check import check_client_in_broker
 from tidemq.client.consumer.consume_orderly import ConsumeMessageOrderlyService
 from tidemq.client.consumer.consume_service import ConsumeMessageConcurrentlyService
 from tidemq.client.consumer.listener import (
@@ -249,6 +250,13 @@ class AsyncPushConsumer:
             self._consume.start()
         for topic in self.subscribed_topics():
             await inst.update_topic_route_info_from_name_server(topic)
+        try:  # SQL92 subscriptions: the broker must accept them (CHECK_CLIENT_CONFIG)
+            await check_client_in_broker(
+                inst, self.group_name, self.client_id, self.rebalancer.subscription_inner.values()
+            )
+        except ClientError:
+            await self.shutdown()
+            raise
         await inst.send_heartbeat_to_all_brokers()
         await self._refresh_missing_routes()
         inst.rebalance_immediately()
