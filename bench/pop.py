@@ -11,12 +11,15 @@ sends). Then, in the broker's loop:
    broker process's RSS growth;
 2. ``ack``: every message acked one by one (:meth:`PopService.ack`), then a revive step; acks/s and
    the check-points still held (0);
-3. ``simple``: tidemq's ``AsyncSimpleConsumer`` over remoting (POP_MESSAGE + ACK_MESSAGE on a real
-   socket) receives and acks ``--client-messages`` new messages: messages/s end to end.
+3. ``simple_ack_each`` / ``simple_ack_many``: tidemq's ``AsyncSimpleConsumer`` over remoting
+   (POP_MESSAGE of 32 on a real socket) receives ``--client-messages`` new messages of a new topic
+   and acks them one ACK_MESSAGE each, or one BATCH_ACK_MESSAGE per receive (``ack_many``):
+   messages/s end to end.
 
 Prints ONE JSON line::
 
-    {"bench": "pop", "setup": {...}, "pop": {...}, "ack": {...}, "simple": {...}}
+    {"bench": "pop", "setup": {...}, "pop": {...}, "ack": {...}, "simple_ack_each": {...},
+     "simple_ack_many": {...}}
 
 Run: ``python -m bench.pop [--messages N] [--client-messages M]``.
 """
@@ -51,15 +54,15 @@ def _rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-async def _fill(client: RemotingClient, addr: str, n: int, prefix: str) -> None:
+async def _fill(client: RemotingClient, addr: str, n: int, prefix: str, topic: str = TOPIC) -> None:
     per_queue = n // QUEUES
     for q in range(QUEUES):
         for start in range(0, per_queue, 64):
             count = min(64, per_queue - start)
-            msgs = [Message(TOPIC, BODY) for _ in range(count)]
+            msgs = [Message(topic, BODY) for _ in range(count)]
             header = SendMessageRequestHeader(
                 producer_group="bench-pg",
-                topic=TOPIC,
+                topic=topic,
                 default_topic="TBW102",
                 default_topic_queue_nums=QUEUES,
                 queue_id=q,
@@ -117,12 +120,13 @@ async def _ack_phase(broker: Any, handles: list[str]) -> dict[str, Any]:
     }
 
 
-async def _simple_phase(ns: str, client: RemotingClient, addr: str, n: int) -> dict[str, Any]:
-    await _fill(client, addr, n, "c")
+async def _simple_phase(ns: str, client: RemotingClient, addr: str, n: int, ack_many: bool) -> dict[str, Any]:
+    topic = f"BenchSimple{int(ack_many)}"
+    await _fill(client, addr, n, "c", topic)
     consumer = AsyncSimpleConsumer(
         namesrv_addr=ns,
         consumer_group="bench-simple",
-        subscriptions={TOPIC: "*"},
+        subscriptions={topic: "*"},
         await_duration=1.0,
         consume_from_where="CONSUME_FROM_FIRST_OFFSET",
         instance_name="bench",
@@ -135,8 +139,11 @@ async def _simple_phase(ns: str, client: RemotingClient, addr: str, n: int) -> d
             msgs = await consumer.receive(32, 60)
             if not msgs:
                 break
-            for m in msgs:
-                await consumer.ack(m)
+            if ack_many:
+                await consumer.ack_many(msgs)
+            else:
+                for m in msgs:
+                    await consumer.ack(m)
             got += len(msgs)
     finally:
         elapsed = time.perf_counter() - t0
@@ -166,9 +173,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
                 await _fill(client, cluster.broker_addr, args.messages, "p")
                 pop, handles = await _pop_phase(cluster.broker, args.messages)
                 ack = await _ack_phase(cluster.broker, handles)
-                simple = await _simple_phase(
-                    cluster.namesrv_addr, client, cluster.broker_addr, args.client_messages
-                )
+                ns, addr, n = cluster.namesrv_addr, cluster.broker_addr, args.client_messages
+                simple = await _simple_phase(ns, client, addr, n, False)
+                simple_many = await _simple_phase(ns, client, addr, n, True)
             finally:
                 await client.close()
     return {
@@ -183,7 +190,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         },
         "pop": pop,
         "ack": ack,
-        "simple": simple,
+        "simple_ack_each": simple,
+        "simple_ack_many": simple_many,
     }
 
 

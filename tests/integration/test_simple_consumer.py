@@ -48,8 +48,7 @@ async def test_receive_ack_change_and_redelivery(cluster: Cluster, wire: Wire) -
         again = await _receive_until(consumer, 2, 30)  # msgs[2], msgs[3] after their 1 s
         assert sorted(m.body for m in again) == sorted(m.body for m in msgs[2:])
         assert all(m.reconsume_times == 1 for m in again)
-        for m in again:
-            await consumer.ack(m)
+        await consumer.ack_many(again)  # one BATCH_ACK_MESSAGE
         consumer.config.await_duration = 0.3
         assert await consumer.receive(4, 30) == []  # nothing left, nothing redelivered
     finally:

@@ -587,6 +587,7 @@ class PopService:
             return self.order.change_invisible_time(group, ck_topic, info, now, invisible_ms)
         revive_qid = self._revive_counter % self.revive_queue_num
         self._revive_counter += 1
+        now = max(now, info.pop_time + 1)  # the new check-point's key differs from the old one's
         ck = CheckPoint(
             info.queue_offset,
             now,
