@@ -13,6 +13,7 @@ import pytest
 from tests.helpers import start_push_consumer
 from tidemq.broker.processor.reply import ReplyMessageProcessor
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
+from tidemq.client.producer import request as request_module
 from tidemq.client.producer.producer import AsyncProducer, Producer
 from tidemq.client.producer.request import (
     RequestTimeoutError,
@@ -92,6 +93,8 @@ def test_request_times_out_when_nobody_answers(tmp_path: Path) -> None:
                 fut.result(5)
             assert len(errors) == 1 and isinstance(errors[0], RequestTimeoutError)
             assert pending_requests() == 0
+            # after a timeout the next request to the topic heartbeats every broker first again
+            assert "NobodyListens" not in request_module._ready.get(producer._core, set())
         finally:
             producer.shutdown()
 
@@ -188,3 +191,37 @@ async def test_send_reply_message_v1_pushes_reply_header_to_the_requesters_conne
         assert int(f["storeTimestamp"]) > 1700000000000
         pushed_props = string_to_properties(f["properties"])
         assert pushed_props["CORRELATION_ID"] == "c-9" and int(pushed_props["PUSH_REPLY_TIME"]) > 0
+
+
+async def test_requests_recover_after_a_broker_restart(tmp_path: Path) -> None:
+    """The restarted broker forgets the requester's connection (and the responder's pulls fail for a
+    moment): requests time out for a while, then get their replies again."""
+    async with run_cluster(tmp_path) as cluster:
+        addr = cluster.namesrv_addr
+        responder = AsyncProducer(namesrv_addr=addr, producer_group="rs-responder")
+        await responder.start()
+        await responder.send(Message("RestartRpc", b"not a request"))
+
+        async def answer(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> None:
+            for m in msgs:
+                if get_reply_to_client(m) is not None:
+                    await responder.send_reply(create_reply_message(m, b"ok"))
+
+        consumer = await start_push_consumer(addr, "rs-server", "RestartRpc", answer)
+        requester = AsyncProducer(namesrv_addr=addr, producer_group="rs-client")
+        await requester.start()
+        try:
+            assert (await requester.request(Message("RestartRpc", b"before"), timeout_ms=8000)).body == b"ok"
+            await cluster.restart_broker()
+            deadline = time.monotonic() + 15
+            while True:
+                try:
+                    reply = await requester.request(Message("RestartRpc", b"after"), timeout_ms=1500)
+                    break
+                except RequestTimeoutError:
+                    assert time.monotonic() < deadline, "no reply after the restart"
+            assert reply.body == b"ok"
+        finally:
+            await consumer.shutdown()
+            await requester.shutdown()
+            await responder.shutdown()

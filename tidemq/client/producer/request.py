@@ -16,8 +16,10 @@ Mirrors ``DefaultMQProducerImpl.request`` / ``prepareSendRequest``, ``RequestFut
    :class:`ReplyMessageProcessor` below completes the future (``ARRIVE_TIME`` added) and answers
    SUCCESS. A reply nobody waits for any more is logged and answered SUCCESS.
 
-No reply within the timeout raises :class:`RequestTimeoutError`; a request that could not be sent
-raises :class:`RequestSendError` (its cause attached). Only the requester enforces ``TTL``.
+No reply within the timeout raises :class:`RequestTimeoutError` (and the next request to that topic
+heartbeats every broker first again: a restarted broker forgets the requester's channel until its
+next heartbeat); a request that could not be sent raises :class:`RequestSendError` (its cause
+attached). Only the requester enforces ``TTL``.
 """
 
 from __future__ import annotations
@@ -187,6 +189,8 @@ async def request(producer: AsyncProducer, msg: Message, timeout_ms: int, **send
         try:
             return await asyncio.wait_for(fut, max(0.0, deadline - time.monotonic()))
         except TimeoutError:
+            # the broker may have restarted and forgotten this client's channel: heartbeat again first
+            _ready.get(producer, set()).discard(msg.topic)
             raise RequestTimeoutError(
                 f"send request message to <{msg.topic}> OK, but wait reply message timeout, {timeout_ms} ms."
             ) from None
