@@ -192,3 +192,24 @@ def test_record_evaluation_equals_map_evaluation(props: dict[str, str], sys_flag
         expr = compile_sql92(sql)
         buf = b"\0\0" + _record(props, sys_flag)
         assert record_filter(expr)(buf, 2) is expr.matches(props)
+
+
+_LITERALS = st.one_of(
+    st.integers(0, 2**40).map(str),
+    st.floats(min_value=1e-300, max_value=1e300, allow_nan=False).map(repr),
+)
+_VALUES = st.one_of(
+    st.integers(-(2**40), 2**40).map(str),
+    st.floats(allow_nan=True).map(repr),
+    st.sampled_from(["NaN", "Infinity", " 7 ", "+3", "7f", "0x10", "", "true", "abc", "1e3", "-0.0"]),
+)
+
+
+@given(_VALUES, _LITERALS, st.sampled_from(["=", "<>", ">", ">=", "<", "<="]))
+def test_fast_closures_agree_with_the_general_comparison(value: str, literal: str, op: str) -> None:
+    """``a op 5`` and ``5 op a`` take the property-vs-literal closures; ``-(-5)`` is not a literal, so
+    the same comparisons through it take the general ``java_compare`` path: both must agree."""
+    props = {"a": value}
+    assert match(f"a {op} {literal}", **props) is match(f"a {op} -(-{literal})", **props)
+    assert match(f"{literal} {op} a", **props) is match(f"-(-{literal}) {op} a", **props)
+    assert match(f"{literal} {op} a", **{}) is match(f"-(-{literal}) {op} a", **{})
