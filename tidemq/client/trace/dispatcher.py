@@ -9,9 +9,9 @@ into one segment per trace topic, and sends a segment as one message when it rea
 (``waitTimeThresholdMil``), or when its keys reach 24,000 bytes (properties are capped at 32,767
 bytes). The message's keys are the traced message ids and keys, its body the
 records. Sends go through a producer of its own (group ``_INNER_TRACE_PRODUCER-<group>-<type>-<n>``,
-instance ``<host instance>_TRACE``, send timeout 5 s); a failed send is logged, never retried or
-raised into the host. :meth:`shutdown` flushes what is left and waits (up to ``flush_timeout``)
-for the sends.
+instance ``<host instance>_TRACE``, send timeout 5 s); a failed send is logged (the first, then
+every 100th), never retried or raised into the host. :meth:`shutdown` flushes what is left and
+waits (up to ``flush_timeout``) for the sends.
 """
 
 from __future__ import annotations
@@ -101,6 +101,7 @@ class AsyncTraceDispatcher:
         self.discard_count = 0
         self.sent_messages = 0
         self.sent_records = 0
+        self.failed_messages = 0
         self._host_config = host_config
         self._producer_group = f"{GROUP_NAME_PREFIX}-{group}-{kind}-{next(_COUNTER)}"
         self._queue: collections.deque[TraceContext] = collections.deque()
@@ -179,7 +180,15 @@ class AsyncTraceDispatcher:
         try:
             await self._producer.send(msg)
         except TideMQError as exc:
-            log.error("send trace data to %s failed (%d record(s)): %s", msg.topic, records, exc)
+            self.failed_messages += 1
+            if self.failed_messages % 100 == 1:  # the first failure, then every 100th: no log flood
+                log.error(
+                    "send trace data to %s failed (%d record(s); %d trace message(s) lost so far): %s",
+                    msg.topic,
+                    records,
+                    self.failed_messages,
+                    exc,
+                )
             return
         self.sent_messages += 1
         self.sent_records += records
@@ -204,10 +213,11 @@ class AsyncTraceDispatcher:
                 await producer.shutdown()
 
     def stats(self) -> dict[str, Any]:
-        """Counters: ``queued``, ``discarded``, ``sent_messages``, ``sent_records``."""
+        """Counters: ``queued``, ``discarded``, ``sent_messages``, ``sent_records``, ``failed_messages``."""
         return {
             "queued": len(self._queue),
             "discarded": self.discard_count,
+            "failed_messages": self.failed_messages,
             "sent_messages": self.sent_messages,
             "sent_records": self.sent_records,
         }
