@@ -202,3 +202,18 @@ async def test_revive_holds_at_most_max_pending(tmp_path: Path) -> None:
             assert sorted(again) == [f"m{i}".encode() for i in range(6)]
         finally:
             await client.close()
+
+
+async def test_sql92_pop(cluster: Cluster, wire: Wire) -> None:
+    await wire.create_topic("PopSql", queues=1)
+    for i in range(4):
+        r = await wire.send("PopSql", f"s{i}".encode(), properties={"a": str(i)})
+        assert r.code == ResponseCode.SUCCESS
+    pop = cluster.broker.pop_service
+    res = pop.pop("PGS", "PopSql", -1, 32, 60_000, expression_type="SQL92", expression="a >= 2")
+    assert [m.body for m in res.decode_messages()] == [b"s2", b"s3"]
+    try:
+        pop.pop("PGS", "PopSql", -1, 32, 60_000, expression_type="SQL92", expression="a >>> 2")
+        raise AssertionError("a bad SQL92 filter must be refused")
+    except PopError as exc:
+        assert exc.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED

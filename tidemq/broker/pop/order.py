@@ -81,7 +81,9 @@ class OrderPopManager:
         if prev is not None and now < prev.visible_at:
             return  # checkBlock: a batch is in flight
         offset = service.pop_offset(group, topic, queue_id, ctx.init_mode)
-        got = service.broker.store.get_message(group, topic, queue_id, offset, ctx.wanted, ctx.tag_codes)
+        got = service.broker.store.get_message(
+            group, topic, queue_id, offset, ctx.wanted, ctx.tag_codes, ctx.record_filter
+        )
         if got.status is not GetMessageStatus.FOUND:
             if got.next_begin_offset > offset and got.status is not GetMessageStatus.NO_MESSAGE_IN_QUEUE:
                 self._commit(group, topic, queue_id, got.next_begin_offset)

@@ -43,6 +43,7 @@ from tidemq.broker.pop.extra_info import (
     revive_topic,
     start_offset_entry,
 )
+from tidemq.broker.pop.filters import PopFilter, pop_filter
 from tidemq.broker.pop.order import OrderPopManager
 from tidemq.broker.pop.polling import PollingFullError, PopLongPolling
 from tidemq.broker.pop.records import TAG_ACK, TAG_BATCH_ACK, TAG_CK, AckRecord, CheckPoint
@@ -51,7 +52,7 @@ from tidemq.broker.pop.revive import PopReviveService
 from tidemq.broker.pop.stats import PopStats
 from tidemq.protocol.body import EXPRESSION_TYPE_TAG
 from tidemq.protocol.codes import ResponseCode
-from tidemq.protocol.filter import SUB_ALL, build_subscription_data
+from tidemq.protocol.filter import SUB_ALL
 from tidemq.protocol.headers.pop import INIT_MODE_MIN
 from tidemq.protocol.message import MessageConst
 from tidemq.protocol.message_codec import decode_message, encode_stored_message
@@ -86,7 +87,17 @@ def now_ms() -> int:
 class _PopContext:
     """One pop's request and what it collected so far."""
 
-    __slots__ = ("group", "init_mode", "invisible_ms", "max_nums", "order", "result", "tag_codes", "topic")
+    __slots__ = (
+        "group",
+        "init_mode",
+        "invisible_ms",
+        "max_nums",
+        "order",
+        "record_filter",
+        "result",
+        "tag_codes",
+        "topic",
+    )
 
     def __init__(
         self,
@@ -95,7 +106,7 @@ class _PopContext:
         max_nums: int,
         invisible_ms: int,
         order: bool,
-        tag_codes: set[int] | None,
+        pop_filter: PopFilter,
         init_mode: int,
         result: PopResult,
     ) -> None:
@@ -104,7 +115,7 @@ class _PopContext:
         self.max_nums = max_nums
         self.invisible_ms = invisible_ms
         self.order = order
-        self.tag_codes = tag_codes
+        self.tag_codes, self.record_filter = pop_filter
         self.init_mode = init_mode
         self.result = result
 
@@ -201,29 +212,6 @@ class PopService:
         if not sgc.consume_enable:
             raise PopError(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
 
-    @staticmethod
-    def tag_codes(topic: str, expression_type: str | None, expression: str | None) -> set[int] | None:
-        """The tag hash codes a filter accepts (None = every message).
-
-        Raises:
-            PopError: SUBSCRIPTION_PARSE_FAILED for an expression that does not parse or a type
-                other than TAG.
-        """
-        kind = (expression_type or EXPRESSION_TYPE_TAG).upper()
-        if kind != EXPRESSION_TYPE_TAG:
-            raise PopError(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"the broker does not support POP filtering by {kind}"
-            )
-        if not expression or expression.strip() == SUB_ALL:
-            return None
-        try:
-            sub = build_subscription_data(topic, expression)
-        except Exception as exc:
-            raise PopError(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the filter {expression!r} failed: {exc}"
-            ) from exc
-        return set(sub.code_set) if sub.code_set else None
-
     # -- pop -------------------------------------------------------------------------------------
 
     def pop(
@@ -250,11 +238,12 @@ class PopService:
 
         Raises:
             PopError: NO_PERMISSION, INVALID_PARAMETER (max_nums, invisible time, queue id),
-                TOPIC_NOT_EXIST, SUBSCRIPTION_GROUP_NOT_EXIST, SUBSCRIPTION_PARSE_FAILED,
+                TOPIC_NOT_EXIST, SUBSCRIPTION_GROUP_NOT_EXIST, SUBSCRIPTION_PARSE_FAILED (a filter
+                that does not parse; ``expression_type`` TAG or SQL92),
                 SYSTEM_ERROR (the revive log could not be written).
         """
         self._check_pop(group, topic, queue_id, max_nums, invisible_ms)
-        codes = self.tag_codes(topic, expression_type, expression)
+        filters = pop_filter(self.broker, group, topic, expression_type, expression)
         pop_time = now_ms()
         if order:
             revive_qid = POP_ORDER_REVIVE_QUEUE
@@ -262,7 +251,7 @@ class PopService:
             revive_qid = self._revive_counter % self.revive_queue_num
             self._revive_counter += 1
         result = PopResult(topic, self.broker.config.broker_name, pop_time, invisible_ms, revive_qid)
-        ctx = _PopContext(group, topic, max_nums, invisible_ms, order, codes, init_mode, result)
+        ctx = _PopContext(group, topic, max_nums, invisible_ms, order, filters, init_mode, result)
         if order:
             self._pop_topic(ctx, topic, queue_id)
         else:
@@ -376,7 +365,7 @@ class PopService:
             return
         group, store = ctx.group, self.broker.store
         offset = self.pop_offset(group, topic, queue_id, ctx.init_mode)
-        got = store.get_message(group, topic, queue_id, offset, ctx.wanted, ctx.tag_codes)
+        got = store.get_message(group, topic, queue_id, offset, ctx.wanted, ctx.tag_codes, ctx.record_filter)
         result = ctx.result
         if got.status is not GetMessageStatus.FOUND:
             if got.status in _MOVED and got.next_begin_offset != offset:

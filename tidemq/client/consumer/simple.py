@@ -32,13 +32,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemq.client.config import ClientConfig, apply_overrides
+from tidemq.client.consumer.selector import Selector, subscription_of
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
 from tidemq.errors import BrokerError, ClientError, TideMQError
 from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, SubscriptionData
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
-from tidemq.protocol.filter import build_subscription_data, is_tag_matched
+from tidemq.protocol.filter import is_tag_matched
 from tidemq.protocol.headers.pop import (
     INIT_MODE_MAX,
     INIT_MODE_MIN,
@@ -68,7 +69,8 @@ class SimpleConsumerConfig(ClientConfig):
 
     Attributes:
         consumer_group: group name (required).
-        subscriptions: ``{topic: tag expression}`` (``"*"``, ``"TagA || TagB"``).
+        subscriptions: ``{topic: tag expression or MessageSelector}`` (``"*"``, ``"TagA || TagB"``,
+            ``MessageSelector.by_sql("a > 5")``).
         await_duration: how long a receive may wait on a broker for messages, s (20; 0 = no wait).
         fifo: pop in order (FIFO): a queue's next batch only once its previous one is acked.
         consume_from_where: where a group new to a queue starts: ``CONSUME_FROM_LAST_OFFSET``
@@ -77,7 +79,7 @@ class SimpleConsumerConfig(ClientConfig):
     """
 
     consumer_group: str = ""
-    subscriptions: dict[str, str] = field(default_factory=dict)
+    subscriptions: dict[str, Selector] = field(default_factory=dict)
     await_duration: float = 20.0
     fifo: bool = False
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
@@ -167,10 +169,12 @@ class AsyncSimpleConsumer:
 
     # -- setup ---------------------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Receive ``topic``'s messages whose tag matches ``expression``."""
+    def subscribe(self, topic: str, expression: Selector = "*") -> None:
+        """Receive ``topic``'s messages that match ``expression``: a tag expression (``"*"``,
+        ``"TagA || TagB"``) or a :class:`~tidemq.client.consumer.selector.MessageSelector`
+        (``MessageSelector.by_sql("a > 5")``: the broker filters by properties)."""
         validate_topic(topic)
-        self._subs[topic] = build_subscription_data(topic, expression)
+        self._subs[topic] = subscription_of(topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
         self._subs.pop(topic, None)
@@ -416,7 +420,7 @@ class SimpleConsumer(BlockingFacade[AsyncSimpleConsumer]):
     def __init__(self, config: SimpleConsumerConfig | None = None, **overrides: Any) -> None:
         super().__init__(AsyncSimpleConsumer(config, **overrides))
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: Selector = "*") -> None:
         self._call(self._core.subscribe, topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
