@@ -157,11 +157,14 @@ class CommitLogRetention:
         now = store.clock_ms() if now_ms is None else now_ms
         expired_ms = cfg.file_reserved_time * 3_600_000
         forcible = force or cfg.clean_file_forcibly_enable
+        files = store.commit_log.queue.files[:-1]
+        if not files or (not forcible and now < files[0].last_modified_ms() + expired_ms):
+            return 0  # nothing expired: no need to ask the consumers (one read per queue)
         floors = self.consumer_floors()
         protected = self.protected_offset(floors)
         deleted: list[MappedFile] = []
         lost: list[LostRange] = []
-        for mf in list(store.commit_log.queue.files[:-1]):
+        for mf in files:
             end = mf.file_from_offset + mf.file_size
             expired = now >= mf.last_modified_ms() + expired_ms
             consumed = end <= protected
