@@ -46,8 +46,16 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_GROUP_UNKNOWN_CODES = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseCode.SUBSCRIPTION_NOT_LATEST})
-"""Pull answers meaning the broker does not (yet) know this consumer's group or subscription."""
+_GROUP_UNKNOWN_CODES = frozenset(
+    {
+        ResponseCode.SUBSCRIPTION_NOT_EXIST,
+        ResponseCode.SUBSCRIPTION_NOT_LATEST,
+        ResponseCode.FILTER_DATA_NOT_EXIST,  # SQL92: the broker has not got (or lost) our filter
+        ResponseCode.FILTER_DATA_NOT_LATEST,
+    }
+)
+"""Pull answers meaning the broker does not (yet) know this consumer's group, subscription or
+SQL92 filter: a heartbeat is sent at once."""
 
 UNREACHABLE_BACKOFF_S = 5.0
 """Seconds a broker address whose connect failed is skipped by pulls (when its group has another node)."""
