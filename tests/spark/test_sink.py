@@ -101,3 +101,35 @@ def test_sink_errors_are_clear(spark: Any, cluster: Any) -> None:
     df = spark.createDataFrame([("x",)], "body string")
     with pytest.raises(Exception, match="topic column or the option topic"):
         df.write.format("tidemq").option("namesrv", cluster.namesrv_addr).mode("append").save()
+
+
+def test_sink_refusals_are_one_line_in_the_driver(spark: Any, cluster: Any) -> None:
+    """Issue 31: an invalid topic name is refused in the driver with one line (not ~220 lines of task
+    stderr); a write without a mode and mode overwrite both say to use append."""
+    from tidemq.spark import OptionError
+
+    df = spark.createDataFrame([("x",)], "body string")
+    writer = df.write.format("tidemq").option("namesrv", cluster.namesrv_addr)
+    with pytest.raises(OptionError) as bad:
+        writer.option("topic", "bad topic!").mode("append").save()
+    assert "not a valid topic name" in str(bad.value) and "\n" not in str(bad.value)
+    with pytest.raises(OptionError, match=r'mode\("append"\)') as default:
+        df.write.format("tidemq").option("namesrv", cluster.namesrv_addr).option("topic", "T").save()
+    assert "Overwrite" in str(default.value) and "\n" not in str(default.value)
+    with pytest.raises(OptionError, match=r'Use append: df.write.format\("tidemq"\).mode\("append"\)'):
+        df.write.format("tidemq").option("namesrv", cluster.namesrv_addr).option("topic", "T").mode(
+            "overwrite"
+        ).save()
+
+
+def test_register_is_silent_when_spark_has_the_format(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second tidemq.spark.register (or one after discovery) does not re-register: no "replaced a
+    statically registered data source" line."""
+    from pyspark.sql.datasource import DataSourceRegistration
+
+    import tidemq.spark
+
+    calls: list[Any] = []
+    monkeypatch.setattr(DataSourceRegistration, "register", lambda self, ds: calls.append(ds))
+    tidemq.spark.register(spark)
+    assert calls == []

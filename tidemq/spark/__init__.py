@@ -37,6 +37,7 @@ from tidemq.spark.conn import DataLossError
 from tidemq.spark.launcher import python_launcher
 from tidemq.spark.listener import OffsetCommitter, attach_offset_committer
 from tidemq.spark.options import OptionError, SinkOptions, SourceOptions, _bool
+from tidemq.spark.save_mode import install as _install_save_mode_hint
 from tidemq.spark.session import use_filesystem_checkpoints
 from tidemq.spark.source import TideMQBatchReader, TideMQStreamReader
 
@@ -138,10 +139,9 @@ class TideMQDataSource(DataSource):  # type: ignore[misc]
             Spark itself refuses ``errorifexists`` (its default) and ``ignore`` for Python data sources.
         """
         if overwrite:
-            raise OptionError(
-                "save mode overwrite is not allowed for the tidemq sink: a topic cannot be truncated. "
-                'The allowed save mode is append: df.write.format("tidemq").mode("append")'
-            )
+            from tidemq.spark.save_mode import OVERWRITE_REFUSED
+
+            raise OptionError(OVERWRITE_REFUSED)
         from tidemq.spark.sink import TideMQArrowWriter, check_sink_schema
 
         opts = SinkOptions.parse(self.options)
@@ -158,5 +158,17 @@ class TideMQDataSource(DataSource):  # type: ignore[misc]
 
 
 def register(spark: Any) -> None:
-    """Register the ``tidemq`` format with ``spark`` (``spark.dataSource.register``)."""
+    """Register the ``tidemq`` format with ``spark`` (``spark.dataSource.register``) unless Spark
+    already has it: PySpark 4 finds it by itself (``pyspark_tidemq``, see docs/spark.md), and
+    registering over that logs "replaced a statically registered data source" each time. So a
+    second call, or a call where discovery worked, does nothing and logs nothing."""
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        if manager.dataSourceExists(TideMQDataSource.name()):
+            return
+    except Exception:  # Spark Connect or another Spark layout: register as before
+        pass
     spark.dataSource.register(TideMQDataSource)
+
+
+_install_save_mode_hint()

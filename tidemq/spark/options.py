@@ -396,6 +396,12 @@ class SinkOptions:
         topic = (_get(options, "topic") or "").strip() or None
         if topic is not None and "," in topic:
             raise OptionError(f"the sink writes to one topic; option topic is a list: {topic!r}")
+        if topic is not None:
+            from tidemq.protocol.topic import check_topic
+
+            problem = check_topic(topic)
+            if problem is not None:  # checked in the driver, before any task runs
+                raise OptionError(f"option topic is not a valid topic name: {problem}")
         return cls(
             namesrv=_namesrv(options),
             topic=topic,
