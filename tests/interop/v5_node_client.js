@@ -2,7 +2,7 @@
 // Same JSON spec and output as v5_python_client.py (one argument in, one JSON line out).
 'use strict';
 const path = require('path');
-const { Producer, SimpleConsumer } = require(path.join(__dirname, 'node', 'node_modules', 'rocketmq-client-nodejs'));
+const { Producer, SimpleConsumer, PushConsumer, ConsumeResult } = require(path.join(__dirname, 'node', 'node_modules', 'rocketmq-client-nodejs'));
 
 function baseOptions(spec) {
   const opts = { endpoints: spec.endpoint, namespace: spec.namespace || '', requestTimeout: 5000 };
@@ -92,9 +92,25 @@ async function consume(spec) {
   return { received };
 }
 
+async function push(spec) {
+  const received = [];
+  const consumer = new PushConsumer({
+    ...baseOptions(spec),
+    consumerGroup: spec.group,
+    subscriptions: new Map([[spec.topic, spec.tag || '*']]),
+    messageListener: { async consume(view) { received.push(view); return ConsumeResult.SUCCESS; } },
+  });
+  await consumer.startup();
+  const deadline = Date.now() + 1000 * (spec.timeout_s || 20);
+  while (received.length < spec.expect && Date.now() < deadline) await new Promise(r => setTimeout(r, 50));
+  await consumer.shutdown();
+  return { received: received.map(view) };
+}
+
 (async () => {
   const spec = JSON.parse(process.argv[2]);
-  const out = spec.action === 'produce' ? await produce(spec) : await consume(spec);
+  const actions = { produce, consume, push };
+  const out = await actions[spec.action](spec);
   process.stdout.write(JSON.stringify(out) + '\n');
   process.exit(0);
 })().catch(err => {

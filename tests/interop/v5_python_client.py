@@ -8,7 +8,7 @@ spec as the only argument; prints one JSON object on stdout::
                    "group": "g1", "delay_ms": 2000, "tx": "commit" | "rollback" | "check-commit"}]}
     -> {"sent": [{"message_id": "...", "transaction_id": "..."}]}
 
-    {"action": "consume", "endpoint": ..., "topic": "T", "group": "G", "expect": 3,
+    {"action": "consume" | "push", "endpoint": ..., "topic": "T", "group": "G", "expect": 3,
      "invisible_s": 15, "await_s": 5, "timeout_s": 20, "ack": true, "change_first_s": 0}
     -> {"received": [{"body": ..., "tag": ..., "keys": [...], "props": {...}, "message_id": ...,
                       "group": ..., "attempt": 1, "queue_id": 0, "queue_offset": 0, "type": "NORMAL"}]}
@@ -24,7 +24,17 @@ import sys
 import time
 from typing import Any
 
-from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+from rocketmq import (
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+)
 from rocketmq.grpc_protocol import TransactionResolution
 from rocketmq.v5.producer import TransactionChecker
 
@@ -129,9 +139,35 @@ def consume(spec: dict[str, Any]) -> dict[str, Any]:
     return {"received": received}
 
 
+class Collector(MessageListener):  # type: ignore[misc]
+    """Records every message the PushConsumer hands over and answers SUCCESS."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+
+    def consume(self, message: Any) -> Any:
+        self.received.append(view(message))
+        return ConsumeResult.SUCCESS
+
+
+def push(spec: dict[str, Any]) -> dict[str, Any]:
+    listener = Collector()
+    expression = FilterExpression(spec.get("tag", "*"))
+    consumer = PushConsumer(config(spec), spec["group"], listener, {spec["topic"]: expression})
+    consumer.startup()
+    deadline = time.time() + float(spec.get("timeout_s", 20))
+    try:
+        while len(listener.received) < spec["expect"] and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        consumer.shutdown()
+    return {"received": listener.received}
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    out = produce(spec) if spec["action"] == "produce" else consume(spec)
+    actions = {"produce": produce, "consume": consume, "push": push}
+    out = actions[spec["action"]](spec)
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()
 

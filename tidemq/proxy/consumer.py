@@ -6,11 +6,12 @@ Mirrors RocketMQ 5's ``ReceiveMessageActivity``, ``AckMessageActivity``,
 * a receive pops across every queue of the broker named in the request (the queue id is ignored,
   as Java's ``ReceiveMessageQueueSelector`` does: Python 5.1.2 picks a random queue per receive);
   a FIFO group (``consumeMessageOrderly``) makes it an order pop;
-* long polling: the request's ``long_polling_timeout``, at most 20 s and at most what the client's
+* long polling: the request's ``long_polling_timeout``, at most 20 s (``long_polling_ms``) and what the client's
   deadline leaves (one second kept for the answer);
 * invisible time: the request's, within [``min_invisible_ms``, 12 h] (else ILLEGAL_INVISIBLE_TIME);
   ``auto_renew`` without a duration (the PushConsumer) gets ``default_invisible_ms`` (60 s);
-* the stream is ``{status OK}`` then one ``{message}`` each, or one ``{status MESSAGE_NOT_FOUND}``;
+* the stream is ``{status OK}``, ``{delivery_timestamp}``, then one ``{message}`` each, or one
+  ``{status MESSAGE_NOT_FOUND}``;
 * the receipt handle is the broker's POP handle (``POP_CK``); an ack or change with a handle whose
   invisible time is over answers INVALID_RECEIPT_HANDLE "receipt handle is expired" (Java's
   ``AbstractProcessor``); a change answers with the new handle, which replaces the old one.
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from tidemq.proxy.context import RequestContext
 
 MAX_INVISIBLE_MS = 12 * 3600 * 1000  # ProxyConfig.maxInvisibleTimeMills
-MAX_LONG_POLLING_MS = 20_000  # ProxyConfig.grpcClientConsumerMaxLongPollingTimeoutMillis
 MAX_BATCH = 32  # the broker's pop limit
 
 
@@ -47,10 +47,14 @@ class ConsumerConfig:
         min_invisible_ms: shortest invisible time a receive may ask (``minInvisibleTimeMillsForRecv``, 10 s).
         default_invisible_ms: for ``auto_renew`` receives that name none (``defaultInvisibleTimeMills``, 60 s;
             tidemq does not renew it: a PushConsumer listener slower than this sees a redelivery).
+        long_polling_ms: the longest a receive waits (``grpcClientConsumerMaxLongPollingTimeoutMillis``,
+            20 s), also the long polling the consumers are told in their settings. A Node
+            PushConsumer's shutdown waits for its receive in flight, so up to this long.
     """
 
     min_invisible_ms: int = 10_000
     default_invisible_ms: int = 60_000
+    long_polling_ms: int = 20_000
 
 
 def _duration_ms(duration: Any) -> int:
@@ -102,12 +106,9 @@ class ConsumerActivity:
         return ms
 
     def _poll_ms(self, request: Any, time_remaining: float | None) -> int:
-        ms = (
-            _duration_ms(request.long_polling_timeout)
-            if request.HasField("long_polling_timeout")
-            else MAX_LONG_POLLING_MS
-        )
-        ms = min(max(ms, 0), MAX_LONG_POLLING_MS)
+        longest = self.config.long_polling_ms
+        asked = request.HasField("long_polling_timeout")
+        ms = min(max(_duration_ms(request.long_polling_timeout) if asked else longest, 0), longest)
         if time_remaining is not None:
             ms = min(ms, max(0, int(time_remaining * 1000) - 1000))
         return ms
@@ -147,6 +148,11 @@ class ConsumerActivity:
             yield s.ReceiveMessageResponse(status=codes.status(codes.MESSAGE_NOT_FOUND, "no new message"))
             return
         yield s.ReceiveMessageResponse(status=codes.status())
+        # when the messages left the server: the Python PushConsumer computes its receive latency
+        # from it and fails the whole batch without it (rocketmq-python-client 5.1.2)
+        stamp = s.ReceiveMessageResponse()
+        stamp.delivery_timestamp.FromMilliseconds(_now_ms())
+        yield stamp
         for msg in messages:
             yield s.ReceiveMessageResponse(message=to_v5(msg, ctx.namespace))
 

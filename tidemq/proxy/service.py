@@ -158,6 +158,7 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
             max_body_size=self.backend.max_body_size,
             fifo=bool(info and info.fifo),
             max_attempts=info.max_attempts if info else 17,
+            long_polling_ms=self.consumer.config.long_polling_ms if self.consumer is not None else 20_000,
         )
         state.settings, state.client_type, state.group, state.topics = (
             merged,

@@ -43,7 +43,14 @@ CONSUMER_BACKOFF_S: Final = (
 """The delay levels from ``1s`` (level 3 on), as RocketMQ's consumer retry policy lists them."""
 
 
-def merge(client: Any, *, max_body_size: int, fifo: bool = False, max_attempts: int = 17) -> Any:
+def merge(
+    client: Any,
+    *,
+    max_body_size: int,
+    fifo: bool = False,
+    max_attempts: int = 17,
+    long_polling_ms: int = LONG_POLLING_TIMEOUT_S * 1000,
+) -> Any:
     """The settings to answer ``client`` with.
 
     Args:
@@ -51,6 +58,7 @@ def merge(client: Any, *, max_body_size: int, fifo: bool = False, max_attempts: 
         max_body_size: the broker's ``maxMessageSize`` (bytes).
         fifo: the consumer group's ``consumeMessageOrderly``.
         max_attempts: deliveries before the dead-letter queue (``retryMaxTimes + 1``).
+        long_polling_ms: the consumers' long polling (PushConsumers poll this long).
 
     Raises:
         ProxyError: BAD_REQUEST when the settings hold neither publishing nor subscription, or
@@ -79,7 +87,7 @@ def merge(client: Any, *, max_body_size: int, fifo: bool = False, max_attempts: 
         return out
     sub = out.subscription
     sub.receive_batch_size = RECEIVE_BATCH_SIZE
-    sub.long_polling_timeout.FromSeconds(LONG_POLLING_TIMEOUT_S)
+    sub.long_polling_timeout.FromMilliseconds(long_polling_ms)
     sub.fifo = fifo
     policy = out.backoff_policy
     policy.Clear()
