@@ -30,9 +30,10 @@ from tidemq.client.consumer.listener import (
     ConsumeOrderlyStatus,
 )
 from tidemq.client.consumer.push import PushConsumer
+from tidemq.client.consumer.selector import MessageSelector
 from tidemq.client.producer.producer import Producer
 from tidemq.client.producer.selector import SelectMessageQueueByHash
-from tidemq.errors import TideMQError
+from tidemq.errors import ClientError, TideMQError
 from tidemq.protocol.message import Message, MessageExt, MessageQueue
 
 __all__ = ["consume_command", "send_command"]
@@ -191,6 +192,13 @@ def _quiet(logger_name: str) -> Iterator[None]:
 @click.option("--tag", default=None, help="Message tag.")
 @click.option("--key", default=None, help="Message key.")
 @click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A user property (repeatable), e.g. for SQL92 filters: --property region=eu.",
+)
+@click.option(
     "--body", default=None, help="Body text, sent exactly as given (default: tidemq-msg-<i> per message)."
 )
 @click.option("--file", "file_", default=None, help="Send this file's bytes as the body ('-' = stdin).")
@@ -207,6 +215,7 @@ def send_command(
     topic: str,
     tag: str | None,
     key: str | None,
+    properties: tuple[str, ...],
     body: str | None,
     file_: str | None,
     count: int,
@@ -223,13 +232,14 @@ def send_command(
     """
     check_topic_name(topic, sending=True)
     exact = read_body(body, file_)
+    props = _properties(properties)
     producer = Producer(namesrv_addr=namesrv, producer_group=group, **credentials(access_key, secret_key))
     try:
         producer.start()
         selector = SelectMessageQueueByHash() if orderly_key is not None else None
         for i in range(count):
             payload = make_body("tidemq-msg", i, size) if exact is None else pad_body(exact, size)
-            msg = Message(topic, payload, tags=tag, keys=key)
+            msg = Message(topic, payload, tags=tag, keys=key, properties=props)
             result = producer.send(msg, selector=selector, arg=orderly_key)
             _emit(
                 {
@@ -305,11 +315,39 @@ class _CountLimit:
         self._release.set()
 
 
+def _properties(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``("a=1", "b=x")`` -> ``{"a": "1", "b": "x"}``; a pair without ``=`` is a usage error."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{pair!r} is not NAME=VALUE", param_hint="--property")
+        out[name] = value
+    return out
+
+
+def _selector(expression: str, sql: str | None) -> str | MessageSelector:
+    """``--sql`` (checked here) or the tag ``--expression``; both at once is a usage error."""
+    if sql is None:
+        return expression
+    if expression != "*":
+        raise click.UsageError("--sql and --expression cannot be combined (filter by TAGS in the SQL)")
+    try:
+        return MessageSelector.by_sql(sql)
+    except ClientError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sql") from None
+
+
 @click.command("consume")
 @namesrv_option
 @click.option("--topic", required=True, help="Topic to consume.")
 @click.option("--group", required=True, help="Consumer group.")
 @click.option("--expression", default="*", show_default=True, help="'*' or 'tagA || tagB'.")
+@click.option(
+    "--sql",
+    default=None,
+    help="SQL92 filter on message properties, e.g. \"a > 5 AND b = 'x'\" (docs/filters.md).",
+)
 @click.option("--broadcast", is_flag=True, help="BROADCASTING instead of CLUSTERING.")
 @click.option(
     "--orderly",
@@ -336,6 +374,7 @@ def consume_command(
     topic: str,
     group: str,
     expression: str,
+    sql: str | None,
     broadcast: bool,
     orderly: bool,
     from_: str,
@@ -353,6 +392,7 @@ def consume_command(
     N" well defined, ``--count`` consumes on one thread, in delivery order.
     """
     check_topic_name(topic, sending=False)
+    selector = _selector(expression, sql)
     require_route(namesrv, topic)
     limit = _CountLimit(count)
     out_lock = threading.Lock()
@@ -412,7 +452,7 @@ def consume_command(
         **extra,
         **credentials(access_key, secret_key),
     )
-    consumer.subscribe(topic, expression)
+    consumer.subscribe(topic, selector)
     if orderly:
         consumer.register_message_listener(orderly_listener, orderly=True)
     else:
