@@ -136,9 +136,9 @@ async def test_full_disk_refuses_sends_keeps_reads_and_loses_nothing(
             allocator = cluster.broker.store.commit_log.queue.allocator
             if flush == "SYNC_FLUSH":  # near the limit the next segment was not warmed (no room)
                 assert allocator is not None and allocator.skipped > 0
-            # reads and offset commits go on
+            # reads and offset commits go on, over the wire too
             assert sorted(readable(cluster, "Full")) == acked
-            cluster.broker.consumer_offset_manager.commit_offset("t", "g", "Full", 0, 3)
+            await pull_and_commit(cluster, "Full", 3)
             cluster.broker.consumer_offset_manager.persist()
             # nothing acknowledged is lost across a restart on the full disk, and it stays full
             await cluster.restart_broker()
@@ -158,6 +158,26 @@ async def test_full_disk_refuses_sends_keeps_reads_and_loses_nothing(
     ]
     assert [s.split(":")[0] for s in states] == ["disk full", "disk full", "disk writable again"], states
     assert not any(r.exc_info for r in caplog.records if r.name.startswith("tidemq.store"))
+
+
+async def pull_and_commit(cluster: Cluster, topic: str, offset: int) -> None:
+    """PULL_MESSAGE queue 0 from 0 (SUCCESS) and UPDATE_CONSUMER_OFFSET of group g to ``offset``."""
+    from tests.integration.conftest import Wire
+    from tidemq.protocol.headers import UpdateConsumerOffsetRequestHeader
+    from tidemq.remoting import RemotingClient
+
+    client = RemotingClient()
+    try:
+        wire = Wire(client, cluster)
+        pulled = await wire.pull(topic, 0, group="g")
+        assert pulled.code == ResponseCode.SUCCESS and decode_messages(pulled.body)
+        header = UpdateConsumerOffsetRequestHeader(
+            consumer_group="g", topic=topic, queue_id=0, commit_offset=offset
+        )
+        committed = await wire.invoke(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext_fields())
+        assert committed.code == ResponseCode.SUCCESS
+    finally:
+        await client.close()
 
 
 async def wait_for_send(producer: AsyncProducer, topic: str, body: bytes, timeout: float = 5.0) -> None:

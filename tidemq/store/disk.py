@@ -107,7 +107,8 @@ class DiskSpaceGuard:
     Args:
         path: the commit-log directory (its file system is the one watched).
         warning_ratio: ``disk_space_warning_level_ratio``, percent: full above it, writable again at
-            or below it.
+            or below it; a callable is read at each check (the store passes its config's value, so
+            ``updateBrokerConfig`` takes effect at once).
         min_free_bytes: also full while fewer bytes than this are available (one largest message
             must always fit; matters on small file systems).
         usage: how to measure (tests pass a fake); default :func:`disk_usage`.
@@ -123,13 +124,13 @@ class DiskSpaceGuard:
     def __init__(
         self,
         path: str | Path,
-        warning_ratio: float,
+        warning_ratio: float | Callable[[], float],
         *,
         min_free_bytes: int = 0,
         usage: Callable[[str | Path], DiskUsage] = disk_usage,
     ) -> None:
         self.path = path
-        self.warning_ratio = float(warning_ratio)
+        self._warning_ratio = warning_ratio
         self.min_free_bytes = min_free_bytes
         self._usage = usage
         self.full = False
@@ -141,6 +142,12 @@ class DiskSpaceGuard:
         self._next_offset = 0
         self._since = 0.0
         self._lock = threading.Lock()
+
+    @property
+    def warning_ratio(self) -> float:
+        """The level in percent (``disk_space_warning_level_ratio``)."""
+        level = self._warning_ratio
+        return float(level() if callable(level) else level)
 
     def poll(self, written_offset: int) -> bool:
         """The put path's question: True when the put must be refused (counted in :attr:`refused`).

@@ -144,7 +144,7 @@ class MessageStore:
         """Every put goes through it (under :attr:`_put_lock`)."""
         self.disk_guard = DiskSpaceGuard(
             config.commit_log_dir,
-            config.disk_space_warning_level_ratio,
+            lambda: config.disk_space_warning_level_ratio,  # updateBrokerConfig: at the next check
             min_free_bytes=config.max_message_size,
         )
         """Refuses puts while the disk is full (PutMessageStatus.DISK_FULL, ``disk.py``)."""
