@@ -108,10 +108,14 @@ async def fill_with_sends(
     raise AssertionError(f"{limit} sends and the disk is still not full")
 
 
-def test_disk_ratio_is_dfs(small_fs: Path, tmp_path: Path) -> None:
-    fill_to(small_fs, 40)
-    for path in (small_fs, tmp_path):  # the tmpfs and this machine's own disk
-        assert abs(disk_usage(path).percent - df_percent(path)) <= 1, path
+def test_disk_ratio_is_dfs_on_this_machines_disk(tmp_path: Path) -> None:
+    assert abs(disk_usage(tmp_path).percent - df_percent(tmp_path)) <= 1
+
+
+def test_disk_ratio_is_dfs_on_a_small_fs(small_fs: Path) -> None:
+    for percent in (0, 40, 93):
+        fill_to(small_fs, percent)
+        assert abs(disk_usage(small_fs).percent - df_percent(small_fs)) <= 1, percent
 
 
 @pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
@@ -157,7 +161,7 @@ async def test_full_disk_refuses_sends_keeps_reads_and_loses_nothing(
         r.getMessage() for r in caplog.records if r.getMessage().startswith(("disk full", "disk writable"))
     ]
     assert [s.split(":")[0] for s in states] == ["disk full", "disk full", "disk writable again"], states
-    assert not any(r.exc_info for r in caplog.records if r.name.startswith("tidemq.store"))
+    assert not any(r.exc_info for r in caplog.records)  # an expected full disk: no traceback anywhere
 
 
 async def pull_and_commit(cluster: Cluster, topic: str, offset: int) -> None:
