@@ -13,7 +13,14 @@ pending), the timers still pending, and for every delivered one its delivery del
 the real topic minus its due time (``TIMER_OUT_MS``), p50 / p99 / max ms (goal: p99 <= 1000 ms), plus
 how many came early (must be 0).
 
-Run: ``python -m bench.timers [--count N] [--span S] [--lead S] [--measure S] [--concurrency N]``.
+With ``--crash``: ``--kill-after`` seconds after the stores (deliveries under way) the broker is
+SIGKILLed and started again on the same store; the line adds the restart time (process start to
+ready, the timer wheel rebuilt from the log) and, reading until every timer came due (``--span``
+should be short) or the deadline, how many were lost (goal 0) and delivered twice (goal 0; at most
+the one being put at the kill).
+
+Run: ``python -m bench.timers [--count N] [--span S] [--lead S] [--measure S] [--concurrency N]
+[--crash --kill-after S]``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import json
 import random
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 from tidemq.client.consumer.pull import PullConsumer
@@ -94,6 +102,46 @@ def read_delivered(namesrv: str, seconds: float) -> list[MessageExt]:
     return got
 
 
+def crash_and_recover(serve: ServeProcess, args: argparse.Namespace) -> dict[str, object]:
+    """SIGKILL ``serve`` mid-delivery, start it again on its store, read everything that comes due."""
+    time.sleep(args.kill_after)
+    serve.kill()
+    t0 = time.perf_counter()
+    serve.start()
+    restart_s = time.perf_counter() - t0
+    wait = args.lead + args.span + 30.0
+    delivered = read_all(serve.namesrv_addr, args.count, wait)
+    ids = Counter(m.msg_id for m in delivered if "TIMER_OUT_MS" in m.properties)
+    return {
+        "crash_restart_s": round(restart_s, 1),
+        "crash_delivered_distinct": len(ids),
+        "crash_lost": args.count - len(ids),
+        "crash_duplicates": sum(n - 1 for n in ids.values()),
+    }
+
+
+def read_all(namesrv: str, count: int, seconds: float) -> list[MessageExt]:
+    """Read the topic from offset 0 until ``count`` timer messages came (or ``seconds`` passed)."""
+    consumer = PullConsumer(
+        namesrv_addr=namesrv,
+        consumer_group="bench-timers-crash",
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+    )
+    consumer.subscribe(TOPIC)
+    consumer.start()
+    got: list[MessageExt] = []
+    seen: set[str] = set()
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline and len(seen) < count + 1:  # + the warm-up message
+            batch = consumer.poll(timeout=1.0)
+            got.extend(batch)
+            seen.update(m.msg_id for m in batch)
+    finally:
+        consumer.shutdown()
+    return got
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--count", type=int, default=1_000_000, help="timer messages to store")
@@ -105,7 +153,10 @@ def main() -> None:
         "--measure", type=float, default=20.0, help="seconds to read deliveries after storing"
     )
     parser.add_argument("--concurrency", type=int, default=64, help="sends in flight")
+    parser.add_argument("--crash", action="store_true", help="SIGKILL the broker mid-delivery and restart it")
+    parser.add_argument("--kill-after", type=float, default=2.0, help="seconds after the stores to kill it")
     args = parser.parse_args()
+    crash: dict[str, object] = {}
     with (
         tempfile.TemporaryDirectory(prefix="tidemq-timers-") as tmp,
         ServeProcess(Path(tmp) / "store", flush="async", log_path=Path(tmp) / "serve.log") as serve,
@@ -118,6 +169,8 @@ def main() -> None:
         print(json.dumps({"stored": args.count, "seconds": round(stored_s, 1), **after_store}), flush=True)
         delivered = read_delivered(serve.namesrv_addr, args.measure)
         final = rss(pid)
+        if args.crash:
+            crash = crash_and_recover(serve, args)
     delays = [
         m.store_timestamp - int(m.properties["TIMER_OUT_MS"])
         for m in delivered
@@ -139,6 +192,7 @@ def main() -> None:
         "delay_max_ms": max(delays, default=None),
         "early": sum(1 for d in delays if d < 0),
         "goal_delay_p99_ms": 1000,
+        **crash,
     }
     print(json.dumps(result), flush=True)
 

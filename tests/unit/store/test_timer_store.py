@@ -159,7 +159,7 @@ def test_a_refused_put_is_retried_not_dropped(
     monkeypatch.setattr(
         store,
         "put_message",
-        lambda m: PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="disk full"),
+        lambda m: PutMessageResult(PutMessageStatus.DISK_FULL, remark="disk full"),
     )
     clock.now = T0 + 500
     assert ts.dequeue() == pytest.approx(0.1)  # RETRY_S

@@ -55,8 +55,8 @@ it); given up (the store refused it for good, logged)."""
 _REC = struct.Struct(">IB3xqqqiqI")
 _CRC_PART = struct.Struct(">Iqqiq")
 _PREV = struct.Struct(">q")
-_CHUNK = 4096 * RECORD_SIZE // 16
-"""Bytes read at a time when scanning (256 records)."""
+_CHUNK = 4096 * RECORD_SIZE
+"""Bytes read at a time when scanning (4096 records)."""
 assert _REC.size == RECORD_SIZE
 
 
@@ -84,9 +84,15 @@ def unpack_record(data: bytes | memoryview, offset: int, pos: int) -> TimerRecor
     """The record at ``data[offset:offset+48]`` (global position ``pos``), or None when its magic or
     CRC is wrong (never written, or torn)."""
     magic, state, prev, deliver, phy, size, cq, crc = _REC.unpack_from(data, offset)
-    if magic != RECORD_MAGIC or crc != zlib.crc32(_CRC_PART.pack(magic, deliver, phy, size, cq)):
+    if magic != RECORD_MAGIC or not _crc_ok(data, offset, crc):
         return None
     return TimerRecord(pos, state, prev, deliver, phy, size, cq)
+
+
+def _crc_ok(data: bytes | memoryview, offset: int, crc: int) -> bool:
+    """CRC of bytes [0, 4) + [16, 44) of the record at ``offset`` (chained: no copy)."""
+    view = memoryview(data)
+    return zlib.crc32(view[offset + 16 : offset + 44], zlib.crc32(view[offset : offset + 4])) == crc
 
 
 class TimerLog:
@@ -225,19 +231,23 @@ class TimerLog:
             pos = max(start - base, 0)
             while pos < mf.wrote_position:
                 n = min(_CHUNK, mf.wrote_position - pos)
+                n -= n % RECORD_SIZE
                 data = mf.select(pos, n)
-                if data is None:
+                if data is None or not n:
                     break
-                for off in range(0, n - n % RECORD_SIZE, RECORD_SIZE):
-                    rec = unpack_record(data, off, base + pos + off)
-                    yield rec if rec is not None else base + pos + off
+                at = base + pos
+                for off, fields in zip(range(0, n, RECORD_SIZE), _REC.iter_unpack(data), strict=True):
+                    if fields[0] == RECORD_MAGIC and _crc_ok(data, off, fields[7]):
+                        yield TimerRecord(at + off, *fields[1:7])
+                    else:
+                        yield at + off
                 pos += n
 
     def segment_has_pending(self, mf: MappedFile) -> bool:
         """Whether a segment still holds a PENDING record (read in chunks, state bytes only)."""
         pos = 0
         while pos < mf.wrote_position:
-            n = min(_CHUNK * 16, mf.wrote_position - pos)
+            n = min(_CHUNK, mf.wrote_position - pos)
             data = mf.select(pos, n)
             if data is None:
                 return False

@@ -212,29 +212,35 @@ class TimerMessageStore:
         slots: dict[int, list[int]] = {}
         last_cq = self.enqueue_offset - 1
         linked = 0
+        prec = self.precision_ms
+        highest = now_slot + self.window_ms - prec
         for rec in self.log.scan(self.log.start):
             if isinstance(rec, int):
                 log.warning("timer log: damaged record at %d skipped", rec)
                 continue
-            last_cq = max(last_cq, rec.cq_offset)
-            if rec.state != PENDING:
+            pos, state, prev, deliver, _, _, cq_offset = rec
+            if cq_offset > last_cq:
+                last_cq = cq_offset
+            if state != PENDING:
                 continue
-            if rec.cq_offset >= cq_max:
-                self.log.set_state(rec.pos, SKIPPED)
+            if cq_offset >= cq_max:
+                self.log.set_state(pos, SKIPPED)
                 continue
-            slot_ms = self._target_slot(rec.deliver_ms, now_slot)
+            slot_ms = min(max(deliver - deliver % prec, now_slot), highest)  # _target_slot, inlined
             cur = slots.get(slot_ms)
             if cur is None:
                 old = self.wheel.get(slot_ms)
-                cur = [old.first_pos, old.last_pos, old.num] if old is not None else [rec.pos, -1, 0]
-            if rec.prev_pos != cur[1]:
-                self.log.set_prev(rec.pos, cur[1])
-            cur[1] = rec.pos
+                cur = slots[slot_ms] = (
+                    [old.first_pos, old.last_pos, old.num] if old is not None else [pos, -1, 0]
+                )
+                if len(slots) >= _REBUILD_FLUSH_SLOTS:
+                    self._write_slots(slots)
+                    slots[slot_ms] = cur
+            if prev != cur[1]:
+                self.log.set_prev(pos, cur[1])
+            cur[1] = pos
             cur[2] += 1
-            slots[slot_ms] = cur
             linked += 1
-            if len(slots) >= _REBUILD_FLUSH_SLOTS:
-                self._write_slots(slots)
         self._write_slots(slots)
         self.enqueue_offset = min(last_cq + 1, cq_max)
         log.warning(
