@@ -1,0 +1,211 @@
+"""The gRPC endpoint's contract with a raw apache.rocketmq.v2 stub (no client library): topic
+message types, namespaces, cluster mode (``tidemq proxy``), ACL signatures and TLS."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("rocketmq.grpc_protocol", reason="needs rocketmq-python-client (the grpc extra)")
+
+import grpc
+
+from tidemq.broker.topic_config import make_topic_config
+from tidemq.proxy import codes
+from tidemq.proxy.auth import sign
+from tidemq.proxy.pb import d, grpc_service, s
+from tidemq.proxy.server import GrpcProxy
+from tidemq.testing import Cluster, run_cluster
+
+ACL_YML = """\
+accounts:
+  - accessKey: AppAccessKey
+    secretKey: AppSecretKey
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+    topicPerms:
+      - Secret=DENY
+"""
+
+
+def message(topic: str, body: bytes, *, ns: str = "", group: str = "", i: int = 0) -> Any:
+    msg = d.Message(topic=d.Resource(resource_namespace=ns, name=topic), body=body)
+    msg.user_properties["color"] = "red"
+    sp = msg.system_properties
+    sp.message_id, sp.message_type, sp.body_encoding = f"0102FC00000001000000000000{i:08X}", 1, 1
+    if group:
+        sp.message_group, sp.message_type = group, 2
+    sp.born_timestamp.FromMilliseconds(time.time_ns() // 1_000_000)
+    return msg
+
+
+def metadata(
+    client: str = "test@1@0@x", ns: str = "", key: str = "", secret: str = ""
+) -> list[tuple[str, str]]:
+    now = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    md = [("x-mq-client-id", client), ("x-mq-date-time", now), ("x-mq-namespace", ns)]
+    if key:
+        md.append(
+            (
+                "authorization",
+                f"MQv2-HMAC-SHA1 Credential={key}, SignedHeaders=x-mq-date-time, Signature={sign(secret, now)}",
+            )
+        )
+    return md
+
+
+async def receive(stub: Any, topic: str, group: str, md: list[tuple[str, str]], ns: str = "") -> list[Any]:
+    request = s.ReceiveMessageRequest(
+        group=d.Resource(resource_namespace=ns, name=group),
+        message_queue=d.MessageQueue(
+            topic=d.Resource(resource_namespace=ns, name=topic), broker=d.Broker(name="broker-a")
+        ),
+        filter_expression=d.FilterExpression(type=1, expression="*"),
+        batch_size=16,
+    )
+    request.invisible_duration.FromSeconds(30)
+    request.long_polling_timeout.FromSeconds(1)
+    return [r async for r in stub.ReceiveMessage(request, metadata=md, timeout=10)]
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with run_cluster(tmp_path) as c:
+        yield c
+
+
+async def serving(proxy: GrpcProxy, credentials: Any = None) -> tuple[Any, Any]:
+    port = await proxy.start()
+    target = f"127.0.0.1:{port}" if credentials is None else f"localhost:{port}"
+    channel = (
+        grpc.aio.insecure_channel(target)
+        if credentials is None
+        else grpc.aio.secure_channel(target, credentials)
+    )
+    return channel, grpc_service.MessagingServiceStub(channel)
+
+
+async def test_topic_types_namespaces_and_cluster_mode(cluster: Cluster) -> None:
+    fifo = make_topic_config("FifoOnly", 2)
+    fifo.attributes["message.type"] = "FIFO"
+    cluster.broker.topic_config_manager.update_topic_config(fifo)
+    await cluster.broker.register_broker_all()
+    for proxy in (
+        GrpcProxy.local(cluster.broker, "127.0.0.1", 0),
+        GrpcProxy.cluster(cluster.namesrv_addr, "127.0.0.1", 0),
+    ):
+        channel, stub = await serving(proxy)
+        try:
+            orders = f"Orders{proxy.port}"
+            eps = d.Endpoints(scheme=1, addresses=[d.Address(host="127.0.0.1", port=proxy.port)])
+            route = await stub.QueryRoute(
+                s.QueryRouteRequest(topic=d.Resource(name="FifoOnly"), endpoints=eps), metadata=metadata()
+            )
+            assert route.status.code == codes.OK and {
+                q.broker.endpoints.addresses[0].port for q in route.message_queues
+            } == {proxy.port}
+            assert [list(q.accept_message_types) for q in route.message_queues] == [[2], [2]]
+            refused = await stub.SendMessage(
+                s.SendMessageRequest(messages=[message("FifoOnly", b"n")]), metadata=metadata()
+            )
+            assert refused.status.code == codes.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+            assert "expected type is FIFO, but actual type is NORMAL" in refused.status.message
+            ok = await stub.SendMessage(
+                s.SendMessageRequest(messages=[message("FifoOnly", b"f", group="g")]), metadata=metadata()
+            )
+            assert ok.status.code == codes.OK
+            # a namespace from the resource or the header: stored as ns%Topic, received back without it
+            sent = await stub.SendMessage(
+                s.SendMessageRequest(messages=[message(orders, b"o", ns="ns1", i=1)]),
+                metadata=metadata(ns="ns1"),
+            )
+            assert sent.status.code == codes.OK
+            assert cluster.broker.topic_config_manager.select_topic_config(f"ns1%{orders}") is not None
+            got = await receive(stub, orders, f"G-{type(proxy.backend).__name__}", metadata(ns="ns1"))
+            assert got[0].status.code == codes.OK and got[1].HasField("delivery_timestamp")
+            (msg,) = [r.message for r in got if r.HasField("message")]
+            assert (msg.topic.resource_namespace, msg.topic.name, msg.body, dict(msg.user_properties)) == (
+                "ns1",
+                orders,
+                b"o",
+                {"color": "red"},
+            )
+            handle = msg.system_properties.receipt_handle
+            change = s.ChangeInvisibleDurationRequest(
+                group=d.Resource(name=f"G-{type(proxy.backend).__name__}"),
+                topic=d.Resource(name=orders),
+                receipt_handle=handle,
+            )
+            change.invisible_duration.FromSeconds(20)
+            changed = await stub.ChangeInvisibleDuration(change, metadata=metadata(ns="ns1"))
+            assert changed.status.code == codes.OK and changed.receipt_handle != handle
+            ack = s.AckMessageRequest(
+                group=change.group,
+                topic=change.topic,
+                entries=[
+                    s.AckMessageEntry(
+                        message_id=msg.system_properties.message_id, receipt_handle=changed.receipt_handle
+                    )
+                ],
+            )
+            assert (await stub.AckMessage(ack, metadata=metadata(ns="ns1"))).status.code == codes.OK
+            expired = s.AckMessageRequest(
+                group=change.group,
+                topic=change.topic,
+                entries=[s.AckMessageEntry(receipt_handle="0 1 1 0 0 broker-a 0 0")],
+            )
+            assert (
+                await stub.AckMessage(expired, metadata=metadata(ns="ns1"))
+            ).status.code == codes.INVALID_RECEIPT_HANDLE
+        finally:
+            await channel.close()
+            await proxy.stop()
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost and its key (PEM)."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return key, cert
+
+
+async def test_acl_signatures_and_tls(tmp_path: Path, tls_files: tuple[Path, Path]) -> None:
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_YML)
+    key, cert = tls_files
+    async with run_cluster(tmp_path, acl_enable=True, acl_file=str(acl)) as c:
+        proxy = GrpcProxy.local(c.broker, "127.0.0.1", 0, tls_cert=str(cert), tls_key=str(key))
+        channel, stub = await serving(proxy, grpc.ssl_channel_credentials(cert.read_bytes()))
+        try:
+            request = s.QueryRouteRequest(topic=d.Resource(name="T"))
+            unsigned = await stub.QueryRoute(request, metadata=metadata())
+            assert unsigned.status.code == codes.UNAUTHORIZED
+            bad = await stub.QueryRoute(request, metadata=metadata(key="AppAccessKey", secret="nope"))
+            assert bad.status.code == codes.UNAUTHORIZED and "signature" in bad.status.message
+            good = await stub.QueryRoute(
+                request, metadata=metadata(key="AppAccessKey", secret="AppSecretKey")
+            )
+            assert good.status.code == codes.OK
+            sent = await stub.SendMessage(
+                s.SendMessageRequest(messages=[message("T", b"x")]),
+                metadata=metadata(key="AppAccessKey", secret="AppSecretKey"),
+            )
+            assert sent.status.code == codes.OK
+            denied = await stub.SendMessage(
+                s.SendMessageRequest(messages=[message("Secret", b"x")]),
+                metadata=metadata(key="AppAccessKey", secret="AppSecretKey"),
+            )
+            assert denied.status.code == codes.FORBIDDEN
+        finally:
+            await channel.close()
+            await proxy.stop()
