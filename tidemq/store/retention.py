@@ -38,6 +38,9 @@ ConsumerFloors = Mapping[TopicQueueKey, Mapping[str, int]]
 """``{(topic, queue_id): {consumer: next queue offset it will consume}}``."""
 FloorProvider = Callable[[], ConsumerFloors]
 """Tells retention how far consumers got; called on the cleaning thread (make it thread-safe)."""
+OffsetProvider = Callable[[], int | None]
+"""The lowest commit-log offset a service still needs (None: nothing); for services that keep
+their own references into the commit log rather than a consume-queue offset (a timer log, say)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +93,15 @@ class CommitLogRetention:
     Attributes:
         floor_providers: where consumers' progress comes from (the broker adds the committed offsets
             of subscribed groups and the delay-level service's progress).
+        offset_providers: ``{name: provider}`` of services that still need the commit log from some
+            offset on; no segment ending after it goes unforced (a forced deletion names them).
         unconsumed_deleted: messages deleted before a consumer had them (forced runs only).
     """
 
     def __init__(self, store: MessageStore) -> None:
         self._store = store
         self.floor_providers: list[FloorProvider] = []
+        self.offset_providers: dict[str, OffsetProvider] = {}
         self.unconsumed_deleted = 0
 
     def consumer_floors(self) -> dict[TopicQueueKey, dict[str, int]]:
@@ -121,7 +127,18 @@ class CommitLogRetention:
             unit = cq.get_unit(floor)
             if unit is not None:
                 protected = min(protected, unit.commit_log_offset)
+        for needed in self.needed_offsets().values():
+            protected = min(protected, needed)
         return protected
+
+    def needed_offsets(self) -> dict[str, int]:
+        """``{service: lowest commit-log offset it still needs}`` from :attr:`offset_providers`."""
+        out: dict[str, int] = {}
+        for name, provider in list(self.offset_providers.items()):
+            needed = provider()
+            if needed is not None:
+                out[name] = needed
+        return out
 
     def lost_ranges(self, floors: ConsumerFloors, phy_end: int) -> list[LostRange]:
         """What deleting the commit log below ``phy_end`` takes from consumers that have not had it."""
@@ -164,6 +181,7 @@ class CommitLogRetention:
         protected = self.protected_offset(floors)
         deleted: list[MappedFile] = []
         lost: list[LostRange] = []
+        services: dict[str, int] = {}
         for mf in files:
             end = mf.file_from_offset + mf.file_size
             expired = now >= mf.last_modified_ms() + expired_ms
@@ -175,17 +193,24 @@ class CommitLogRetention:
                     break
                 if not consumed:
                     lost = self.lost_ranges(floors, end)  # cumulative: everything below ``end``
+                    services = {n: o for n, o in self.needed_offsets().items() if o < end}
             store.commit_log.queue.delete_files([mf])
             deleted.append(mf)
             percent = store.disk_used_ratio()
         if deleted:
-            self._report(deleted, lost, force)
+            self._report(deleted, lost, services, force)
         return len(deleted)
 
-    def _report(self, deleted: list[MappedFile], lost: list[LostRange], force: bool) -> None:
+    def _report(
+        self, deleted: list[MappedFile], lost: list[LostRange], services: dict[str, int], force: bool
+    ) -> None:
         first, last = deleted[0], deleted[-1]
         span = f"{first.file_from_offset}..{last.file_from_offset + last.file_size}"
-        if not lost:
+        end = last.file_from_offset + last.file_size
+        needed = [
+            f"{name} still needed commit-log offsets {o}..{end}" for name, o in sorted(services.items())
+        ]
+        if not lost and not needed:
             log.info(
                 "deleted %d commit-log segment(s) (offsets %s) in %s: expired and consumed",
                 len(deleted),
@@ -203,5 +228,5 @@ class CommitLogRetention:
             span,
             count,
             why,
-            "; ".join(r.describe() for r in lost),
+            "; ".join([*(r.describe() for r in lost), *needed]),
         )

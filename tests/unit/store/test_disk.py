@@ -107,3 +107,20 @@ def test_retention_keeps_what_a_consumer_has_not_consumed_unless_forced(
     assert "(cleanFileForciblyEnable=true)" in line
     assert f"T queue 0 offsets 60..{lost_to - 1} ({lost_to - 60} message(s); consumers g)" in line
     assert store.retention.unconsumed_deleted == lost_to - 60
+
+
+def test_a_service_needing_the_commit_log_keeps_it(
+    open_store: StoreFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store(file_reserved_time=0)
+    offsets = [store.put_message(inner(body=b"m%03d" % i * 10)).append_result for i in range(150)]
+    needed = offsets[60]
+    assert needed is not None
+    store.retention.offset_providers["timer log"] = lambda: needed.wrote_offset
+    assert store.delete_expired_files() >= 1
+    assert store.get_min_phy_offset() <= needed.wrote_offset  # its segment and later ones stay
+    store.config.clean_file_forcibly_enable = True
+    caplog.set_level(logging.ERROR)
+    assert store.delete_expired_files() >= 1
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert f"timer log still needed commit-log offsets {needed.wrote_offset}.." in line
