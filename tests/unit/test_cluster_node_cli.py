@@ -1,0 +1,38 @@
+"""``tidemq cluster stop|kill|start NODE`` on a recorded cluster (stand-in processes: no broker needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from tidemq.cluster import LocalCluster, Node, cluster_group
+
+
+def test_stop_kill_start_one_node(tmp_path: Path) -> None:
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
+    try:
+        cluster = LocalCluster(tmp_path)
+        for name, proc in zip(("broker-a-0", "broker-a-1"), procs, strict=True):
+            cluster.nodes[name] = Node(name, "broker", str(tmp_path / name), pid=proc.pid, addr="127.0.0.1:1")
+        cluster.save()
+        run = CliRunner().invoke
+        started = run(cluster_group, ["start", "--dir", str(tmp_path), "broker-a-0"])
+        assert started.exit_code == 0 and "already running" in started.output
+        stopped = run(cluster_group, ["stop", "--dir", str(tmp_path), "--timeout", "10", "broker-a-0"])
+        assert stopped.exit_code == 0 and "broker-a-0 stopped" in stopped.output, stopped.output
+        assert procs[0].wait(10) == -15  # SIGTERM: a clean shutdown
+        killed = run(cluster_group, ["kill", "--dir", str(tmp_path), "broker-a-1"])
+        assert killed.exit_code == 0 and "broker-a-1 killed" in killed.output, killed.output
+        assert procs[1].wait(10) == -9
+        again = run(cluster_group, ["kill", "--dir", str(tmp_path), "broker-a-1"])
+        assert again.exit_code == 0 and "was not running" in again.output
+        unknown = run(cluster_group, ["stop", "--dir", str(tmp_path), "broker-z-0"])
+        assert unknown.exit_code != 0 and "no node 'broker-z-0'" in unknown.output
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
