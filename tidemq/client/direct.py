@@ -189,6 +189,23 @@ class DirectConnection:
         except OSError as exc:
             self._failed(exc, "writing requests")  # closed: the callbacks get None
 
+    def send_oneway(self, request: RemotingCommand, timeout: float) -> bool:
+        """Write ``request`` marked oneway (no answer will come; END_TRANSACTION) within ``timeout``
+        s, connecting first if needed; True once written. Never raises: False when it cannot be
+        written (a broken connection is closed). Must be called with :attr:`lock` held."""
+        request.mark_oneway()
+        try:
+            frame = encode_command(request, self.max_frame_size)
+            sock = self._sock if self._sock is not None else self._connect(timeout)
+            self._set_timeout(sock, timeout)
+            sock.sendall(frame)
+        except OSError as exc:
+            self._failed(exc, "writing a oneway request")
+            return False
+        except Exception:
+            return False
+        return True
+
     def _dispatch(self, cmd: RemotingCommand) -> bool:
         """Hand ``cmd`` to the callback of its :meth:`send`; False when it is no such answer."""
         callback = self._pending.pop(cmd.opaque, None) if cmd.is_response else None

@@ -368,6 +368,12 @@ class MessageStore:
         offsets per queue; :meth:`CommitLogPut.put_messages`). Statuses as :meth:`put_message`."""
         return self._put.put_messages(inners)
 
+    def put_message_batches(self, batches: list[MessageExtBatch]) -> PutMessageResult:
+        """Append several batches (each one queue, any topics) as one contiguous write, ``DELAY`` not
+        looked at: a transaction's commit puts its real message and op record so, and a crash
+        cannot keep the first without the second's bytes being written in the same write."""
+        return self._put.put_message_batches(batches)
+
     def put_message_batch(self, batch: MessageExtBatch) -> PutMessageResult:
         """Append the messages of ``batch`` (one queue, shared header fields) as contiguous records.
 

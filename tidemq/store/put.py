@@ -171,6 +171,16 @@ class CommitLogPut:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         return self._put_batches([batch])
 
+    def put_message_batches(self, batches: list[MessageExtBatch]) -> PutMessageResult:
+        """:meth:`put_message_batch` for several batches in one contiguous write (statuses as
+        :meth:`put_messages`)."""
+        refused = self._refuse_put()
+        if refused is not None:
+            return refused
+        if not batches or not all(b.bodies for b in batches):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
+        return self._put_batches(batches)
+
     def _encoder(self, topic: str, born_host: str) -> RecordEncoder:
         """The record encoder of (topic, born host), kept for the next puts (at most 4096).
 

@@ -39,11 +39,13 @@ __all__ = [
     "REMOVE_TAG",
     "check_body",
     "check_times",
+    "committed_batch",
     "committed_message",
     "copy_batch",
     "discard_batch",
     "half_batch",
     "half_properties_text",
+    "op_batch",
     "op_message",
     "origin_of",
     "parse_op_body",
@@ -59,6 +61,11 @@ _REAL_TOPIC = MessageConst.PROPERTY_REAL_TOPIC
 _REAL_QID = MessageConst.PROPERTY_REAL_QUEUE_ID
 _TRAN_MSG = MessageConst.PROPERTY_TRANSACTION_PREPARED
 _NOT_TYPE = MessageSysFlag.TRANSACTION_NOT_TYPE
+_DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
+_TIMER_KEYS = frozenset(
+    {"TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_DEL_UNIQKEY", "__STARTDELIVERTIME"}
+)
+"""Properties that make a committed message go through the timer (RocketMQ 5's put hook)."""
 
 
 def half_properties_text(text: str, topic: str, queue_id: int) -> str:
@@ -191,6 +198,45 @@ def committed_message(half: MessageExt) -> MessageExtBrokerInner:
         reconsume_times=half.reconsume_times,
         prepared_transaction_offset=half.commit_log_offset,
         tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
+    )
+
+
+def committed_batch(half: MessageExt) -> MessageExtBatch | None:
+    """:func:`committed_message` as a one-message batch (the store's fast path), or None when the
+    message needs the general put (a ``DELAY`` level or a timer property to schedule)."""
+    props = dict(half.properties)
+    if _DELAY in props or not _TIMER_KEYS.isdisjoint(props):
+        return None
+    topic = props.pop(_REAL_TOPIC, half.topic)
+    raw_qid = props.pop(_REAL_QID, "0")
+    props.pop(_TRAN_MSG, None)
+    return MessageExtBatch(
+        topic,
+        int(raw_qid) if raw_qid.isdigit() else 0,
+        MessageSysFlag.reset_transaction_value(half.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE),
+        half.born_timestamp,
+        half.born_host or "0.0.0.0:0",
+        half.reconsume_times,
+        half.commit_log_offset,
+        flags=[half.flag],
+        bodies=[half.body],
+        properties=[properties_to_string(props)],
+    )
+
+
+def op_batch(half: MessageExt, born_host: str) -> MessageExtBatch:
+    """:func:`op_message` as a one-message batch."""
+    op = op_message(half, born_host)
+    return MessageExtBatch(
+        op.topic,
+        op.queue_id,
+        0,
+        op.born_timestamp,
+        born_host,
+        0,
+        flags=[0],
+        bodies=[op.body],
+        properties=[properties_to_string(op.properties)],
     )
 
 

@@ -41,9 +41,11 @@ from tidemq.broker.transaction.bridge import (
     IMMUNITY,
     check_body,
     check_times,
+    committed_batch,
     committed_message,
     copy_batch,
     discard_batch,
+    op_batch,
     op_message,
     origin_of,
     parse_op_body,
@@ -316,18 +318,23 @@ class TransactionalMessageService:
             )
             return None
         self.ensure_topic(TRANS_OP_HALF_TOPIC)
-        op = op_message(half, self.broker.addr or "127.0.0.1:0")
+        host = self.broker.addr or "127.0.0.1:0"
         store = self.broker.store
-        if commit:
+        topic = ""
+        if not commit:
+            result = store.put_message_batch(op_batch(half, host))
+        elif (fast := committed_batch(half)) is not None:  # one write: real message, op record
+            topic = fast.topic
+            result = store.put_message_batches([fast, op_batch(half, host)])
+        else:  # DELAY or a timer: the general put schedules it
             real = committed_message(half)
             self._schedule_timer(real)
-            result = store.put_messages([real, op])
-        else:
-            result = store.put_message(op)
+            topic = real.topic
+            result = store.put_messages([real, op_message(half, host)])
         if result.status is PutMessageStatus.PUT_OK:
             del self.pending[origin]
             if commit and result.append_result is not None:
-                self.broker.broker_stats.inc_put(real.topic, 1, result.append_result.wrote_bytes)
+                self.broker.broker_stats.inc_put(topic, 1, result.append_result.wrote_bytes)
         return result
 
     def _schedule_timer(self, real: MessageExtBrokerInner) -> None:

@@ -230,20 +230,9 @@ class AsyncTransactionProducer(AsyncProducer):
     ) -> None:
         """Step 3: END_TRANSACTION (oneway) for the half message of ``result``. A failure to send it
         is logged, not raised: the broker's check decides then. Mirrors ``endTransaction``."""
-        _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id or result.msg_id)
-        header = EndTransactionRequestHeader(
-            producer_group=self.group_name,
-            tran_state_table_offset=result.queue_offset,
-            commit_log_offset=commit_log_offset,
-            commit_or_rollback=state.commit_or_rollback,
-            from_transaction_check=False,
-            msg_id=result.msg_id,
-            transaction_id=result.msg_id,
-        )
-        remark = f"executeLocalTransactionBranch exception: {error!r}" if error is not None else None
         try:
             addr = await self._broker_addr(result.message_queue)
-            await self._end_oneway(addr, header, remark)
+            await self.instance.remoting.invoke_oneway(addr, self.end_request(result, state, error))
             if self.trace_hook is not None:  # message trace: the EndTransaction record
                 msg = Message(result.message_queue.topic, b"")
                 self.trace_hook.ended(msg, result.msg_id, addr, state.value, result.msg_id, False)
@@ -255,12 +244,22 @@ class AsyncTransactionProducer(AsyncProducer):
                 exc,
             )
 
-    async def _end_oneway(self, addr: str, header: EndTransactionRequestHeader, remark: str | None) -> None:
-        request = RemotingCommand.create_request(
-            RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True
+    def end_request(
+        self, result: SendResult, state: LocalTransactionState, error: BaseException | None = None
+    ) -> RemotingCommand:
+        """The END_TRANSACTION (37, oneway) request for the half message of ``result``."""
+        _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id or result.msg_id)
+        header = EndTransactionRequestHeader(
+            producer_group=self.group_name,
+            tran_state_table_offset=result.queue_offset,
+            commit_log_offset=commit_log_offset,
+            commit_or_rollback=state.commit_or_rollback,
+            from_transaction_check=False,
+            msg_id=result.msg_id,
+            transaction_id=result.msg_id,
         )
-        request.remark = remark
-        await self.instance.remoting.invoke_oneway(addr, request)
+        remark = f"executeLocalTransactionBranch exception: {error!r}" if error is not None else None
+        return _oneway(header, remark)
 
     @staticmethod
     def transaction_result(result: SendResult, state: LocalTransactionState) -> TransactionSendResult:
@@ -315,12 +314,18 @@ class AsyncTransactionProducer(AsyncProducer):
             transaction_id=header.transaction_id,
         )
         try:
-            await self._end_oneway(addr, end, remark)
+            await self.instance.remoting.invoke_oneway(addr, _oneway(end, remark))
         except Exception as exc:
             log.warning("answer to the check of %s not sent to %s: %s", msg.msg_id, addr, exc)
             return
         if self.trace_hook is not None:  # message trace: the EndTransaction record
             self.trace_hook.ended(msg, uniq, addr, state.value, header.transaction_id, True)
+
+
+def _oneway(header: EndTransactionRequestHeader, remark: str | None) -> RemotingCommand:
+    request = RemotingCommand.create_request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True)
+    request.remark = remark
+    return request
 
 
 def prepare_half(msg: Message, group: str) -> None:
@@ -366,7 +371,8 @@ class TransactionProducer(Producer):
 
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
         """See :meth:`AsyncTransactionProducer.send_message_in_transaction`; the local transaction
-        runs on this thread and END_TRANSACTION is handed to the loop without waiting (oneway)."""
+        runs on this thread, and END_TRANSACTION (oneway) is written on this thread's connection to
+        the broker (or handed to the loop without waiting when that connection is busy)."""
         core = self._core
         prepare_half(msg, core.group_name)
         result = self.send(msg)
@@ -381,5 +387,23 @@ class TransactionProducer(Producer):
             except Exception as exc:
                 log.warning("execute_local_transaction of %s raised; UNKNOW: %r", msg.unique_key, exc)
                 state, error = LocalTransactionState.UNKNOW, exc
-        self._loop.submit(core.end_transaction(result, state, error))
+        if not self._end_direct(result, state, error):
+            self._loop.submit(core.end_transaction(result, state, error))
         return core.transaction_result(result, state)
+
+    def _end_direct(
+        self, result: SendResult, state: LocalTransactionState, error: BaseException | None
+    ) -> bool:
+        """END_TRANSACTION on the direct connection the half message went over; False when there is
+        none free, or message trace wants the loop's path (which records the end)."""
+        core = self._core
+        if self._direct is None or core.trace_hook is not None:
+            return False
+        addr = core.instance.find_broker_address_in_publish(result.message_queue.broker_name)
+        conn = self._direct.try_acquire(addr) if addr is not None else None
+        if conn is None:
+            return False
+        try:
+            return conn.send_oneway(core.end_request(result, state, error), core.config.send_msg_timeout)
+        finally:
+            conn.lock.release()
