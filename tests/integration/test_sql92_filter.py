@@ -188,3 +188,34 @@ async def test_push_consumer_start_fails_when_the_broker_refuses_sql92(tmp_path:
             await start_push_consumer(
                 cluster.namesrv_addr, "sql-off", "SqlOff", listener, MessageSelector.by_sql(SQL)
             )  # type: ignore[arg-type]
+
+
+async def test_held_pull_waits_past_messages_that_do_not_match(wire: Wire, cluster: Cluster) -> None:
+    """A long-polling SQL92 pull is not woken by arriving messages that do not match (as RocketMQ's
+    hold service): its one answer is the matching message, not PULL_RETRY_IMMEDIATELY."""
+    await wire.create_topic("SqlHold", 1)
+    header = PullMessageRequestHeader(
+        consumer_group="G",
+        topic="SqlHold",
+        queue_id=0,
+        queue_offset=0,
+        max_msg_nums=32,
+        sys_flag=PullSysFlag.build_sys_flag(False, True, True, False),
+        commit_offset=0,
+        suspend_timeout_millis=20_000,
+        subscription="a > 5",
+        sub_version=1,
+        expression_type="SQL92",
+    )
+    pull = asyncio.ensure_future(
+        wire.invoke(RequestCode.PULL_MESSAGE, header.to_ext_fields(), rpc_timeout=30)
+    )
+    hold = cluster.broker.pull_request_hold_service
+    await wait_for(lambda: hold.held_count == 1, 5, "the pull held")
+    for a in ("1", "2", "3"):
+        assert (await wire.send("SqlHold", b"no", properties={"a": a})).code == ResponseCode.SUCCESS
+    assert (await wire.send("SqlHold", b"yes", properties={"a": "9"})).code == ResponseCode.SUCCESS
+    response = await asyncio.wait_for(pull, 10)
+    assert response.code == ResponseCode.SUCCESS, response.remark
+    assert [m.body for m in decode_messages(response.body)] == [b"yes"]
+    assert response.ext_fields["nextBeginOffset"] == "4"

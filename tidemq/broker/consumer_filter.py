@@ -22,15 +22,20 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tidemq.broker.config import BrokerConfig
 from tidemq.protocol.body import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, SubscriptionData
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.headers import PullMessageRequestHeader, PullSysFlag
-from tidemq.protocol.message import MessageConst
+from tidemq.protocol.message import MessageConst, string_to_properties
 from tidemq.protocol.sql92 import Sql92Error, Sql92Expression, compile_sql92
 from tidemq.protocol.sql92.record import RecordFilter, properties_span, property_lookup, record_filter
 from tidemq.protocol.topic import RETRY_GROUP_TOPIC_PREFIX
+
+if TYPE_CHECKING:
+    from tidemq.broker.longpolling import HeldPullRequest
+    from tidemq.store.dispatcher import PutRun
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +219,34 @@ class ConsumerFilterManager:
                 return None
             data = found
         return data.matches_record
+
+    def hold_past_unmatched(
+        self, held: HeldPullRequest, header: PullMessageRequestHeader, sub: SubscriptionData, run: PutRun
+    ) -> None:
+        """A held SQL92 pull waiting at exactly the first offset of a put's ``run``: when none of the
+        run's messages match, it keeps waiting past them (its wake-up offset moves to the run's end;
+        the pull itself still reads from its own offset when it is answered). Without this every
+        arriving message that does not match would wake it to answer PULL_RETRY_IMMEDIATELY, and
+        the consumer would pull again at once. RocketMQ's hold service evaluates the arriving
+        message's properties the same way. (A retry topic's filter is not looked at here.)"""
+        if is_tag_type(sub.expression_type):
+            return
+        if PullSysFlag.has_subscription_flag(header.sys_flag):
+            data: ConsumerFilterData | None = self.build(
+                header.topic,
+                header.consumer_group,
+                header.subscription or "",
+                sub.expression_type,
+                header.sub_version,
+            )
+        else:
+            data = self.get(header.topic, header.consumer_group)
+        properties = run[5]
+        if data is None or held.pull_from_this_offset != run[2]:
+            return
+        matches = data.compiled.matches
+        if not any(matches(string_to_properties(text)) for text in properties):
+            held.pull_from_this_offset = run[2] + len(properties)
 
     def _retry_filter(self, group: str) -> RecordFilter:
         """``ExpressionForRetryMessageFilter``: a retry message is evaluated with the filter the group

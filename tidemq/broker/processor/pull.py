@@ -116,8 +116,10 @@ class PullMessageProcessor:
         checked = self.check_and_subscription(header)
         if isinstance(checked, RemotingCommand):
             return None
-        if self.broker.consumer_filter_manager.record_filter_for(header, checked) is not None:
-            return None  # SQL92: the wake-up after the dispatch filters
+        filters = self.broker.consumer_filter_manager
+        if filters.record_filter_for(header, checked) is not None:  # SQL92 (consumer_filter.py)
+            filters.hold_past_unmatched(held, header, checked, run)
+            return None  # the wake-up after the dispatch filters
         codes = tag_codes_of(checked)  # the subscription as of now, as a wake-up would read it
         result = self.broker.store.get_message_from_put(put, run, header.max_msg_nums, codes)
         if result is None:
