@@ -269,7 +269,8 @@ class PlainAccessResource:
 
         Resources per request code (protocol.md §9): SEND_MESSAGE / V2 / batch -> topic PUB (a
         ``%RETRY%`` topic: that group SUB; ``RMQ_SYS_TRACE_TOPIC``: none); CONSUMER_SEND_MSG_BACK ->
-        group SUB; PULL_MESSAGE -> topic SUB + group SUB; QUERY_MESSAGE -> topic SUB; HEART_BEAT ->
+        group SUB; PULL_MESSAGE, POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME and each entry
+        of a BATCH_ACK_MESSAGE -> topic SUB + group SUB; QUERY_MESSAGE -> topic SUB; HEART_BEAT ->
         each consumer group SUB + each subscribed topic SUB; UNREGISTER_CLIENT /
         GET_CONSUMER_LIST_BY_GROUP -> group SUB; UPDATE_CONSUMER_OFFSET -> group SUB + topic SUB.
 
@@ -296,9 +297,11 @@ class PlainAccessResource:
                 res.add_resource_and_perm(topic, Permission.PUB)
         elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
             res.add_resource_and_perm(group_of(ext.get("group")), Permission.SUB)
-        elif code == RequestCode.PULL_MESSAGE:
+        elif code in _CONSUME:  # PULL_MESSAGE and RocketMQ 5's POP requests
             res.add_resource_and_perm(ext.get("topic"), Permission.SUB)
             res.add_resource_and_perm(group_of(ext.get("consumerGroup")), Permission.SUB)
+        elif code == RequestCode.BATCH_ACK_MESSAGE:
+            _batch_ack_resources(res, request.body or b"")
         elif code == RequestCode.QUERY_MESSAGE:
             res.add_resource_and_perm(ext.get("topic"), Permission.SUB)
         elif code == RequestCode.HEART_BEAT:
@@ -316,6 +319,27 @@ class PlainAccessResource:
             res.add_resource_and_perm(group_of(ext.get("consumerGroup")), Permission.SUB)
             res.add_resource_and_perm(ext.get("topic"), Permission.SUB)
         return res
+
+
+_CONSUME = {
+    int(RequestCode.PULL_MESSAGE),
+    int(RequestCode.POP_MESSAGE),
+    int(RequestCode.ACK_MESSAGE),
+    int(RequestCode.CHANGE_MESSAGE_INVISIBLETIME),
+}
+
+
+def _batch_ack_resources(res: PlainAccessResource, body: bytes) -> None:
+    """BATCH_ACK_MESSAGE: topic SUB + group SUB of every entry of its body."""
+    from tidemq.protocol.headers.pop import BatchAckMessageRequestBody
+
+    try:
+        acks = BatchAckMessageRequestBody.decode(body).acks
+    except ValueError as exc:
+        raise AclError(f"cannot read the batch ack for the ACL check: {exc}") from None
+    for ack in acks:
+        res.add_resource_and_perm(ack.topic, Permission.SUB)
+        res.add_resource_and_perm(_group_resource(ack.consumer_group), Permission.SUB)
 
 
 def _group_resource(group: str | None) -> str | None:

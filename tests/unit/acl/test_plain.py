@@ -207,6 +207,10 @@ def test_white_lists(validator: PlainAccessValidator) -> None:
             {"consumerGroup": "groupB", "topic": "topicA", "queueId": "0"},
             "topic:topicA",
         ),
+        (RequestCode.POP_MESSAGE, {"consumerGroup": "groupB", "topic": "topicC", "queueId": "-1"}, None),
+        (RequestCode.POP_MESSAGE, {"consumerGroup": "groupA", "topic": "topicC"}, "group:groupA"),
+        (RequestCode.ACK_MESSAGE, {"consumerGroup": "groupB", "topic": "topicA"}, "topic:topicA"),
+        (RequestCode.CHANGE_MESSAGE_INVISIBLETIME, {"consumerGroup": "groupA", "topic": "topicC"}, "groupA"),
         (RequestCode.QUERY_MESSAGE, {"topic": "topicC", "key": "k", "maxNum": "32"}, None),
         (RequestCode.QUERY_MESSAGE, {"topic": "zzz", "key": "k", "maxNum": "32"}, "topic:zzz"),
         (RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "groupA", "offset": "1"}, "group:groupA"),
@@ -295,3 +299,16 @@ def test_broker_conf_keys(tmp_path: Path) -> None:
     bc, _ = load_broker_conf(conf)
     assert bc.acl_enable is True
     assert bc.acl_file == "/etc/tidemq/plain_acl.yml"
+
+
+def test_batch_ack_needs_every_entry_topic_and_group(validator: PlainAccessValidator) -> None:
+    from tidemq.protocol.headers.pop import BatchAck, BatchAckMessageRequestBody
+
+    def body(group: str, topic: str) -> bytes:
+        return BatchAckMessageRequestBody("b", [BatchAck(group, topic, "0", 0, 0, 0, 1, 1, 1)]).encode()
+
+    check(validator, signed(RequestCode.BATCH_ACK_MESSAGE, {}, body("groupB", "topicC")))
+    with pytest.raises(AclError, match="topic:topicA"):
+        check(validator, signed(RequestCode.BATCH_ACK_MESSAGE, {}, body("groupB", "topicA")))
+    with pytest.raises(AclError, match="batch ack"):
+        check(validator, signed(RequestCode.BATCH_ACK_MESSAGE, {}, b"not json"))
