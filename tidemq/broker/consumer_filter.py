@@ -126,15 +126,19 @@ class ConsumerFilterManager:
         """Register a heartbeat's non-TAG subscriptions of ``group``. Mirrors
         ``ConsumerFilterManager.register``: an older or equal ``subVersion`` keeps what is there; a
         newer one with a bad expression removes it (the consumer's pulls then get
-        FILTER_DATA_NOT_EXIST); a bad expression is logged, never an error of the heartbeat."""
+        FILTER_DATA_NOT_EXIST); a bad expression is logged, never an error of the heartbeat. A newer
+        TAG subscription of a topic removes the topic's filter (RocketMQ keeps it, so its retry
+        filter would go on using the old expression)."""
         for sub in subscriptions:
-            expression_type = sub.expression_type
-            if is_tag_type(expression_type) or not sub.sub_string:
-                continue
             key = (sub.topic, group)
             version = int(sub.sub_version)
             old = self._registered.get(key)
             if old is not None and version <= old.client_version:
+                continue
+            expression_type = sub.expression_type
+            if is_tag_type(expression_type) or not sub.sub_string:
+                if old is not None:  # the group went back to tags: its retries are not filtered
+                    self._unregister(key)
                 continue
             try:
                 data = self.build(sub.topic, group, sub.sub_string, expression_type, version)
@@ -142,9 +146,7 @@ class ConsumerFilterManager:
                 log.warning(
                     "consumer group %s: SQL92 filter of topic %s does not compile: %s", group, sub.topic, exc
                 )
-                with self._lock:
-                    if self._registered.pop(key, None) is not None:
-                        self._groups_with_filters[group] -= 1
+                self._unregister(key)
                 continue
             with self._lock:
                 if key not in self._registered:
@@ -153,6 +155,14 @@ class ConsumerFilterManager:
             log.info(
                 "consumer group %s: SQL92 filter of topic %s registered: %s", group, sub.topic, sub.sub_string
             )
+
+    def _unregister(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            if self._registered.pop(key, None) is not None:
+                group = key[1]
+                self._groups_with_filters[group] -= 1
+                if not self._groups_with_filters[group]:
+                    del self._groups_with_filters[group]
 
     def get(self, topic: str, group: str) -> ConsumerFilterData | None:
         """The filter ``group`` registered for ``topic`` by heartbeat, if any."""
@@ -257,7 +267,7 @@ class ConsumerFilterManager:
         def match(buf: bytes, pos: int) -> bool:
             try:
                 start, end = properties_span(buf, pos)
-            except (IndexError, ValueError):
+            except Exception:  # unreadable properties: no match
                 return False
             real = retry_topic_of(buf, start, end)
             if real not in per_topic:

@@ -82,3 +82,18 @@ def test_pull_checks_in_rocketmq_order() -> None:
     assert (manager.check_pull(header, sub, from_request=False) or (0,))[
         0
     ] == ResponseCode.FILTER_DATA_NOT_LATEST
+
+
+def test_a_group_back_on_tags_drops_its_filter() -> None:
+    manager = ConsumerFilterManager(BrokerConfig())
+    manager.register(GROUP, [SubscriptionData(TOPIC, SQL, sub_version=5, expression_type="SQL92")])
+    manager.register(GROUP, [SubscriptionData(TOPIC, "*", sub_version=4)])  # older: ignored
+    assert manager.get(TOPIC, GROUP) is not None
+    manager.register(GROUP, [SubscriptionData(TOPIC, "*", sub_version=6)])
+    assert manager.get(TOPIC, GROUP) is None
+    retry = PullMessageRequestHeader.from_ext_fields(
+        next(f for f in _frames("PULL_MESSAGE") if "%RETRY%" in f["header"]["extFields"]["topic"])["header"][
+            "extFields"
+        ]
+    )
+    assert manager.record_filter_for(retry, SubscriptionData(retry.topic, "*")) is None  # the tag path
