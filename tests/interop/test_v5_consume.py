@@ -184,3 +184,30 @@ def test_push_consumers_of_both_languages(endpoint: Endpoint) -> None:
         assert sorted((m["body"], m["props"]["i"], m["tag"]) for m in got["received"]) == [
             (f"p{i}", str(i), "TagA") for i in range(3)
         ]
+
+
+def test_fifo_group_gets_a_message_group_in_order_again_after_a_timeout(endpoint: Endpoint) -> None:
+    """A FIFO consumer group (consumeMessageOrderly, ``updateSubGroup -o true``): the group's
+    messages come in order; not acked in time, they all come again, in the same order, attempt 2,
+    and a later message of the group only after them."""
+    require("python")
+    from tidemq.protocol.body.heartbeat import SubscriptionGroupConfig
+
+    topic, group = "V5Fifo", "GFifo"
+    cfg = SubscriptionGroupConfig(group_name=group, consume_message_orderly=True)
+    endpoint.cluster.broker.subscription_group_manager.update_subscription_group_config(cfg)
+    msgs = [{"body": f"f{i}", "group": "order-7"} for i in range(3)]
+    run_v5("python", spec(endpoint, "produce", topic, messages=msgs))
+    first = run_v5(
+        "python", spec(endpoint, "consume", topic, group=group, expect=3, invisible_s=1, ack=False)
+    )
+    assert [(m["body"], m["attempt"]) for m in first["received"]] == [("f0", 1), ("f1", 1), ("f2", 1)]
+    # f3 arrives while f0..f2 are in flight: a FIFO group gets it only after them
+    run_v5("python", spec(endpoint, "produce", topic, messages=[{"body": "f3", "group": "order-7"}]))
+    again = run_v5("python", spec(endpoint, "consume", topic, group=group, expect=4, await_s=2, timeout_s=15))
+    assert [(m["body"], m["attempt"]) for m in again["received"]] == [
+        ("f0", 2),
+        ("f1", 2),
+        ("f2", 2),
+        ("f3", 1),
+    ]

@@ -227,7 +227,14 @@ async def producer_connection(admin: AsyncAdminClient, out: Out, group: str, top
 @click.option("-s", "--consume-enable", type=click.BOOL, default=True, show_default=True)
 @click.option("-d", "--consume-broadcast-enable", type=click.BOOL, default=True, show_default=True)
 @click.option("-m", "--consume-from-min-enable", type=click.BOOL, default=True, show_default=True)
-@click.option("-o", "--consume-message-orderly", type=click.BOOL, default=False, show_default=True)
+@click.option(
+    "-o",
+    "--consume-message-orderly",
+    type=click.BOOL,
+    default=False,
+    show_default=True,
+    help="RocketMQ 5: the group's v5 (gRPC) consumers receive in order (FIFO pops).",
+)
 @click.option("-q", "--retry-queue-nums", type=click.IntRange(0, 64), default=1, show_default=True)
 @click.option("-r", "--retry-max-times", type=click.IntRange(-1, 64), default=16, show_default=True)
 @click.option("-i", "--broker-id", type=click.IntRange(min=0), default=0, show_default=True)
@@ -254,11 +261,6 @@ async def update_sub_group(
 ) -> None:
     """Create or update a consumer group's broker-side settings (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP);
     mqadmin's letters and true|false values."""
-    if consume_message_orderly:
-        raise ClientError(
-            "-o true (consumeMessageOrderly, a RocketMQ 5 group setting for POP) is not supported: "
-            "a consumer is orderly when it registers an orderly listener"
-        )
     cfg = SubscriptionGroupConfig(
         group_name=group,
         consume_enable=consume_enable,
@@ -269,6 +271,7 @@ async def update_sub_group(
         broker_id=broker_id,
         which_broker_when_consume_slowly=which_broker_when_consume_slowly,
         notify_consumer_ids_changed_enable=notify_consumer_ids_changed,
+        consume_message_orderly=consume_message_orderly,  # RocketMQ 5: FIFO for v5 (gRPC) consumers
     )
     addrs = await admin.create_and_update_subscription_group_config(cfg, cluster, broker_addr)
     if out.as_json:

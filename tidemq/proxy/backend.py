@@ -249,7 +249,7 @@ class LocalBackend:
         sgc = self.broker.subscription_group_manager.find_subscription_group_config(group)
         if sgc is None:
             return GroupInfo()
-        return GroupInfo(bool(getattr(sgc, "consume_message_orderly", False)), sgc.retry_max_times + 1)
+        return GroupInfo(sgc.consume_message_orderly, sgc.retry_max_times + 1)
 
     async def invoke(
         self, broker_name: str, request: RemotingCommand, timeout: float, client: str, remote_addr: str = ""
@@ -384,6 +384,7 @@ class ClusterBackend:
         self.remoting.register_processor(RequestCode.CHECK_TRANSACTION_STATE, _BrokerRequests(self))
         self._routes: dict[str, tuple[float, TopicRoute | None]] = {}
         self._attributes: dict[str, tuple[float, dict[str, dict[str, str]]]] = {}
+        self._groups: dict[str, tuple[float, dict[str, Any]]] = {}
         self._broker_addrs: dict[str, str] = {}
 
     async def close(self) -> None:
@@ -463,6 +464,28 @@ class ClusterBackend:
         return route
 
     async def group_info(self, group: str) -> GroupInfo:
+        """From the first broker that knows the group (GET_ALL_SUBSCRIPTIONGROUP_CONFIG, cached
+        ``route_ttl``); defaults when none does."""
+        import orjson
+
+        now = time.monotonic()
+        for addr in sorted(set(self._broker_addrs.values())):
+            cached = self._groups.get(addr)
+            if cached is None or now - cached[0] >= self.route_ttl:
+                table: dict[str, Any] = {}
+                try:
+                    request = RemotingCommand.create_request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+                    resp = await self.remoting.invoke(addr, request, 3.0)
+                    if resp.code == ResponseCode.SUCCESS and resp.body:
+                        table = orjson.loads(resp.body).get("subscriptionGroupTable") or {}
+                except (TideMQError, OSError, ValueError) as exc:
+                    log.warning("cannot read subscription groups from %s: %s", addr, exc)
+                cached = self._groups[addr] = (now, table)
+            cfg = cached[1].get(group)
+            if isinstance(cfg, dict):
+                return GroupInfo(
+                    bool(cfg.get("consumeMessageOrderly")), int(cfg.get("retryMaxTimes", 16)) + 1
+                )
         return GroupInfo()
 
     async def pop(

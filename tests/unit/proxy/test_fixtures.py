@@ -208,3 +208,12 @@ def test_routes_put_every_queue_on_this_endpoint() -> None:
         "10.0.0.1:55",
         "10.0.0.1",
     )
+
+
+def test_fifo_groups_round_trip_and_stay_out_of_4x_json() -> None:
+    from tidemq.protocol.body.heartbeat import SubscriptionGroupConfig
+
+    assert "consumeMessageOrderly" not in SubscriptionGroupConfig("g").to_json()
+    fifo = SubscriptionGroupConfig("g", consume_message_orderly=True)
+    assert fifo.to_json()["consumeMessageOrderly"] is True
+    assert SubscriptionGroupConfig.from_json(fifo.to_json()).consume_message_orderly

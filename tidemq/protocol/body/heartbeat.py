@@ -225,9 +225,12 @@ class SubscriptionGroupConfig(JsonBody):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
+    """RocketMQ 5: POP consumers of the group pop in order (FIFO); written to the JSON only when true."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        extra = {"consumeMessageOrderly": True} if self.consume_message_orderly else {}
+        return extra | {
             "brokerId": self.broker_id,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
             "consumeEnable": self.consume_enable,
@@ -252,4 +255,5 @@ class SubscriptionGroupConfig(JsonBody):
             broker_id=r.i("brokerId", 0),
             which_broker_when_consume_slowly=r.i("whichBrokerWhenConsumeSlowly", 1),
             notify_consumer_ids_changed_enable=r.b("notifyConsumerIdsChangedEnable", True),
+            consume_message_orderly=r.b("consumeMessageOrderly", False),
         )
