@@ -80,3 +80,16 @@ def test_consumer_progress_reads_the_slave_and_names_brokers_not_asked() -> None
     rows, unreachable = asyncio.run(admin.consumer_progress_report("g"))
     assert [r.mq.broker_name for r in rows] == ["broker-b"]
     assert list(unreachable) == ["broker-a"] and "a-master:1" in unreachable["broker-a"]
+
+
+def test_consume_rates_windows() -> None:
+    """statusTable figures: ok/failed per second over the last minute, ms per listener call, failures
+    of the last hour (what rocketmq_client_* show)."""
+    from tidemq.client.consumer.consume_rates import ConsumeRates
+
+    rates = ConsumeRates(start=0.0)
+    first = rates.figures((600, 6, 100, 500.0), now=60.0)
+    assert first == {"consumeOKTPS": 10.0, "consumeFailedTPS": 0.1, "consumeRT": 5.0, "consumeFailedMsgs": 6}
+    later = rates.figures((1200, 6, 300, 700.0), now=120.0)  # the minute since the last sample
+    assert later["consumeOKTPS"] == 10.0 and later["consumeFailedTPS"] == 0.0 and later["consumeRT"] == 1.0
+    assert later["consumeFailedMsgs"] == 6

@@ -146,6 +146,9 @@ class ConsumeMessageOrderlyService:
         self._stopped = False
         self.consumed_ok = 0
         self.consumed_failed = 0
+        self.consume_calls = 0
+        self.consume_rt_ms = 0.0
+        """Listener calls and their total duration (ms): ``consumeRT`` (consume_rates.py)."""
         self.sent_to_dlq = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -386,6 +389,7 @@ class ConsumeMessageOrderlyService:
     async def _call_listener(
         self, msgs: list[MessageExt], context: ConsumeOrderlyContext
     ) -> ConsumeOrderlyStatus:
+        began = time.monotonic()
         try:
             result = await self._runner(msgs, context)
         except Exception:
@@ -395,6 +399,9 @@ class ConsumeMessageOrderlyService:
                 context.message_queue,
             )
             return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        finally:
+            self.consume_calls += 1  # on the loop: no lock
+            self.consume_rt_ms += (time.monotonic() - began) * 1000.0
         if result is None or result == ConsumeOrderlyStatus.SUCCESS:
             return ConsumeOrderlyStatus.SUCCESS
         if result != ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:

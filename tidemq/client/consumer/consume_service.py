@@ -89,6 +89,9 @@ class ConsumeMessageConcurrentlyService:
         self._stopped = False
         self.consumed_ok = 0
         self.consumed_failed = 0
+        self.consume_calls = 0
+        self.consume_rt_ms = 0.0
+        """Listener calls and their total duration (ms): ``consumeRT`` (consume_rates.py)."""
         self._count_lock = threading.Lock()  # consumed_ok is also counted on queue lanes' threads
 
     @property
@@ -193,12 +196,21 @@ class ConsumeMessageConcurrentlyService:
         for m in msgs:
             m.put_property(MessageConst.PROPERTY_CONSUME_START_TIMESTAMP, now)
         context = ConsumeConcurrentlyContext(mq)
+        began = time.monotonic()
         try:
             result = self._runner.listener(msgs, context)
         except Exception:
             log.exception("listener of group %s raised; messages will be retried", self.host.group_name)
             result = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        self._timed(began)
         return self._status_of(result), context
+
+    def _timed(self, began: float) -> None:
+        """Count one listener call that began at monotonic ``began`` (any thread)."""
+        ms = (time.monotonic() - began) * 1000.0
+        with self._count_lock:
+            self.consume_calls += 1
+            self.consume_rt_ms += ms
 
     def _consumed_in_thread(
         self,
@@ -267,11 +279,14 @@ class ConsumeMessageConcurrentlyService:
     async def _call_listener(
         self, msgs: list[MessageExt], context: ConsumeConcurrentlyContext
     ) -> ConsumeConcurrentlyStatus:
+        began = time.monotonic()
         try:
             result = await self._runner(msgs, context)
         except Exception:
             log.exception("listener of group %s raised; messages will be retried", self.host.group_name)
             return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        finally:
+            self._timed(began)
         return self._status_of(result)
 
     @staticmethod

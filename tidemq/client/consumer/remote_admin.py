@@ -123,7 +123,7 @@ async def consumer_running_info(
 
     ``properties`` holds the consumer's settings (camelCase, as strings) and the ``PROP_*`` keys
     Java adds; ``statusTable`` has one ``ConsumeStatus`` per subscribed topic with the consumer's
-    consume rates (``consume_rates.py``; over all its topics). ``consumeRT``, ``pullRT`` and
+    consume rates and listener time (``consume_rates.py``; over all its topics). ``pullRT`` and
     ``pullTPS`` are not measured by tidemq's client and are left out (Java reads them as 0).
     """
     cfg = consumer.config
@@ -169,9 +169,15 @@ def _camel(name: str) -> str:
 
 
 def _consume_status(consumer: ResettableConsumer) -> dict[str, float | int]:
-    """``ConsumeStatus`` of ``consumer``: ok / failed rates and the failures of the last hour."""
+    """``ConsumeStatus`` of ``consumer``: ok / failed rates, the listener's mean time (ms) and the
+    failures of the last hour (``consume_rates.py``)."""
     service = getattr(consumer, "_consume", None)
-    ok, failed = int(getattr(service, "consumed_ok", 0)), int(getattr(service, "consumed_failed", 0))
+    totals = (
+        int(getattr(service, "consumed_ok", 0)),
+        int(getattr(service, "consumed_failed", 0)),
+        int(getattr(service, "consume_calls", 0)),
+        float(getattr(service, "consume_rt_ms", 0.0)),
+    )
     rates = getattr(consumer, "_consume_rates", None)
     if rates is None:
         started_ms = int(getattr(consumer, "start_timestamp", 0) or 0)
@@ -181,9 +187,4 @@ def _consume_status(consumer: ResettableConsumer) -> dict[str, float | int]:
             consumer._consume_rates = rates  # type: ignore[attr-defined]
         except AttributeError:
             pass
-    ok_tps, failed_tps, failed_hour = rates.figures(ok, failed)
-    return {
-        "consumeOKTPS": round(ok_tps, 2),
-        "consumeFailedTPS": round(failed_tps, 2),
-        "consumeFailedMsgs": failed_hour,
-    }
+    return rates.figures(totals)
