@@ -27,26 +27,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import threading
 import time
 from typing import TYPE_CHECKING
 
+from tidemq.broker.pop.ack import PopAcks
 from tidemq.broker.pop.extra_info import (
     POP_ORDER_REVIVE_QUEUE,
-    ExtraInfo,
-    ExtraInfoError,
     build_extra_info,
     msg_offset_entry,
-    parse_extra_info,
     pop_retry_topic,
-    real_topic,
     revive_topic,
     start_offset_entry,
 )
 from tidemq.broker.pop.filters import PopFilter, pop_filter
 from tidemq.broker.pop.order import OrderPopManager
 from tidemq.broker.pop.polling import PollingFullError, PopLongPolling
-from tidemq.broker.pop.records import TAG_ACK, TAG_BATCH_ACK, TAG_CK, AckRecord, CheckPoint
+from tidemq.broker.pop.records import TAG_CK, CheckPoint
 from tidemq.broker.pop.result import PROPERTY_POP_CK, PopError, PoppedMessage, PopResult
 from tidemq.broker.pop.revive import PopReviveService
 from tidemq.broker.pop.stats import PopStats
@@ -149,6 +145,7 @@ class PopService:
         self.polling = PopLongPolling(cfg.pop_polling_size)
         self.order = OrderPopManager(self)
         self.revive = PopReviveService(self)
+        self.acks = PopAcks(self)
         self._revive_counter = 0
         self._queue_counter = 0
         self._rng = random.Random()
@@ -467,51 +464,15 @@ class PopService:
         if not self.started:  # recovery from the revive log has not run yet (or shutting down)
             raise PopError(ResponseCode.SYSTEM_BUSY, "[STARTING] POP is not ready yet, try later")
 
-    def _parse(self, group: str, topic: str, extra_info: str, offset: int | None) -> tuple[ExtraInfo, str]:
-        self._check_started()
-        try:
-            info = parse_extra_info(extra_info, offset)
-        except ExtraInfoError as exc:
-            raise PopError(ResponseCode.INVALID_PARAMETER, str(exc)) from exc
-        try:
-            ck_topic = real_topic(topic, group, info.retry)
-        except ExtraInfoError as exc:
-            raise PopError(ResponseCode.INVALID_PARAMETER, str(exc)) from exc
-        if self.broker.topic_config_manager.select_topic_config(ck_topic) is None:
-            raise PopError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{ck_topic}] not exist")
-        store = self.broker.store
-        low = store.get_min_offset_in_queue(ck_topic, info.queue_id)
-        high = store.get_max_offset_in_queue(ck_topic, info.queue_id)
-        if not low <= info.queue_offset < high:
-            raise PopError(
-                ResponseCode.NO_MESSAGE,
-                f"offset is illegal, key:{ck_topic}@{info.queue_id}, commit:{info.queue_offset}, store:{low},{high}",
-            )
-        return info, ck_topic
-
     def ack(self, group: str, topic: str, extra_info: str, offset: int | None = None) -> None:
         """Ack one popped message by its receipt handle (``offset`` only for a 7-field handle).
         An ack of an expired or unknown check-point succeeds and changes nothing (RocketMQ).
 
         Raises:
             PopError: INVALID_PARAMETER (a handle that does not parse), TOPIC_NOT_EXIST, NO_MESSAGE
-                (an offset outside the queue), SYSTEM_ERROR.
+                (an offset outside the queue), SYSTEM_BUSY (not started), SYSTEM_ERROR.
         """
-        info, ck_topic = self._parse(group, topic, extra_info, offset)
-        if info.is_order:
-            self.order.ack(group, ck_topic, info)
-        else:
-            record = AckRecord(
-                group,
-                ck_topic,
-                info.queue_id,
-                info.ck_queue_offset,
-                info.pop_time,
-                [info.queue_offset],
-                info.broker_name,
-            )
-            self.put_revive_record(info.revive_qid, TAG_ACK, record.encode())
-        self.stats.on_ack(group, topic, 1)
+        self.acks.ack(group, topic, extra_info, offset)
 
     def batch_ack(
         self,
@@ -525,31 +486,15 @@ class PopService:
         revive_qid: int,
         offsets: list[int],
     ) -> None:
-        """Ack several messages of one check-point (one BATCH_ACK_MESSAGE entry).
+        """Ack several messages of one check-point (one BATCH_ACK_MESSAGE entry: the handle fields
+        they share, and their queue offsets).
 
         Raises:
             PopError: as :meth:`ack`.
         """
-        for off in offsets:
-            extra = f"{start_offset} {pop_time} {invisible_time} {revive_qid} {retry} {self.broker.config.broker_name} {queue_id} {off}"
-            info, ck_topic = self._parse(group, topic, extra, None)
-            if info.is_order:
-                self.order.ack(group, ck_topic, info)
-        if revive_qid != POP_ORDER_REVIVE_QUEUE and offsets:
-            ck_topic = real_topic(topic, group, retry)
-            record = AckRecord(
-                group,
-                ck_topic,
-                queue_id,
-                start_offset,
-                pop_time,
-                sorted(offsets),
-                self.broker.config.broker_name,
-            )
-            self.put_revive_record(
-                revive_qid, TAG_BATCH_ACK if len(offsets) > 1 else TAG_ACK, record.encode()
-            )
-        self.stats.on_ack(group, topic, len(offsets))
+        self.acks.batch_ack(
+            group, topic, retry, queue_id, start_offset, pop_time, invisible_time, revive_qid, offsets
+        )
 
     def change_invisible_time(
         self, group: str, topic: str, extra_info: str, invisible_ms: int, offset: int | None = None
@@ -564,56 +509,7 @@ class PopService:
                 ``expired`` set when the handle's invisible time is already over (the message may
                 have been revived: changing it would deliver it twice).
         """
-        if invisible_ms <= 0:
-            raise PopError(
-                ResponseCode.INVALID_PARAMETER, f"invisible time must be > 0 ms, got {invisible_ms}"
-            )
-        info, ck_topic = self._parse(group, topic, extra_info, offset)
-        now = now_ms()
-        if info.visible_at <= now:
-            raise PopError(ResponseCode.NO_MESSAGE, "receipt handle is expired", expired=True)
-        if info.is_order:
-            return self.order.change_invisible_time(group, ck_topic, info, now, invisible_ms)
-        revive_qid = self._revive_counter % self.revive_queue_num
-        self._revive_counter += 1
-        now = max(now, info.pop_time + 1)  # the new check-point's key differs from the old one's
-        ck = CheckPoint(
-            info.queue_offset,
-            now,
-            invisible_ms,
-            info.queue_id,
-            ck_topic,
-            group,
-            [0],
-            revive_qid,
-            info.queue_offset + 1,
-            broker_name=info.broker_name,
-        )
-        self.put_revive_record(revive_qid, TAG_CK, ck.encode())
-        self.revive.note_check_point(ck)
-        old = AckRecord(
-            group,
-            ck_topic,
-            info.queue_id,
-            info.ck_queue_offset,
-            info.pop_time,
-            [info.queue_offset],
-            info.broker_name,
-        )
-        self.put_revive_record(info.revive_qid, TAG_ACK, old.encode())
-        return build_extra_info(
-            info.queue_offset,
-            now,
-            invisible_ms,
-            revive_qid,
-            ck_topic,
-            info.broker_name,
-            info.queue_id,
-            info.queue_offset,
-        )
-
-    def on_loop_thread(self) -> bool:
-        return threading.get_ident() == self.broker._loop_thread_id
+        return self.acks.change_invisible_time(group, topic, extra_info, invisible_ms, offset)
 
 
 def pop_metric_rows(broker: Broker) -> list[tuple[str, str, int, int, int, int, int]]:
