@@ -16,6 +16,7 @@ at once. Each change of state is one WARNING line with figures; a refused put lo
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -30,6 +31,8 @@ CHECK_INTERVAL_S = 0.1
 """Seconds between two ``statvfs`` calls of :meth:`DiskSpaceGuard.poll` (at most)."""
 CHECK_BYTES = 1 << 20
 """Bytes written to the commit log between two ``statvfs`` calls (at most)."""
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""An ``OSError`` with one of these is a full disk (an expected condition: no traceback)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,6 +150,10 @@ class CommitLogDispatcher:
         """Whether puts wait for their dispatch (only with :attr:`schedule` set)."""
         return bool(self._pending)
 
+    def pending_from(self) -> int | None:
+        """The commit-log offset of the first put not dispatched yet (None: none is pending)."""
+        return self._pending[0][1] if self._pending else None
+
     def dispatch_put(
         self, queues: Sequence[PutRun], commit_log_offset: int, runs: Sequence[IndexRun], store_timestamp: int
     ) -> bool:

@@ -31,7 +31,7 @@ from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import MessageStoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.cq_prepare import ConsumeQueuePreparer
-from tidemq.store.disk import DiskSpaceGuard, DiskUsage, disk_usage
+from tidemq.store.disk import NO_SPACE_ERRNOS, DiskSpaceGuard, DiskUsage, disk_usage
 from tidemq.store.dispatcher import (
     CONSUMABLE,
     Arrival,
@@ -148,6 +148,7 @@ class MessageStore:
             min_free_bytes=config.max_message_size,
         )
         """Refuses puts while the disk is full (PutMessageStatus.DISK_FULL, ``disk.py``)."""
+        self.disk_guard.listeners.append(self._on_disk_state)
         self.retention = CommitLogRetention(self)
         """Which segments may go, given consumers' progress (``retention.py``)."""
         self.consume_queue_preparer = ConsumeQueuePreparer(
@@ -391,7 +392,7 @@ class MessageStore:
         so a reader never misses an acknowledged message.
         """
         with self._put_lock:
-            self.dispatcher.dispatch_pending()
+            self._drain_locked()
             arrivals = self.dispatcher.take_arrivals()
         self._notify_arrivals(arrivals)
 
@@ -399,7 +400,35 @@ class MessageStore:
         """Dispatch pending puts before a read (their arrivals are told by :meth:`dispatch_pending`)."""
         if self.dispatcher.pending:
             with self._put_lock:
-                self.dispatcher.dispatch_pending()
+                self._drain_locked()
+
+    def _drain_locked(self) -> bool:
+        """``dispatcher.dispatch_pending()`` (caller holds the put lock); False when the disk ran out
+        of space writing a consume queue: the puts stay pending (acknowledged, in the commit log,
+        not yet visible), the disk guard turns full (one WARNING, no traceback), and they are
+        dispatched once it is writable again (:meth:`_on_disk_state`) or by the next read.
+
+        Raises:
+            OSError: any other I/O error (the puts stay pending too).
+        """
+        try:
+            self.dispatcher.dispatch_pending()
+            return True
+        except OSError as exc:
+            if exc.errno not in NO_SPACE_ERRNOS:
+                raise
+            self.disk_guard.no_space(exc)
+            return False
+
+    def _on_disk_state(self, full: bool) -> None:
+        """Disk guard listener: writable again, dispatch what a full disk held back."""
+        if full or not self.dispatcher.pending:
+            return
+        schedule = self.dispatcher.schedule
+        if schedule is not None:
+            schedule(self.dispatch_pending)
+        else:
+            self.dispatch_pending()
 
     def _notify_arrivals(self, arrivals: list[Arrival]) -> None:
         listener = self.message_arriving_listener
@@ -444,8 +473,9 @@ class MessageStore:
 
     def _flush_consume_queue_locked(self, *, force_index: bool = True) -> None:
         with self._put_lock:
-            self.dispatcher.dispatch_pending()  # the checkpoint must not claim entries not yet written
-            logics_offset = self.commit_log.get_max_offset()
+            self._drain_locked()  # the checkpoint must not claim entries not yet written
+            pending_from = self.dispatcher.pending_from()
+            logics_offset = self.commit_log.get_max_offset() if pending_from is None else pending_from
             timestamp = self._last_store_timestamp
         for cq in list(self.consume_queue_table.values()):
             cq.flush()
@@ -628,7 +658,7 @@ class MessageStore:
         count = 0
         self.consume_queue_preparer.cancel(topics)
         with self._put_lock:
-            self.dispatcher.dispatch_pending()
+            self._drain_locked()
             for key in [k for k in self.consume_queue_table if k[0] in topics]:
                 self.consume_queue_table.pop(key).destroy()
                 self.topic_queue_table.pop(key, None)

@@ -13,7 +13,6 @@ with no object or call frame per message.
 
 from __future__ import annotations
 
-import errno
 import logging
 from itertools import accumulate
 from operator import add
@@ -27,6 +26,7 @@ from tidemq.protocol.message_codec import (
     RecordEncoder,
     create_offset_msg_id,
 )
+from tidemq.store.disk import NO_SPACE_ERRNOS
 from tidemq.store.dispatcher import (
     CONSUMABLE,
     SCHEDULE_TOPIC,
@@ -52,7 +52,6 @@ log = logging.getLogger(__name__)
 
 _CONSUMABLE = CONSUMABLE
 _HEX16 = "%016X"
-_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def _properties_of(inner: MessageExtBrokerInner) -> dict[str, str]:
@@ -230,7 +229,7 @@ class CommitLogPut:
         (an expected condition), else UNKNOWN_ERROR with one."""
         store = self._store
         cause = exc if isinstance(exc, OSError) else exc.__cause__
-        if isinstance(cause, OSError) and cause.errno in _NO_SPACE:
+        if isinstance(cause, OSError) and cause.errno in NO_SPACE_ERRNOS:
             store.disk_guard.no_space(cause)
             return self._disk_full()
         log.exception("put failed in %s", store.root)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,39 @@ def test_a_service_needing_the_commit_log_keeps_it(
     assert store.delete_expired_files() >= 1
     (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert f"timer log still needed commit-log offsets {needed.wrote_offset}.." in line
+
+
+def test_enospc_writing_a_consume_queue_holds_the_dispatch_until_space_returns(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tidemq.store.consume_queue import ConsumeQueue
+
+    store = open_store()
+    scheduled: list[Callable[[], None]] = []
+    store.dispatcher.schedule = scheduled.append  # deferred dispatch, as in the broker
+    assert store.put_message(inner(body=b"first")).is_ok
+    while scheduled:
+        scheduled.pop()()
+    caplog.set_level(logging.WARNING)
+    with monkeypatch.context() as m:
+
+        def no_space(*_args: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        m.setattr(ConsumeQueue, "put_entries", no_space)
+        acked = store.put_message(inner(body=b"acked before the disk ran out"))
+        assert acked.is_ok and acked.append_result is not None
+        while scheduled:
+            scheduled.pop()()  # the drain fails: no exception, the put stays pending
+        assert store.disk_guard.full and store.dispatcher.pending
+        assert store.put_message(inner(body=b"refused")).disk_full
+        result = store.get_message("g", "T", 0, 0, 32, None)  # reads go on with what is visible
+        assert result.message_count == 1
+        store.flush_consume_queue()  # the checkpoint does not claim the pending entry
+        assert store.checkpoint.logics_offset == acked.append_result.wrote_offset
+    assert not any(r.exc_info for r in caplog.records)
+    store.disk_guard.check()  # writable again: the held-back put is dispatched
+    while scheduled:
+        scheduled.pop()()
+    result = store.get_message("g", "T", 0, 0, 32, None)
+    assert result.message_count == 2 and not store.dispatcher.pending
