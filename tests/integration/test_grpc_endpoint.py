@@ -206,6 +206,22 @@ async def test_acl_signatures_and_tls(tmp_path: Path, tls_files: tuple[Path, Pat
                 metadata=metadata(key="AppAccessKey", secret="AppSecretKey"),
             )
             assert denied.status.code == codes.FORBIDDEN
+            half = message("T", b"tx", i=9)
+            half.system_properties.message_type = 4  # TRANSACTION
+            md = metadata(key="AppAccessKey", secret="AppSecretKey")
+            sent = await stub.SendMessage(s.SendMessageRequest(messages=[half]), metadata=md)
+            assert sent.status.code == codes.OK and sent.entries[0].transaction_id
+            end = s.EndTransactionRequest(
+                topic=d.Resource(name="T"),
+                message_id=half.system_properties.message_id,
+                transaction_id=sent.entries[0].transaction_id,
+                resolution=1,
+                source=1,
+            )
+            ended = await stub.EndTransaction(end, metadata=md)  # the broker checks ACL on it too
+            assert ended.status.code == codes.OK, ended.status.message
+            again = await stub.EndTransaction(end, metadata=md)
+            assert again.status.code == codes.INVALID_TRANSACTION_ID
         finally:
             await channel.close()
             await proxy.stop()

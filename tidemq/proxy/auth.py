@@ -17,7 +17,8 @@ import hmac
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tidemq.acl.common import AclError, Permission
+from tidemq.acl.client_hook import AclClientRPCHook
+from tidemq.acl.common import AclError, Permission, SessionCredentials
 from tidemq.acl.plain import PlainAccessResource, PlainPermissionManager
 from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.topic import retry_topic
@@ -25,6 +26,8 @@ from tidemq.proxy import codes
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from tidemq.protocol.command import RemotingCommand
 
 ALGORITHM = "MQv2-HMAC-SHA1"
 
@@ -119,6 +122,19 @@ class GrpcAuthenticator:
             manager.check_perm(needed, owned)
         except AclError as exc:
             raise codes.ProxyError(codes.FORBIDDEN, str(exc)) from None
+
+    def sign_as_caller(self, metadata: dict[str, str], request: RemotingCommand) -> None:
+        """Sign a remoting ``request`` with the calling client's account (found by the access key
+        of its ``authorization`` header), so a broker that checks ACL itself (END_TRANSACTION)
+        sees the same identity. Does nothing without a known account."""
+        header = metadata.get("authorization", "")
+        try:
+            auth = parse_authorization(header) if header else None
+        except codes.ProxyError:
+            return
+        owned = self.manager.config.accounts.get(auth.access_key) if auth else None
+        if owned is not None:
+            AclClientRPCHook(SessionCredentials(owned.access_key, owned.secret_key)).sign(request)
 
 
 PUB = Permission.PUB

@@ -120,6 +120,8 @@ class TransactionActivity:
             transaction_id=request.transaction_id,
         )
         command = RemotingCommand.create_request(RequestCode.END_TRANSACTION, header.to_ext_fields())
+        if self.service.auth is not None:  # the broker checks PUB on the topic itself
+            self.service.auth.sign_as_caller(ctx.metadata, command)
         response = await self.backend.invoke(half.broker_name, command, 3.0, ctx.client_id, ctx.remote_addr)
         if response.code != ResponseCode.SUCCESS:
             raise codes.ProxyError(
