@@ -64,7 +64,8 @@ def test_sigkill_with_timers_pending_loses_none(tmp_path: Path) -> None:
 
     early = {b for b in plan if b.startswith(b"early")}
     before = asyncio.run(until(proc.broker_addr, early, 10))
-    assert not any(b.startswith((b"overdue", b"later")) for b in before)  # nothing comes early
+    checked = now_ms()
+    assert all(plan.get(b, 0) <= checked for b in before)  # nothing comes early
     proc.kill()
     assert (store / "abort").exists()
     wait_for_overdue = plan[b"overdue-4"] - now_ms()
@@ -75,7 +76,7 @@ def test_sigkill_with_timers_pending_loses_none(tmp_path: Path) -> None:
         overdue = {b for b in plan if b.startswith(b"overdue")}
         restarted = now_ms()
         asyncio.run(until(proc2.broker_addr, overdue, 10))
-        assert now_ms() - restarted < 2000  # at once
+        assert now_ms() - restarted < 5000  # at once (100 ms slots; slack for a busy machine)
         got = asyncio.run(until(proc2.broker_addr, set(plan), 15))
         assert now_ms() >= plan[b"later-4"]
         assert got == Counter(set(plan) | {b"warm"}), "a timer was lost or delivered twice"

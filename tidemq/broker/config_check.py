@@ -226,6 +226,9 @@ STORE_RULES: dict[str, Rule] = {
     "max_index_num": _at_least(1),
     "max_msgs_num_batch": _at_least(1),
     "default_query_max_num": _at_least(1),
+    "timer_precision_ms": _between(10, 60_000),  # the wheel: (max delay + 2 h) / precision slots of 32 B
+    "timer_max_delay_sec": _between(1, 40 * 86_400),
+    "mapped_file_size_timer_log": _at_least(48),  # one timer-log record
 }
 """``{MessageStoreConfig field: (is valid, what is allowed)}``."""
 
