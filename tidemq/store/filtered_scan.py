@@ -116,6 +116,72 @@ def _window(
     return keep_offsets, keep_sizes, indexes
 
 
+class _Batch:
+    """The records a pull takes, in order, within RocketMQ's per-pull limits (``isTheBatchFull``
+    counts matched records only)."""
+
+    def __init__(
+        self, reader: MessageReader, result: GetMessageResult, offset: int, max_msg_nums: int
+    ) -> None:
+        cfg = reader.config
+        self.reader, self.result, self.offset, self.max_msg_nums = reader, result, offset, max_msg_nums
+        self.min_offset_py = reader.commit_log.get_min_offset()
+        self.in_disk_below = reader.commit_log.get_max_offset() - reader.memory_limit
+        self.mem_limits = (
+            cfg.max_transfer_bytes_on_message_in_memory,
+            cfg.max_transfer_count_on_message_in_memory,
+        )
+        self.disk_limits = (
+            cfg.max_transfer_bytes_on_message_in_disk,
+            cfg.max_transfer_count_on_message_in_disk,
+        )
+        self.count = self.total = 0
+        self.next_phy_file_start = -1
+
+    def take(
+        self,
+        cq_name: str,
+        window: tuple[list[int], list[int], list[int]],
+        datas: list[bytes | None],
+        positions: list[int],
+        verdicts: list[bool | None],
+    ) -> int:
+        """Take the window's matched records (``verdicts``: True matched, False not, None gone);
+        the entry index at which the batch is full, or -1 when the window fitted."""
+        offsets, sizes, indexes = window
+        result, unpack_head = self.result, _SIZE_MAGIC.unpack_from
+        for k, verdict in enumerate(verdicts):
+            if verdict is False:  # not matched (a damaged record does not match either)
+                continue
+            phy, size, index = offsets[k], sizes[k], indexes[k]
+            if self.next_phy_file_start >= 0 and phy < self.next_phy_file_start:
+                continue
+            if self.count:
+                limit_bytes, limit_count = self.disk_limits if phy < self.in_disk_below else self.mem_limits
+                if (
+                    self.count >= self.max_msg_nums
+                    or self.total + size > limit_bytes
+                    or self.count > limit_count - 1
+                ):
+                    return index
+            data, pos = datas[k], positions[k]
+            if phy < self.min_offset_py or data is None:
+                if not self.count:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                self.next_phy_file_start = self.reader.commit_log.roll_next_file(phy)
+                continue
+            if len(data) < pos + 8 or (head := unpack_head(data, pos))[0] != size or head[1] not in _MAGICS:
+                self.reader._report_damaged(cq_name, self.offset + index, phy, size)
+                continue
+            result.chunks.append(data[pos : pos + size])
+            result.record_sizes.append(size)
+            result.message_queue_offsets.append(self.offset + index)
+            self.total += size
+            self.count += 1
+            self.next_phy_file_start = -1
+        return -1
+
+
 def scan_filtered(
     reader: MessageReader,
     result: GetMessageResult,
@@ -129,23 +195,18 @@ def scan_filtered(
     """Fill ``result`` from the consume-queue bytes ``buf`` (entries from queue ``offset`` on),
     keeping the records ``record_filter`` accepts (and whose tag code is in ``tag_codes``)."""
     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
-    commit_log, cfg = reader.commit_log, reader.config
-    max_offset_py, min_offset_py = commit_log.get_max_offset(), commit_log.get_min_offset()
-    in_disk_below = max_offset_py - reader.memory_limit
-    mem_limits = (cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory)
-    disk_limits = (cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk)
-    total = count = 0
+    max_offset_py = reader.commit_log.get_max_offset()
+    batch = _Batch(reader, result, offset, max_msg_nums)
     max_phy_pulling = 0
-    next_phy_file_start = -1
     stopped_at = -1  # the entry at which the batch was full; -1: every entry scanned
     window = min(_FIRST_WINDOW, max_msg_nums)
     examined = 0
-    unpack_head = _SIZE_MAGIC.unpack_from
     i, n = 0, len(buf) // CQ_STORE_UNIT_SIZE
     while i < n and stopped_at < 0:
         w = min(window, n - i)
-        offsets, sizes, indexes = _window(reader, buf, i, w, offset, tag_codes, cq_name, max_offset_py)
+        candidates = _window(reader, buf, i, w, offset, tag_codes, cq_name, max_offset_py)
         i += w
+        offsets, sizes = candidates[0], candidates[1]
         if not offsets:
             window = min(_MAX_WINDOW, window * 2)
             continue
@@ -153,38 +214,15 @@ def scan_filtered(
         # the filter over the whole window in one pass (None: the record is gone)
         verdicts = [None if d is None else record_filter(d, p) for d, p in zip(datas, positions, strict=True)]
         max_phy_pulling = max(max_phy_pulling, offsets[-1])
-        for k, verdict in enumerate(verdicts):
-            if verdict is False:  # not matched (a damaged record does not match either)
-                continue
-            phy, size, index = offsets[k], sizes[k], indexes[k]
-            if next_phy_file_start >= 0 and phy < next_phy_file_start:
-                continue
-            if count:  # isTheBatchFull, counting matched records only
-                limit_bytes, limit_count = disk_limits if phy < in_disk_below else mem_limits
-                if count >= max_msg_nums or total + size > limit_bytes or count > limit_count - 1:
-                    stopped_at = index
-                    break
-            data, pos = datas[k], positions[k]
-            if phy < min_offset_py or data is None:
-                if not count:
-                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                next_phy_file_start = commit_log.roll_next_file(phy)
-                continue
-            if len(data) < pos + 8 or (head := unpack_head(data, pos))[0] != size or head[1] not in _MAGICS:
-                reader._report_damaged(cq_name, offset + index, phy, size)
-                continue
-            result.chunks.append(data[pos : pos + size])
-            result.record_sizes.append(size)
-            result.message_queue_offsets.append(offset + index)
-            total += size
-            count += 1
-            next_phy_file_start = -1
+        stopped_at = batch.take(cq_name, candidates, datas, positions, verdicts)
         # the next window: a little more than the match rate so far says the pull still needs
         examined += len(offsets)
-        rate = max(count / examined, 1 / 32)
-        window = min(_MAX_WINDOW, max(_FIRST_WINDOW // 2, int(1.25 * (max_msg_nums - count) / rate) + 4))
-    result.buffer_total_size = total
-    if count:
+        rate = max(batch.count / examined, 1 / 32)
+        window = min(
+            _MAX_WINDOW, max(_FIRST_WINDOW // 2, int(1.25 * (max_msg_nums - batch.count) / rate) + 4)
+        )
+    result.buffer_total_size = batch.total
+    if batch.count:
         result.status = GetMessageStatus.FOUND
     result.next_begin_offset = offset + (n if stopped_at < 0 else stopped_at)
     result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > reader.memory_limit
