@@ -10,9 +10,10 @@ from pathlib import Path
 
 from tests.integration.conftest import Wire
 from tests.integration.test_pop import until
+from tidemq.broker.broker import Broker
 from tidemq.client import AsyncProducer, AsyncSimpleConsumer, Producer, SimpleConsumer
 from tidemq.protocol.message import Message
-from tidemq.testing import Cluster, ClusterThread
+from tidemq.testing import Cluster, ClusterThread, make_broker_configs
 
 
 async def _receive_until(c: AsyncSimpleConsumer, n: int, invisible_s: float, timeout: float = 10.0) -> list:
@@ -124,3 +125,39 @@ async def test_members_come_and_go_no_duplicates(cluster: Cluster, wire: Wire) -
     await producer.shutdown()
     assert len(delivered) == total, f"{len(delivered)} deliveries of {total}"
     assert len(set(delivered)) == total  # each exactly once
+
+
+async def test_two_brokers(cluster: Cluster, wire: Wire, tmp_path: Path) -> None:
+    """Every broker of a topic is read; each ack goes to the broker its handle names."""
+    bc, sc = make_broker_configs(tmp_path / "store-b", cluster.namesrv_addr, broker_name="broker-b")
+    broker_b = Broker(bc, sc)
+    await broker_b.start()
+    try:
+        wire_b = Wire(wire.client, cluster)
+        wire_b.cluster = Cluster(cluster.namesrv_addr, broker_b.addr, cluster.namesrv, broker_b)
+        for w, name in ((wire, "a"), (wire_b, "b")):
+            await w.create_topic("SimpleTwo", queues=2)
+            for i in range(3):
+                assert (await w.send("SimpleTwo", f"{name}{i}".encode())).code == 0
+        c = AsyncSimpleConsumer(
+            namesrv_addr=cluster.namesrv_addr,
+            consumer_group="two",
+            subscriptions={"SimpleTwo": "*"},
+            await_duration=0.3,
+            instance_name="two",
+            consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        )
+        await c.start()
+        try:
+            await until(lambda: len(c._targets()) == 2, 10)
+            got = await _receive_until(c, 6, 30)
+            assert sorted(m.body for m in got) == [b"a0", b"a1", b"a2", b"b0", b"b1", b"b2"]
+            assert {m.broker_name for m in got} == {"broker-a", "broker-b"}
+            await c.ack_many(got)
+            assert await c.receive(8, 30) == []
+        finally:
+            await c.shutdown()
+        for b in (cluster.broker, broker_b):
+            assert b.pop_service.stats.table[("two", "SimpleTwo")].acked == 3
+    finally:
+        await broker_b.shutdown()
