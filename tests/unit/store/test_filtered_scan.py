@@ -4,6 +4,8 @@ NO_MATCHED_MESSAGE with the next offset past them."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tests.unit.store.conftest import StoreFactory, inner
@@ -11,8 +13,9 @@ from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message_codec import decode_messages
 from tidemq.protocol.sql92 import compile_sql92
 from tidemq.protocol.sql92.record import record_filter
-from tidemq.store import GetMessageStatus, MessageStore
+from tidemq.store import GetMessageResult, GetMessageStatus, MessageStore
 from tidemq.store.filtered_scan import RecordFilter
+from tidemq.store.message_reader import MessageReader
 
 
 def _scan_all(
@@ -58,3 +61,49 @@ def test_a_span_without_match_moves_past_it(open_store: StoreFactory) -> None:
         10,  # the end of the first consume-queue file
         0,
     )
+
+
+def _fields(result: GetMessageResult) -> tuple[object, ...]:
+    return (
+        result.status,
+        result.next_begin_offset,
+        result.min_offset,
+        result.max_offset,
+        result.message_buffers,
+        result.message_queue_offsets,
+        result.buffer_total_size,
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_filter_that_takes_everything_reads_what_the_plain_scan_reads(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """Windows, per-pull count and byte limits (in memory and "in disk"), segment rolls, interleaved
+    queues: with a filter accepting every record the filtered scan answers exactly as the
+    entry-by-entry scan of RocketMQ's ``getMessage`` does."""
+    rng = random.Random(seed)
+    store = open_store(
+        mapped_file_size_consume_queue=20 * rng.choice([10, 64, 1000]),
+        max_transfer_count_on_message_in_memory=rng.choice([8, 32, 500]),
+        max_transfer_bytes_on_message_in_memory=rng.choice([2000, 256 * 1024]),
+        max_transfer_count_on_message_in_disk=rng.choice([4, 8]),
+        max_transfer_bytes_on_message_in_disk=rng.choice([900, 64 * 1024]),
+    )
+    for i in range(300):
+        batch = [inner(body=bytes([65 + i % 26]) * rng.randrange(1, 80), queue_id=rng.randrange(2))]
+        assert store.put_messages(batch).is_ok
+    if seed % 2:
+        store._reader.memory_limit = rng.randrange(0, store.commit_log.get_max_offset())
+    queries = [
+        (queue, rng.randrange(0, store.get_max_offset_in_queue("T", queue) + 2), rng.choice([1, 7, 32, 2000]))
+        for queue in (0, 1)
+        for _ in range(40)
+    ]
+    filtered = [
+        store.get_message("g", "T", q, offset, n, None, lambda buf, pos: True) for q, offset, n in queries
+    ]
+    monkeypatch.setattr(MessageReader, "_scan_unfiltered", lambda *args: False)
+    plain = [store.get_message("g", "T", q, offset, n, None) for q, offset, n in queries]
+    assert [_fields(r) for r in filtered] == [_fields(r) for r in plain]
+    assert sum(r.message_count for r in filtered) > 100 and max(r.message_count for r in filtered) > 1
