@@ -3,6 +3,7 @@ message types, namespaces, cluster mode (``tidemq proxy``), ACL signatures and T
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -225,3 +226,45 @@ async def test_acl_signatures_and_tls(tmp_path: Path, tls_files: tuple[Path, Pat
         finally:
             await channel.close()
             await proxy.stop()
+
+
+async def test_auto_renew_keeps_a_push_consumers_message_invisible_until_acked(cluster: Cluster) -> None:
+    """An ``auto_renew`` receive (PushConsumer): the proxy renews the invisible time, so the message
+    stays away past its first invisible time; the client's ack with its first handle is final."""
+    from tidemq.proxy.consumer import ConsumerConfig
+
+    config = ConsumerConfig(default_invisible_ms=1000, renew_ahead_ms=600, renew_interval_ms=50)
+    proxy = GrpcProxy.local(cluster.broker, "127.0.0.1", 0, consumer_config=config)
+    channel, stub = await serving(proxy)
+    try:
+        assert (
+            await stub.SendMessage(
+                s.SendMessageRequest(messages=[message("Renew", b"r")]), metadata=metadata()
+            )
+        ).status.code == codes.OK
+        request = s.ReceiveMessageRequest(
+            group=d.Resource(name="GRenew"),
+            message_queue=d.MessageQueue(topic=d.Resource(name="Renew"), broker=d.Broker(name="broker-a")),
+            filter_expression=d.FilterExpression(type=1, expression="*"),
+            batch_size=16,
+            auto_renew=True,
+        )
+        request.long_polling_timeout.FromSeconds(1)
+        got = [r async for r in stub.ReceiveMessage(request, metadata=metadata(), timeout=10)]
+        (msg,) = [r.message for r in got if r.HasField("message")]
+        first = msg.system_properties.receipt_handle
+        renewer = proxy.service.consumer.renewer
+        deadline = time.monotonic() + 10
+        while renewer.entries[first].visible_at < int(first.split(" ")[1]) + 2500:  # renewed twice
+            assert time.monotonic() < deadline, "not renewed"
+            await asyncio.sleep(0.05)
+        request.long_polling_timeout.FromSeconds(0)
+        again = [r async for r in stub.ReceiveMessage(request, metadata=metadata(), timeout=10)]
+        assert [r.status.code for r in again] == [codes.MESSAGE_NOT_FOUND]  # past 1 s, still invisible
+        entry = s.AckMessageEntry(message_id=msg.system_properties.message_id, receipt_handle=first)
+        ack = s.AckMessageRequest(group=request.group, topic=d.Resource(name="Renew"), entries=[entry])
+        assert (await stub.AckMessage(ack, metadata=metadata())).status.code == codes.OK
+        assert renewer.entries == {}
+    finally:
+        await channel.close()
+        await proxy.stop()

@@ -9,7 +9,8 @@ Mirrors RocketMQ 5's ``ReceiveMessageActivity``, ``AckMessageActivity``,
 * long polling: the request's ``long_polling_timeout``, at most 20 s (``long_polling_ms``) and what the client's
   deadline leaves (one second kept for the answer);
 * invisible time: the request's, within [``min_invisible_ms``, 12 h] (else ILLEGAL_INVISIBLE_TIME);
-  ``auto_renew`` without a duration (the PushConsumer) gets ``default_invisible_ms`` (60 s);
+  an ``auto_renew`` receive (the PushConsumer's) gets ``default_invisible_ms`` (60 s), renewed
+  until the message is acked (:mod:`tidemq.proxy.renew`);
 * the stream is ``{status OK}``, ``{delivery_timestamp}``, then one ``{message}`` each, or one
   ``{status MESSAGE_NOT_FOUND}``;
 * the receipt handle is the broker's POP handle (``POP_CK``); an ack or change with a handle whose
@@ -19,6 +20,7 @@ Mirrors RocketMQ 5's ``ReceiveMessageActivity``, ``AckMessageActivity``,
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,6 +31,7 @@ from tidemq.proxy import codes
 from tidemq.proxy.convert import to_v5
 from tidemq.proxy.names import resource_name
 from tidemq.proxy.pb import s
+from tidemq.proxy.renew import HandleRenewer
 
 if TYPE_CHECKING:
     from tidemq.proxy.backend import Backend
@@ -45,8 +48,10 @@ class ConsumerConfig:
 
     Attributes:
         min_invisible_ms: shortest invisible time a receive may ask (``minInvisibleTimeMillsForRecv``, 10 s).
-        default_invisible_ms: for ``auto_renew`` receives that name none (``defaultInvisibleTimeMills``, 60 s;
-            tidemq does not renew it: a PushConsumer listener slower than this sees a redelivery).
+        default_invisible_ms: the invisible time of ``auto_renew`` receives (the PushConsumers'),
+            renewed by :class:`~tidemq.proxy.renew.HandleRenewer` until acked (``defaultInvisibleTimeMills``, 60 s).
+        renew_ahead_ms / renew_max_ms / renew_interval_ms: renew that long before expiry (10 s), for
+            at most that long (3 h), looking every that long (1 s).
         long_polling_ms: the longest a receive waits (``grpcClientConsumerMaxLongPollingTimeoutMillis``,
             20 s), also the long polling the consumers are told in their settings. A Node
             PushConsumer's shutdown waits for its receive in flight, so up to this long.
@@ -55,6 +60,9 @@ class ConsumerConfig:
     min_invisible_ms: int = 10_000
     default_invisible_ms: int = 60_000
     long_polling_ms: int = 20_000
+    renew_ahead_ms: int = 10_000
+    renew_max_ms: int = 3 * 3600 * 1000
+    renew_interval_ms: int = 1000
 
 
 def _duration_ms(duration: Any) -> int:
@@ -91,11 +99,19 @@ class ConsumerActivity:
     def __init__(self, backend: Backend, config: ConsumerConfig | None = None) -> None:
         self.backend = backend
         self.config = config or ConsumerConfig()
+        c = self.config
+        self.renewer = HandleRenewer(
+            backend,
+            invisible_ms=c.default_invisible_ms,
+            renew_ahead_ms=c.renew_ahead_ms,
+            renew_max_ms=c.renew_max_ms,
+            renew_interval_ms=c.renew_interval_ms,
+        )
 
     def _invisible_ms(self, request: Any) -> int:
+        if request.auto_renew:
+            return self.config.default_invisible_ms
         if not request.HasField("invisible_duration"):
-            if request.auto_renew:
-                return self.config.default_invisible_ms
             raise codes.ProxyError(codes.ILLEGAL_INVISIBLE_TIME, "invisible duration is required")
         ms = _duration_ms(request.invisible_duration)
         if not self.config.min_invisible_ms <= ms <= MAX_INVISIBLE_MS:
@@ -147,6 +163,12 @@ class ConsumerActivity:
         if not messages:
             yield s.ReceiveMessageResponse(status=codes.status(codes.MESSAGE_NOT_FOUND, "no new message"))
             return
+        if request.auto_renew:
+            for msg in messages:
+                handle = msg.get_property("POP_CK") or ""
+                with contextlib.suppress(ExtraInfoError):
+                    visible_at = parse_extra_info(handle).visible_at
+                    self.renewer.add(ctx.client_id, broker_name, group, topic, handle, visible_at)
         yield s.ReceiveMessageResponse(status=codes.status())
         # when the messages left the server: the Python PushConsumer computes its receive latency
         # from it and fails the whole batch without it (rocketmq-python-client 5.1.2)
@@ -164,8 +186,9 @@ class ConsumerActivity:
         for entry in request.entries:
             result = s.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
             try:
-                broker_name, _ = check_handle(entry.receipt_handle)
-                await self.backend.ack(broker_name, group, topic, entry.receipt_handle)
+                handle = self.renewer.take(entry.receipt_handle)
+                broker_name, _ = check_handle(handle)
+                await self.backend.ack(broker_name, group, topic, handle)
                 result.status.CopyFrom(codes.status())
             except codes.ProxyError as exc:
                 result.status.CopyFrom(codes.status(exc.code, exc.message))
@@ -188,18 +211,16 @@ class ConsumerActivity:
                 codes.ILLEGAL_INVISIBLE_TIME,
                 f"the invisible time must be in (0, {MAX_INVISIBLE_MS}] ms, got {ms}",
             )
-        broker_name, _ = check_handle(request.receipt_handle)
-        handle = await self.backend.change_invisible_time(
-            broker_name, group, topic, request.receipt_handle, ms
-        )
+        old = self.renewer.take(request.receipt_handle)
+        broker_name, _ = check_handle(old)
+        handle = await self.backend.change_invisible_time(broker_name, group, topic, old, ms)
         return s.ChangeInvisibleDurationResponse(status=codes.status(), receipt_handle=handle)
 
     async def forward_to_dlq(self, request: Any, ctx: RequestContext) -> Any:
         """ForwardMessageToDeadLetterQueue: the message goes to ``%DLQ%<group>`` and is acked."""
         group = resource_name(request.group, ctx.namespace)
         topic = resource_name(request.topic, ctx.namespace)
-        broker_name, _ = check_handle(request.receipt_handle)
-        await self.backend.forward_to_dlq(
-            broker_name, group, topic, request.receipt_handle, request.message_id
-        )
+        handle = self.renewer.take(request.receipt_handle)
+        broker_name, _ = check_handle(handle)
+        await self.backend.forward_to_dlq(broker_name, group, topic, handle, request.message_id)
         return s.ForwardMessageToDeadLetterQueueResponse(status=codes.status())

@@ -142,6 +142,8 @@ class GrpcProxy:
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
+        if self.service.consumer is not None:
+            await self.service.consumer.renewer.stop()
         close = getattr(self.backend, "close", None)
         if close is not None:
             await close()

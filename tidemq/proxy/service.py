@@ -138,6 +138,8 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
             if ctx.client_id:
                 self.clients.remove(ctx.client_id)
                 self.backend.close_client(ctx.client_id)
+                if self.consumer is not None:
+                    self.consumer.renewer.forget_client(ctx.client_id)
             return s.NotifyClientTerminationResponse(status=codes.status())
 
         return await self._unary(context, s.NotifyClientTerminationResponse, run)
