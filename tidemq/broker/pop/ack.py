@@ -20,6 +20,7 @@ from tidemq.broker.pop.extra_info import (
 from tidemq.broker.pop.records import TAG_ACK, TAG_BATCH_ACK, TAG_CK, AckRecord, CheckPoint
 from tidemq.broker.pop.result import PopError
 from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.topic import RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
     from tidemq.broker.pop.service import PopService
@@ -36,8 +37,10 @@ class PopAcks:
         self.service = service
 
     def parse(self, group: str, topic: str, extra_info: str, offset: int | None) -> tuple[ExtraInfo, str]:
-        """The parsed handle and the topic its queue and offset are in (the retry topic when the
-        handle says so), after checking that the offset lies in that queue.
+        """The parsed handle and the topic its queue and offset are in, after checking that the
+        offset lies in that queue. ``topic`` may be that topic already (a pop retry topic, as
+        RocketMQ 5's clients and proxy send it: ``ExtraInfoUtil.getRealTopic``) or the popped topic
+        (the retry topic then comes from the handle's retry flag).
 
         Raises:
             PopError: SYSTEM_BUSY, INVALID_PARAMETER, TOPIC_NOT_EXIST, NO_MESSAGE.
@@ -47,8 +50,10 @@ class PopAcks:
             info = parse_extra_info(extra_info, offset)
         except ExtraInfoError as exc:
             raise PopError(ResponseCode.INVALID_PARAMETER, str(exc)) from exc
-        try:
-            ck_topic = real_topic(topic, group, info.retry)
+        try:  # RocketMQ's clients and proxy name the real topic; tidemq's older calls the popped one
+            ck_topic = (
+                topic if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else real_topic(topic, group, info.retry)
+            )
         except ExtraInfoError as exc:
             raise PopError(ResponseCode.INVALID_PARAMETER, str(exc)) from exc
         if self.service.broker.topic_config_manager.select_topic_config(ck_topic) is None:
@@ -79,7 +84,7 @@ class PopAcks:
                 info.broker_name,
             )
             self.service.put_revive_record(info.revive_qid, TAG_ACK, record.encode())
-        self.service.stats.on_ack(group, topic, 1)
+        self.service.stats.on_ack(group, self.service.revive.pop_topic_of(group, topic), 1)
 
     def batch_ack(
         self,

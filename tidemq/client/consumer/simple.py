@@ -138,6 +138,16 @@ def process_pop_response(response: RemotingCommand, topic: str, broker_name: str
     return msgs
 
 
+def _real_topic(topic: str, group: str, retry: str) -> str:
+    """The topic a handle's queue and offset are in: ``topic``, or its pop retry topic
+    (``ExtraInfoUtil.getRealTopic``: flag 1 ``%RETRY%<group>_<topic>``, 2 ``%RETRY%<group>+<topic>``)."""
+    if retry == "1":
+        return f"%RETRY%{group}_{topic}"
+    if retry == "2":
+        return f"%RETRY%{group}+{topic}"
+    return topic
+
+
 def _handle(msg: MessageExt) -> list[str]:
     extra = msg.get_property(PROPERTY_POP_CK)
     parts = extra.split(" ") if extra else []
@@ -337,7 +347,7 @@ class AsyncSimpleConsumer:
         parts = _handle(msg)
         header = AckMessageRequestHeader(
             consumer_group=self.group_name,
-            topic=msg.topic,
+            topic=_real_topic(msg.topic, self.group_name, parts[4]),
             queue_id=int(parts[6]),
             extra_info=" ".join(parts),
             offset=int(parts[7]),
@@ -377,7 +387,7 @@ class AsyncSimpleConsumer:
         parts = _handle(msg)
         header = ChangeInvisibleTimeRequestHeader(
             consumer_group=self.group_name,
-            topic=msg.topic,
+            topic=_real_topic(msg.topic, self.group_name, parts[4]),
             queue_id=int(parts[6]),
             extra_info=" ".join(parts),
             offset=int(parts[7]),
