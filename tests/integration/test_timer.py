@@ -11,6 +11,7 @@ import pytest
 from tests.helpers import wait_for
 from tests.integration.conftest import Wire
 from tests.integration.test_transactions_wire import HALF, end_request
+from tidemq.broker.timer_service import runtime_info
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.errors import BrokerError
 from tidemq.protocol.codes import ResponseCode
@@ -51,6 +52,8 @@ async def test_timer_messages_arrive_after_their_time_within_a_second(tmp_path: 
             assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
             assert "max delay 259200000ms" in refused.value.remark
             assert sorted(m.body for m in visible(cluster)) == [b"past", b"warm"]  # at once
+            # RocketMQ 5's runtime rows (tidemq admin brokerStatus): two timers pending
+            await wait_for(lambda: runtime_info(cluster.broker)["timerCongestNum"] == "2", 5, "2 pending")
             seen: dict[bytes, int] = {}
 
             def arrived() -> bool:
@@ -66,6 +69,12 @@ async def test_timer_messages_arrive_after_their_time_within_a_second(tmp_path: 
             assert m.properties["TIMER_OUT_MS"] == str(due) and "REAL_TOPIC" not in m.properties
             assert m.store_timestamp >= due
             assert {after.msg_id, past.msg_id} <= {v.msg_id for v in visible(cluster)}
+            info = runtime_info(cluster.broker)
+            assert (info["timerCongestNum"], info["timerOffsetBehind"], info["timerReadBehind"]) == (
+                "0",
+                "0",
+                "0",
+            )
         finally:
             await producer.shutdown()
 

@@ -24,6 +24,7 @@ import contextlib
 import logging
 import re
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from tidemq.protocol.codes import ResponseCode
@@ -34,11 +35,12 @@ from tidemq.protocol.topic import TIMER_TOPIC
 from tidemq.store.timer import TimerMessageStore
 
 if TYPE_CHECKING:
+    from tidemq.broker.broker import Broker
     from tidemq.store.config import MessageStoreConfig
     from tidemq.store.message_store import MessageStore
     from tidemq.store.results import MessageExtBrokerInner
 
-__all__ = ["TimerMessageService", "is_timer_message", "transform_timer_message"]
+__all__ = ["TimerMessageService", "is_timer_message", "runtime_info", "transform_timer_message"]
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +120,24 @@ def transform_timer_message(
     return None
 
 
+def runtime_info(broker: Broker) -> dict[str, str]:
+    """RocketMQ 5's timer rows of GET_BROKER_RUNTIME_INFO (``AdminBrokerProcessor``; zeros when the
+    timer service does not run): ``timerReadBehind`` (seconds the delivery is behind the clock, one
+    slot normally reads 0), ``timerOffsetBehind`` (timer-topic messages not yet in the timer log),
+    ``timerCongestNum`` (timers pending), ``timerEnqueueTps`` / ``timerDequeueTps`` (per second since
+    the previous ask)."""
+    service = broker.timer_message_service
+    if service is None:
+        return {
+            "timerReadBehind": "0",
+            "timerOffsetBehind": "0",
+            "timerCongestNum": "0",
+            "timerEnqueueTps": "0.0",
+            "timerDequeueTps": "0.0",
+        }
+    return service.runtime_info()
+
+
 class TimerMessageService:
     """Runs the timer store of a broker (RocketMQ 5's ``TimerMessageStore`` services).
 
@@ -143,6 +163,24 @@ class TimerMessageService:
         self._busy: asyncio.Future[object] | None = None
         """The checkpoint or clean-up running in a worker thread (shutdown waits for it)."""
         self._started = False
+        self._last_rates = (time.monotonic(), 0, 0)
+
+    def runtime_info(self) -> dict[str, str]:
+        """See :func:`runtime_info`."""
+        ts = self.timer_store
+        cq = ts.store.find_consume_queue(TIMER_TOPIC, 0) if ts.store.running else None
+        behind = cq.get_max_offset_in_queue() - ts.enqueue_offset if cq is not None else 0
+        now = time.monotonic()
+        then, enqueued, delivered = self._last_rates
+        self._last_rates = (now, ts.enqueued, ts.delivered)
+        span = max(now - then, 1e-3)
+        return {
+            "timerReadBehind": str(max(ts.clock_ms() - ts.read_time_ms - ts.precision_ms, 0) // 1000),
+            "timerOffsetBehind": str(max(behind, 0)),
+            "timerCongestNum": str(ts.pending),
+            "timerEnqueueTps": f"{(ts.enqueued - enqueued) / span:.1f}",
+            "timerDequeueTps": f"{(ts.delivered - delivered) / span:.1f}",
+        }
 
     async def start(self) -> None:
         """Load the timer store (a rebuild after a crash runs in a worker thread), start the tasks.

@@ -187,14 +187,15 @@ def test_crash_rebuild_keeps_pending_and_delivered(open_store: StoreFactory) -> 
     store.recovered_abnormally = True
     clock.now = T0 + 450
     ts2 = timers(store, clock)
-    assert ts2.enqueue_offset == 6  # after the records the log holds
-    assert ts2.enqueue() == 1 and ts2.enqueue() == 0
+    assert ts2.enqueue_offset == 6 and ts2.pending == 4  # after the records the log holds
+    assert ts2.enqueue() == 1 and ts2.enqueue() == 0 and ts2.pending == 5
     clock.now = T0 + 550
     ts2.dequeue()
     assert delivered(store) == [b"m0", b"m1", b"m2", b"m3", b"m4"]  # overdue at once
     clock.now = T0 + 10_100
     ts2.dequeue()
     assert sorted(delivered(store)) == sorted([b"m0", b"m1", b"m2", b"m3", b"m4", b"m5", b"later"])
+    assert ts2.pending == 0
 
 
 def test_clean_restart_resumes_from_checkpoint(open_store: StoreFactory) -> None:

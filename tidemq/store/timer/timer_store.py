@@ -122,7 +122,8 @@ class TimerMessageStore:
     Attributes:
         read_time_ms: every slot before this time is delivered (a slot start).
         enqueue_offset: the next ``rmq_sys_wheel_timer`` queue offset to enqueue.
-        delivered, skipped, rolled: counts since start.
+        delivered, skipped, rolled, enqueued: counts since start.
+        pending: timers in the log not yet delivered (kept in the checkpoint; exact after a rebuild).
         clock_ms: wall clock in ms (tests replace it).
 
     Synchronous and single-threaded (the broker's timer service calls it from its event loop;
@@ -143,7 +144,8 @@ class TimerMessageStore:
         self.clock_ms: Callable[[], int] = _now_ms
         self.read_time_ms = 0
         self.enqueue_offset = 0
-        self.delivered = self.skipped = self.rolled = 0
+        self.delivered = self.skipped = self.rolled = self.enqueued = 0
+        self.pending = 0
         self._pass: list[int] | None = None
         """The slot being delivered: ``[slot_ms, head, next index into _todo]`` (``head``: the
         chain's last record when ``_todo`` was collected)."""
@@ -168,6 +170,7 @@ class TimerMessageStore:
         if isinstance(data, dict):
             self.read_time_ms = int(data.get("readTimeMs", 0))
             self.enqueue_offset = int(data.get("enqueueOffset", 0))
+            self.pending = int(data.get("pending", 0))
         lag = now - self.read_time_ms
         why = None
         if self.store.recovered_abnormally:
@@ -243,6 +246,7 @@ class TimerMessageStore:
             linked += 1
         self._write_slots(slots)
         self.enqueue_offset = min(last_cq + 1, cq_max)
+        self.pending = linked
         log.warning(
             "timer wheel rebuilt: %d pending timer(s), enqueue resumes at %d", linked, self.enqueue_offset
         )
@@ -255,7 +259,11 @@ class TimerMessageStore:
 
     def checkpoint(self) -> dict[str, int]:
         """What :meth:`persist` writes (take it on the owning thread)."""
-        return {"readTimeMs": self.read_time_ms, "enqueueOffset": self.enqueue_offset}
+        return {
+            "readTimeMs": self.read_time_ms,
+            "enqueueOffset": self.enqueue_offset,
+            "pending": self.pending,
+        }
 
     def persist(self, checkpoint: dict[str, int] | None = None) -> None:
         """Sync the log and the wheel, then write ``timercheck.json`` (atomically, ``.bak`` kept).
@@ -332,6 +340,8 @@ class TimerMessageStore:
             self.log.append(b"".join(out))
             for slot_ms, (first, last, num) in touched.items():
                 self.wheel.put(slot_ms, first, last, num)
+            self.enqueued += len(out)
+            self.pending += len(out)
         self.enqueue_offset = offset + n
         return n
 
@@ -405,8 +415,7 @@ class TimerMessageStore:
                 rec.phy,
                 rec.cq_offset,
             )
-            self.log.set_state(rec.pos, SKIPPED)
-            self.skipped += 1
+            self._done(rec, SKIPPED)
             return True
         try:
             inner = convert_message(msg, now)
@@ -414,8 +423,7 @@ class TimerMessageStore:
             inner = None
         result = self.store.put_message(inner) if inner is not None else None
         if result is not None and result.status is PutMessageStatus.PUT_OK:
-            self.log.set_state(rec.pos, DELIVERED)
-            self.delivered += 1
+            self._done(rec, DELIVERED)
             self._retry_logged = 0
             return True
         if result is None or result.status in _PERMANENT:
@@ -427,8 +435,7 @@ class TimerMessageStore:
                 "bad REAL_QID" if result is None else f"{result.status.value} {result.remark or ''}",
                 rec.phy,
             )
-            self.log.set_state(rec.pos, SKIPPED)
-            self.skipped += 1
+            self._done(rec, SKIPPED)
             return True
         if self._retry_logged % 50 == 0:  # one line per ~5 s of retrying
             log.warning(
@@ -439,6 +446,14 @@ class TimerMessageStore:
             )
         self._retry_logged += 1
         return False
+
+    def _done(self, rec: TimerRecord, state: int) -> None:
+        self.log.set_state(rec.pos, state)
+        self.pending = max(self.pending - 1, 0)
+        if state == DELIVERED:
+            self.delivered += 1
+        else:
+            self.skipped += 1
 
     def _roll(self, rec: TimerRecord) -> None:
         """Move a record due after its slot into the slot of its time (a copy is appended, the old
