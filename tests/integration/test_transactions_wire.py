@@ -12,6 +12,7 @@ import orjson
 
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import FrameDecoder, RemotingCommand
+from tidemq.protocol.message import MessageExt
 from tidemq.protocol.message_codec import decode_messages, decode_offset_msg_id
 from tidemq.remoting import RemotingClient
 from tidemq.testing import run_cluster
@@ -50,6 +51,21 @@ async def test_half_invisible_until_commit_then_once(wire: Wire) -> None:
     assert sent.ext_fields["queueId"] == "1"
     assert await messages(wire, "TxWire", 1) == []
     (half,) = await messages(wire, "RMQ_SYS_TRANS_HALF_TOPIC")
+    service = wire.cluster.broker.transaction_service
+    assert service is not None
+    image = service.find_half(half.commit_log_offset, 0, "PG")  # served from memory: the same record
+    stored = wire.cluster.broker.store.look_message_by_offset(half.commit_log_offset)
+    assert isinstance(image, MessageExt) and image is not stored and stored is not None
+    fields = ("topic", "body", "flag", "queue_id", "queue_offset", "sys_flag", "born_timestamp", "born_host")
+    fields += (
+        "store_timestamp",
+        "store_host",
+        "offset_msg_id",
+        "commit_log_offset",
+        "properties",
+        "store_size",
+    )
+    assert {f: getattr(image, f) for f in fields} == {f: getattr(stored, f) for f in fields}
     assert half.offset_msg_id == sent.ext_fields["msgId"] and half.properties["REAL_QID"] == "1"
     unknow = end_request("PG", sent, 0)
     unknow.mark_oneway()

@@ -338,6 +338,12 @@ class MessageExt(Message):
         self._props = None
         self._props_text = text
 
+    def properties_text(self) -> str:
+        """The properties as text (``k\\x01v\\x02...``): the stored text while it is not parsed yet,
+        else the dict joined again (``properties_to_string``)."""
+        props = self._props
+        return self._props_text if props is None else properties_to_string(props)
+
     def get_property(self, key: str) -> str | None:
         """One property's value (None when absent), read from the properties text while it is not
         parsed yet (no dict is built)."""

@@ -9,9 +9,11 @@ from typing import Any
 
 from tidemq.broker.transaction.bridge import (
     check_body,
+    committed_batch,
     committed_message,
     copy_batch,
     half_properties_text,
+    op_batch,
     op_message,
     origin_of,
     parse_op_body,
@@ -116,6 +118,18 @@ def test_records_half_copy_op_commit() -> None:
         1000,
     )
     assert "TRAN_MSG" not in real.properties and "REAL_TOPIC" not in real.properties
+    fast = committed_batch(half)  # the END's fast path builds the same record
+    assert fast is not None
+    assert (fast.topic, fast.queue_id, fast.sys_flag, fast.prepared_transaction_offset) == (
+        real.topic,
+        real.queue_id,
+        real.sys_flag,
+        real.prepared_transaction_offset,
+    )
+    assert string_to_properties(fast.properties[0]) == real.properties
+    assert committed_batch(_half(17, {**half.properties, "DELAY": "3"})) is None  # scheduled: general put
+    op = op_batch(later, "127.0.0.1:1")
+    assert (op.topic, op.bodies, op.properties) == ("RMQ_SYS_TRANS_OP_HALF_TOPIC", [b"25,17"], ["TAGS\x01d"])
     decoded, _ = decode_message(check_body(_half(25, copy_props)))
     assert (decoded.topic, decoded.queue_id, decoded.queue_offset) == ("T", 3, 25)
     assert decoded.properties["TRANSACTION_CHECK_TIMES"] == "1"

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Final
 
 from tidemq.protocol.filter import tags_hash
-from tidemq.protocol.message import MessageConst, MessageExt, properties_to_string
+from tidemq.protocol.message import MessageConst, MessageExt, properties_to_string, property_value
 from tidemq.protocol.message_codec import MessageSysFlag, encode_stored_message
 from tidemq.protocol.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from tidemq.store.results import MessageExtBatch, MessageExtBrokerInner
@@ -66,6 +66,9 @@ _TIMER_KEYS = frozenset(
     {"TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_DEL_UNIQKEY", "__STARTDELIVERTIME"}
 )
 """Properties that make a committed message go through the timer (RocketMQ 5's put hook)."""
+_SCHEDULE_PAIRS = tuple(f"{key}\x01" for key in (_DELAY, *_TIMER_KEYS))
+_COMMIT_DROPS = frozenset({_REAL_TOPIC, _REAL_QID, _TRAN_MSG})
+_OP_PROPERTIES = f"{MessageConst.PROPERTY_TAGS}\x01{REMOVE_TAG}"
 
 
 def half_properties_text(text: str, topic: str, queue_id: int) -> str:
@@ -202,16 +205,16 @@ def committed_message(half: MessageExt) -> MessageExtBrokerInner:
 
 
 def committed_batch(half: MessageExt) -> MessageExtBatch | None:
-    """:func:`committed_message` as a one-message batch (the store's fast path), or None when the
-    message needs the general put (a ``DELAY`` level or a timer property to schedule)."""
-    props = dict(half.properties)
-    if _DELAY in props or not _TIMER_KEYS.isdisjoint(props):
+    """:func:`committed_message` as a one-message batch built on the properties text (the END's fast
+    path), or None when the message needs the general put (a ``DELAY`` level or a timer property
+    to schedule)."""
+    text = half.properties_text()
+    if any(pair in text for pair in _SCHEDULE_PAIRS):
         return None
-    topic = props.pop(_REAL_TOPIC, half.topic)
-    raw_qid = props.pop(_REAL_QID, "0")
-    props.pop(_TRAN_MSG, None)
+    kept = [p for p in text.split("\x02") if p and p.partition("\x01")[0] not in _COMMIT_DROPS]
+    raw_qid = property_value(text, _REAL_QID) or "0"
     return MessageExtBatch(
-        topic,
+        property_value(text, _REAL_TOPIC) or half.topic,
         int(raw_qid) if raw_qid.isdigit() else 0,
         MessageSysFlag.reset_transaction_value(half.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE),
         half.born_timestamp,
@@ -220,23 +223,24 @@ def committed_batch(half: MessageExt) -> MessageExtBatch | None:
         half.commit_log_offset,
         flags=[half.flag],
         bodies=[half.body],
-        properties=[properties_to_string(props)],
+        properties=["\x02".join(kept)],
     )
 
 
 def op_batch(half: MessageExt, born_host: str) -> MessageExtBatch:
     """:func:`op_message` as a one-message batch."""
-    op = op_message(half, born_host)
+    origin = origin_of(half)
+    body = str(half.queue_offset) if origin == half.queue_offset else f"{half.queue_offset},{origin}"
     return MessageExtBatch(
-        op.topic,
-        op.queue_id,
+        TRANS_OP_HALF_TOPIC,
+        half.queue_id,
         0,
-        op.born_timestamp,
+        half.store_timestamp,
         born_host,
         0,
         flags=[0],
-        bodies=[op.body],
-        properties=[properties_to_string(op.properties)],
+        bodies=[body.encode()],
+        properties=[_OP_PROPERTIES],
     )
 
 

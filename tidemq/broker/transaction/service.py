@@ -56,7 +56,13 @@ from tidemq.protocol.headers import CheckTransactionStateRequestHeader
 from tidemq.protocol.message import MessageConst, MessageExt
 from tidemq.protocol.message_codec import MessageSysFlag
 from tidemq.protocol.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from tidemq.store.results import MessageExtBatch, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+from tidemq.store.results import (
+    AppendMessageResult,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+)
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
@@ -69,6 +75,8 @@ log = logging.getLogger(__name__)
 _YIELD_EVERY = 128
 """Records looked at between two yields to the event loop during a check pass."""
 _OFFSET_HOST = "127.0.0.1"
+IMAGE_CACHE_MAX = 8192
+"""Half records kept decoded in memory for their END (the newest pending ones; others are read)."""
 
 
 def now_ms() -> int:
@@ -84,12 +92,15 @@ class PendingTransaction:
         topic: its real topic (``REAL_TOPIC``).
         born_timestamp: the producer's send time (ms since the epoch).
         latest: half queue offset of its newest record (older records are superseded copies).
+        image_key: commit-log offset of its half record while the service keeps that record's
+            decoded image in memory (an END then reads nothing), else -1.
     """
 
     producer_group: str
     topic: str
     born_timestamp: int
     latest: int
+    image_key: int = -1
 
 
 class TransactionalMessageService:
@@ -119,6 +130,8 @@ class TransactionalMessageService:
         self._wakeup = asyncio.Event()
         self._stopped = False
         self._rng = random.Random()
+        self._images: dict[int, MessageExt] = {}
+        """``{commit-log offset: the half record as stored}`` for pending transactions' ENDs."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -213,6 +226,7 @@ class TransactionalMessageService:
             else:
                 tx.latest = msg.queue_offset
         self.pending = pending
+        self._images = {}
         self.loaded = True
         self.repair_torn_commit()
         if pending:
@@ -281,8 +295,34 @@ class TransactionalMessageService:
         append = result.append_result
         if result.status is PutMessageStatus.PUT_OK and append is not None:
             offset = append.logics_offset
-            self.pending[offset] = PendingTransaction(producer_group, topic, batch.born_timestamp, offset)
+            tx = self.pending[offset] = PendingTransaction(
+                producer_group, topic, batch.born_timestamp, offset
+            )
+            if len(self._images) < IMAGE_CACHE_MAX:
+                tx.image_key = append.wrote_offset
+                self._images[append.wrote_offset] = self._image(batch, append)
         return result
+
+    def _image(self, batch: MessageExtBatch, append: AppendMessageResult) -> MessageExt:
+        """The half record just stored, as :meth:`MessageStore.look_message_by_offset` would read it."""
+        image = MessageExt(
+            TRANS_HALF_TOPIC,
+            batch.bodies[0],
+            flag=batch.flags[0],
+            queue_id=0,
+            store_size=append.wrote_bytes,
+            queue_offset=append.logics_offset,
+            sys_flag=batch.sys_flag,
+            born_timestamp=batch.born_timestamp,
+            born_host=batch.born_host,
+            store_timestamp=append.store_timestamp,
+            store_host=self.broker.store.store_host,
+            offset_msg_id=append.msg_id,
+            commit_log_offset=append.wrote_offset,
+            reconsume_times=batch.reconsume_times,
+        )
+        image.set_properties_text(batch.properties[0])
+        return image
 
     # -- END_TRANSACTION ------------------------------------------------------------------------
 
@@ -292,7 +332,9 @@ class TransactionalMessageService:
         """The half record an END_TRANSACTION names, or the remark that refuses it
         (``EndTransactionProcessor.checkPrepareMessage``)."""
         self.ensure_loaded()
-        msg = self.broker.store.look_message_by_offset(commit_log_offset) if commit_log_offset >= 0 else None
+        msg = self._images.get(commit_log_offset)
+        if msg is None and commit_log_offset >= 0:
+            msg = self.broker.store.look_message_by_offset(commit_log_offset)
         if msg is None or msg.topic != TRANS_HALF_TOPIC:
             return "Find prepared transaction message failed"
         if (msg.get_property(MessageConst.PROPERTY_PRODUCER_GROUP) or "") != producer_group:
@@ -333,6 +375,7 @@ class TransactionalMessageService:
             result = store.put_messages([real, op_message(half, host)])
         if result.status is PutMessageStatus.PUT_OK:
             del self.pending[origin]
+            self._images.pop(tx.image_key, None)
             if commit and result.append_result is not None:
                 self.broker.broker_stats.inc_put(topic, 1, result.append_result.wrote_bytes)
         return result
@@ -444,7 +487,9 @@ class TransactionalMessageService:
                 "transactions: discarding half message %s failed: %s", msg.msg_id, result.status.value
             )
             return
-        self.pending.pop(origin_of(msg), None)
+        tx = self.pending.pop(origin_of(msg), None)
+        if tx is not None:
+            self._images.pop(tx.image_key, None)
         self.discarded += 1
         log.warning(
             "transactions: half message %s of producer group %r for topic %s checked %d times without a "
