@@ -163,3 +163,42 @@ async def test_cpp2_frames_replayed(wire: Wire) -> None:
     assert bodies == [b"tx-body-0"]
     (pending,) = service.pending_stats()
     assert (pending["producerGroup"], pending["topic"], pending["count"]) == ("TxProducerGroup", "TxTopic", 1)
+
+
+ACL_YML = """\
+accounts:
+  - accessKey: AppAccessKey
+    secretKey: AppSecretKey
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+  - accessKey: ReaderAccessKey
+    secretKey: ReaderSecretKey
+    defaultTopicPerm: SUB
+    defaultGroupPerm: SUB
+"""
+
+
+async def test_end_transaction_needs_pub_on_the_real_topic(tmp_path: Path) -> None:
+    """With ACL, an END signed by an account without PUB on the half's real topic is refused and
+    changes nothing; the publisher's own END commits."""
+    from tidemq.acl import AclClientRPCHook, SessionCredentials
+
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(ACL_YML)
+    async with run_cluster(tmp_path, acl_enable=True, acl_file=str(acl)) as cluster:
+        app, reader = RemotingClient(), RemotingClient()
+        app.register_rpc_hook(AclClientRPCHook(SessionCredentials("AppAccessKey", "AppSecretKey")))
+        reader.register_rpc_hook(AclClientRPCHook(SessionCredentials("ReaderAccessKey", "ReaderSecretKey")))
+        try:
+            wire = Wire(app, cluster)
+            sent = await wire.send("TxAcl", b"x", properties=HALF, sys_flag=4)
+            assert sent.code == ResponseCode.SUCCESS, sent.remark
+            refused = await reader.invoke(cluster.broker_addr, end_request("PG", sent, 8), 5)
+            assert refused.code == ResponseCode.SYSTEM_ERROR and "TxAcl" in (refused.remark or "")
+            assert await messages(wire, "TxAcl") == []
+            ok = await app.invoke(cluster.broker_addr, end_request("PG", sent, 8), 5)
+            assert ok.code == ResponseCode.SUCCESS, ok.remark
+            assert [m.body for m in await messages(wire, "TxAcl")] == [b"x"]
+        finally:
+            await app.close()
+            await reader.close()
