@@ -1,15 +1,19 @@
 """RocketMQ 5's official clients (PyPI rocketmq-python-client 5.1.2, npm rocketmq-client-nodejs 1.0.8)
-against ``tidemq serve --grpc-port 0``: what each produces arrives with its body and properties."""
+against ``tidemq serve --grpc-port 0`` and ``tidemq proxy``: what each produces arrives with its body
+and properties."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.interop.v5_harness import LANGS, missing, require, run_v5
+from tidemq.serve_process import spawn_serve, stop_serve, wait_ready
 from tidemq.testing import ServeProcess
 
 pytestmark = pytest.mark.interop
@@ -55,7 +59,7 @@ def pull_all(namesrv: str, topic: str, n: int, timeout: float = 15.0) -> list[An
     return got
 
 
-@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("lang", ["node"])  # the Python client's messages: test_tidemq_proxy_...
 def test_v5_producer_messages_reach_a_4x_consumer_exactly(serve: ServeProcess, lang: str) -> None:
     """Normal and FIFO sends over gRPC land in the store with RocketMQ's properties: a 4.x consumer
     sees the body, tag, keys and user properties; a message group's messages share one queue, in order."""
@@ -75,3 +79,36 @@ def test_v5_producer_messages_reach_a_4x_consumer_exactly(serve: ServeProcess, l
     f0, f1 = got[f"{lang}-fifo-0"], got[f"{lang}-fifo-1"]
     assert f0.properties["__SHARDINGKEY"] == f"{lang}-g" and f0.queue_id == f1.queue_id
     assert f0.queue_offset < f1.queue_offset
+
+
+def test_tidemq_proxy_in_front_of_the_cluster(serve: ServeProcess, tmp_path: Path) -> None:
+    """``tidemq proxy --namesrv ADDR --grpc-port 0`` (cluster mode): a v5 producer and SimpleConsumer
+    through it; the messages are in the broker for a 4.x consumer too."""
+    lang = "python"
+    require(lang)
+    command = [sys.executable, "-m", "tidemq", "proxy", "--namesrv", serve.namesrv_addr]
+    proc = spawn_serve([*command, "--grpc-port", "0", "--host", "127.0.0.1"], tmp_path / "proxy.log")
+    try:
+        fields, out = wait_ready(proc, 30)
+        assert fields is not None, out
+        endpoint = fields["grpc"]
+        msgs = [{"body": "via-proxy", "tag": "TagP", "props": {"p": "1"}}]
+        run_v5(lang, {"action": "produce", "endpoint": endpoint, "topic": "V5Proxy", "messages": msgs})
+        got = run_v5(
+            lang,
+            {
+                "action": "consume",
+                "endpoint": endpoint,
+                "topic": "V5Proxy",
+                "group": "GProxy",
+                "expect": 1,
+                "await_s": 2,
+            },
+        )
+        assert [(m["body"], m["tag"], m["props"]) for m in got["received"]] == [
+            ("via-proxy", "TagP", {"p": "1"})
+        ]
+        (pulled,) = pull_all(serve.namesrv_addr, "V5Proxy", 1)
+        assert (pulled.body, pulled.tags, pulled.properties["p"]) == (b"via-proxy", "TagP", "1")
+    finally:
+        assert stop_serve(proc, 30) == 0
