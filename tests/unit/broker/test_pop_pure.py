@@ -21,6 +21,7 @@ from tidemq.broker.pop.extra_info import (
     start_offset_entry,
 )
 from tidemq.broker.pop.records import AckRecord, CheckPoint, OrderAck, OrderCheckPoint
+from tidemq.broker.pop.service import reconsume_times_of
 from tidemq.client.consumer.simple import process_pop_response
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers.pop import BatchAck, BatchAckMessageRequestBody
@@ -105,3 +106,11 @@ def test_client_builds_receipt_handles_from_the_pop_response() -> None:
     ]
     assert [m.reconsume_times for m in msgs] == [2, 0]
     assert msgs[0].get_property("1ST_POP_TIME") == "1700" and msgs[0].broker_name == "broker-a"
+
+
+@pytest.mark.parametrize(
+    ("born", "store"), [("10.0.0.1:9", "10.0.0.2:10911"), ("[::1]:9", "[fe80::1]:10911")]
+)
+def test_reconsume_times_read_in_place(born: str, store: str) -> None:
+    record = encode_stored_message(topic="T", body=b"b", born_host=born, store_host=store, reconsume_times=7)
+    assert reconsume_times_of(record) == 7

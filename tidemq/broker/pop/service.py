@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import struct
 import time
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,14 @@ from tidemq.protocol.filter import SUB_ALL
 from tidemq.protocol.headers.pop import INIT_MODE_MIN
 from tidemq.protocol.message import MessageConst
 from tidemq.protocol.message_codec import decode_message, encode_stored_message
+from tidemq.protocol.record_layout import (
+    AFTER_BORN_STORE_HOST,
+    AFTER_STORE_RECONSUME_TIMES,
+    POS_BORN_HOST,
+    POS_SYS_FLAG,
+    born_host_size,
+    store_host_size,
+)
 from tidemq.store.results import GetMessageStatus, MessageExtBrokerInner
 
 if TYPE_CHECKING:
@@ -78,6 +87,16 @@ _MOVED = frozenset(
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+_I32 = struct.Struct(">i")
+
+
+def reconsume_times_of(record: bytes) -> int:
+    """RECONSUMETIMES of a stored record, read in place (no decode)."""
+    sys_flag = _I32.unpack_from(record, POS_SYS_FLAG)[0]
+    at = POS_BORN_HOST + born_host_size(sys_flag) + AFTER_BORN_STORE_HOST + store_host_size(sys_flag)
+    return int(_I32.unpack_from(record, at + AFTER_STORE_RECONSUME_TIMES)[0])
 
 
 class _PopContext:
@@ -404,12 +423,10 @@ class PopService:
                 queue_id,
                 queue_offset,
             )
-            msg, _ = decode_message(record, decompress=False, read_body=False)
+            reconsume = reconsume_times_of(record)
             if is_retry:
                 record = self.reencode_for(record, ctx.topic, extra)
-            result.messages.append(
-                PoppedMessage(record, topic, queue_id, queue_offset, extra, msg.reconsume_times)
-            )
+            result.messages.append(PoppedMessage(record, topic, queue_id, queue_offset, extra, reconsume))
 
     @staticmethod
     def reencode_for(record: bytes, topic: str, extra_info: str) -> bytes:
