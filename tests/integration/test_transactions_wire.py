@@ -202,3 +202,29 @@ async def test_end_transaction_needs_pub_on_the_real_topic(tmp_path: Path) -> No
         finally:
             await app.close()
             await reader.close()
+
+
+async def test_start_up_completes_a_commit_cut_before_its_op(wire: Wire) -> None:
+    """The commit log ends with a committed message whose op record is missing (a torn write):
+    loading writes the op; a last record that is not that transaction's commit changes nothing."""
+    from tidemq.broker.transaction.bridge import committed_batch
+
+    service = wire.cluster.broker.transaction_service
+    store = wire.cluster.broker.store
+    assert service is not None
+    sent = await wire.send("TxTorn", b"cut", properties=HALF, sys_flag=4)
+    other = await wire.send("TxTorn", b"other", properties={**HALF, "UNIQ_KEY": "V"}, sys_flag=4)
+    half = service.find_half(decode_offset_msg_id(sent.ext_fields["msgId"])[1], 0, "PG")
+    assert isinstance(half, MessageExt)
+    real = committed_batch(half)
+    assert real is not None
+    stray = store.put_message_batch(real)  # the real message alone: what the torn write leaves
+    assert stray.status.value == "PUT_OK"
+    await wire.send("TxTorn", b"plain")  # not the commit's last record: nothing to repair
+    service.load()
+    assert len(service.pending) == 2
+    store.put_message_batch(real)
+    service.load()
+    assert list(service.pending) == [int(other.ext_fields["queueOffset"])]
+    (op,) = await messages(wire, "RMQ_SYS_TRANS_OP_HALF_TOPIC")
+    assert op.body == b"0"

@@ -256,11 +256,12 @@ class TransactionalMessageService:
         ):
             return False
         half = store.look_message_by_offset(msg.prepared_transaction_offset)
-        if half is None or half.topic != TRANS_HALF_TOPIC:
+        if half is None or half.topic != TRANS_HALF_TOPIC or not _commit_of(msg, half):
             return False
         origin = origin_of(half)
         if origin not in self.pending:
             return False
+        self.ensure_topic(TRANS_OP_HALF_TOPIC)
         result = store.put_message(op_message(half, self.broker.addr or "127.0.0.1:0"))
         if result.status is not PutMessageStatus.PUT_OK:
             log.warning(
@@ -569,6 +570,17 @@ class TransactionalMessageService:
             {"producerGroup": g, "topic": t, "count": c, "oldestAgeMs": max(0, now - born)}
             for (g, t), (c, born) in sorted(table.items())
         ]
+
+
+def _commit_of(msg: MessageExt, half: MessageExt) -> bool:
+    """Whether ``msg`` is the committed message of ``half`` (not, say, a delayed message re-put with
+    a prepared offset of 0): same real topic, body and ``UNIQ_KEY``."""
+    uniq = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+    return (
+        half.get_property(MessageConst.PROPERTY_REAL_TOPIC) == msg.topic
+        and half.body == msg.body
+        and half.get_property(uniq) == msg.get_property(uniq)
+    )
 
 
 def _pending_of(msg: MessageExt, latest: int) -> PendingTransaction:
