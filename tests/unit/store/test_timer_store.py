@@ -11,7 +11,7 @@ from tidemq.protocol.topic import TIMER_TOPIC
 from tidemq.store import MessageStore
 from tidemq.store.results import PutMessageResult, PutMessageStatus
 from tidemq.store.timer import TimerLog, TimerMessageStore, TimerWheel
-from tidemq.store.timer.timer_log import DELIVERED, PENDING, RECORD_SIZE, ROLLED, pack_record
+from tidemq.store.timer.timer_log import DELIVERED, RECORD_SIZE, ROLLED, pack_record
 
 from .conftest import StoreFactory, inner
 
@@ -216,22 +216,31 @@ def test_clean_restart_resumes_from_checkpoint(open_store: StoreFactory) -> None
     ts2.shutdown()
 
 
-def test_beyond_the_window_is_rolled_then_delivered(open_store: StoreFactory) -> None:
-    store = open_store(timer_max_delay_sec=60)
+def test_beyond_the_roll_window_is_stored_again_then_delivered(open_store: StoreFactory) -> None:
+    """RocketMQ's roll: a timer further ahead than the roll window waits at the window's end, then its
+    message is stored again in the timer topic (TIMER_ROLL_TIMES + 1) and enqueued anew."""
+    store = open_store()
     clock = Clock()
-    ts = timers(store, clock)
-    far = T0 + ts.window_ms + 3_600_000
+    ts = TimerMessageStore(store, roll_window_ms=60_000)
+    ts.clock_ms = clock
+    ts.load()
+    far = T0 + 200_000  # waits at +60 s, rolled at +90 s to +150 s, rolled at +180 s to its own slot
     park(store, far, b"far")
     ts.enqueue()
-    clock.now = T0 + ts.window_ms
-    while ts.dequeue() == 0.0:
-        pass
-    assert ts.rolled == 1 and delivered(store) == []
+    assert ts.pending == 1
+    while clock.now < far + 100:
+        clock.now = min(clock.now + 30_000, far + 100)
+        while ts.dequeue() == 0.0:
+            pass
+        ts.enqueue()
+        if clock.now < far:
+            assert delivered(store) == []
+    assert delivered(store) == [b"far"] and ts.rolled == 2 and ts.pending == 0
+    cq = store.find_consume_queue(TIMER_TOPIC, 0)
+    assert cq is not None and cq.get_max_offset_in_queue() == 3  # the original and two rolled copies
+    unit = store.find_consume_queue("Real", 1).get_unit(0)  # type: ignore[union-attr]
+    msg = store.look_message_by_offset(unit.commit_log_offset)  # type: ignore[union-attr]
+    assert msg is not None and msg.properties["TIMER_ROLL_TIMES"] == "2"
+    assert msg.properties["TIMER_OUT_MS"] == str(far)
     first = ts.log.read(0)
     assert first is not None and first.state == ROLLED
-    clock.now = far + 100
-    while ts.dequeue() == 0.0:
-        pass
-    assert delivered(store) == [b"far"]
-    second = ts.log.read(RECORD_SIZE)
-    assert second is not None and second.state == DELIVERED and PENDING == 0

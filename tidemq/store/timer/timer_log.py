@@ -50,8 +50,8 @@ log = logging.getLogger(__name__)
 RECORD_MAGIC = 0x54494D31  # "TIM1"
 RECORD_SIZE = 48
 PENDING, DELIVERED, ROLLED, SKIPPED = 0, 1, 2, 3
-"""Record states: waiting; put to its real topic; moved to a later slot (a newer record stands for
-it); given up (the store refused it for good, logged)."""
+"""Record states: waiting; put to its real topic; rolled (its message stored again in the timer topic,
+a newer record stands for it); given up (the store refused it for good, logged)."""
 _REC = struct.Struct(">IB3xqqqiqI")
 _CRC_PART = struct.Struct(">Iqqiq")
 _PREV = struct.Struct(">q")

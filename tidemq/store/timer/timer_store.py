@@ -57,13 +57,17 @@ if TYPE_CHECKING:
     from tidemq.store.message_store import MessageStore
     from tidemq.store.timer.timer_log import TimerRecord
 
-__all__ = ["TIMER_TOPIC", "TimerMessageStore", "convert_message"]
+__all__ = ["ROLL_WINDOW_MS", "TIMER_TOPIC", "TimerMessageStore", "convert_message", "roll_message"]
 
 log = logging.getLogger(__name__)
 
 BLANK_MS = 2 * 3600 * 1000
-"""Wheel room beyond ``timer_max_delay_sec`` (2 h): how far dequeue may lag before enqueue waits,
-and the stop after which the wheel is rebuilt rather than swept slot by slot."""
+"""Wheel room beyond the roll window (2 h): how far dequeue may lag before enqueue waits, and the
+stop after which the wheel is rebuilt rather than swept slot by slot."""
+ROLL_WINDOW_MS = 2 * 86_400 * 1000
+"""RocketMQ's ``timerRollWindowSlot`` (2 days): a timer due further ahead waits in the slot this far
+ahead, then its message is stored again in ``rmq_sys_wheel_timer`` (``TIMER_ROLL_TIMES`` + 1) and
+enqueued anew, so its body is never older than the commit log's retention (72 h by default)."""
 RETRY_S = 0.1
 """Seconds before a put the store refused for a passing reason is tried again."""
 ENQUEUE_BATCH = 1024
@@ -110,6 +114,31 @@ def convert_message(msg: MessageExt, now_ms: int) -> MessageExtBrokerInner:
     )
 
 
+def roll_message(msg: MessageExt) -> MessageExtBrokerInner:
+    """The copy of a timer message stored again in ``rmq_sys_wheel_timer`` when it is rolled: the
+    same message and properties (``REAL_*``, ``TIMER_OUT_MS``), ``TIMER_ROLL_TIMES`` + 1. Mirrors
+    ``TimerMessageStore.convert(..., needRoll=true)``.
+
+    Raises:
+        ValueError: ``TIMER_ROLL_TIMES`` is not an integer.
+    """
+    props = dict(msg.properties)
+    props[MessageConst.PROPERTY_TIMER_ROLL_TIMES] = str(
+        int(props.get(MessageConst.PROPERTY_TIMER_ROLL_TIMES, "0")) + 1
+    )
+    return MessageExtBrokerInner(
+        TIMER_TOPIC,
+        msg.body,
+        flag=msg.flag,
+        properties=props,
+        queue_id=0,
+        sys_flag=msg.sys_flag,
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host,
+        reconsume_times=msg.reconsume_times,
+    )
+
+
 class TimerMessageStore:
     """The timer log + wheel of one message store, and their enqueue / dequeue.
 
@@ -118,6 +147,7 @@ class TimerMessageStore:
             ``timer_precision_ms``, ``timer_max_delay_sec``, ``mapped_file_size_timer_log``).
         root: directory of the timer files (default ``<store root>/timer``: ``timerlog/``,
             ``timerwheel``, ``timercheck.json``).
+        roll_window_ms: see :data:`ROLL_WINDOW_MS` (tests make it short).
 
     Attributes:
         read_time_ms: every slot before this time is delivered (a slot start).
@@ -130,13 +160,17 @@ class TimerMessageStore:
     :meth:`persist` and :meth:`clean_segments` may run in a worker thread). Call :meth:`load` first.
     """
 
-    def __init__(self, store: MessageStore, root: str | Path | None = None) -> None:
+    def __init__(
+        self, store: MessageStore, root: str | Path | None = None, *, roll_window_ms: int = ROLL_WINDOW_MS
+    ) -> None:
         cfg = store.config
         self.store = store
         self.root = Path(root) if root is not None else store.root / "timer"
         self.precision_ms = cfg.timer_precision_ms
         self.max_delay_ms = cfg.timer_max_delay_sec * 1000
-        slots = -(-(self.max_delay_ms + BLANK_MS) // self.precision_ms)
+        self.horizon_ms = min(self.max_delay_ms, roll_window_ms)
+        """The furthest ahead a record is linked (further: rolled, see :data:`ROLL_WINDOW_MS`)."""
+        slots = -(-(self.horizon_ms + BLANK_MS) // self.precision_ms)
         self.log = TimerLog(self.root / "timerlog", cfg.mapped_file_size_timer_log)
         self.wheel = TimerWheel(self.root / "timerwheel", slots, self.precision_ms)
         self.window_ms = slots * self.precision_ms
@@ -216,7 +250,7 @@ class TimerMessageStore:
         last_cq = self.enqueue_offset - 1
         linked = 0
         prec = self.precision_ms
-        highest = now_slot + self.window_ms - prec
+        highest = now_slot + self.horizon_ms - self.horizon_ms % prec
         for rec in self.log.scan(self.log.start):
             if isinstance(rec, int):
                 log.warning("timer log: damaged record at %d skipped", rec)
@@ -292,9 +326,9 @@ class TimerMessageStore:
 
     def _target_slot(self, deliver_ms: int, read_time_ms: int) -> int:
         """The slot a timer due at ``deliver_ms`` goes into: its own, the current one when overdue,
-        or the wheel's last when beyond the window (it is moved on when that slot comes)."""
+        or the one :attr:`horizon_ms` ahead when further (it is rolled when that slot comes)."""
         slot_ms = max(self.wheel.slot_time(deliver_ms), read_time_ms)
-        return min(slot_ms, read_time_ms + self.window_ms - self.precision_ms)
+        return min(slot_ms, read_time_ms + self.horizon_ms - self.horizon_ms % self.precision_ms)
 
     def enqueue(self, max_count: int = ENQUEUE_BATCH) -> int:
         """Move up to ``max_count`` new timer-topic messages into the log and the wheel; returns how
@@ -404,10 +438,9 @@ class TimerMessageStore:
         return walk
 
     def _handle(self, rec: TimerRecord, slot_ms: int, now: int) -> bool:
-        """Deliver (or move on) one pending record of the slot being walked; False: retry later."""
-        if rec.deliver_ms >= slot_ms + self.precision_ms and rec.deliver_ms > now:
-            self._roll(rec)
-            return True
+        """Deliver one pending record of the slot being walked, or roll it when it is due after its
+        slot (beyond the roll window, or the clock set back); False: the store refused, retry later."""
+        roll = rec.deliver_ms >= slot_ms + self.precision_ms and rec.deliver_ms > now
         msg = self.store.look_message_by_offset(rec.phy)
         if msg is None or msg.topic != TIMER_TOPIC or _REAL_TOPIC not in msg.properties:
             log.warning(
@@ -418,12 +451,12 @@ class TimerMessageStore:
             self._done(rec, SKIPPED)
             return True
         try:
-            inner = convert_message(msg, now)
+            inner = roll_message(msg) if roll else convert_message(msg, now)
         except ValueError:
             inner = None
         result = self.store.put_message(inner) if inner is not None else None
         if result is not None and result.status is PutMessageStatus.PUT_OK:
-            self._done(rec, DELIVERED)
+            self._done(rec, ROLLED if roll else DELIVERED)
             self._retry_logged = 0
             return True
         if result is None or result.status in _PERMANENT:
@@ -452,17 +485,7 @@ class TimerMessageStore:
         self.pending = max(self.pending - 1, 0)
         if state == DELIVERED:
             self.delivered += 1
+        elif state == ROLLED:  # its copy is enqueued again (and counted pending then)
+            self.rolled += 1
         else:
             self.skipped += 1
-
-    def _roll(self, rec: TimerRecord) -> None:
-        """Move a record due after its slot into the slot of its time (a copy is appended, the old
-        one marked ROLLED): after a clamp to the window's end, or a clock set back."""
-        slot_ms = self._target_slot(rec.deliver_ms, self.read_time_ms + self.precision_ms)
-        slot = self.wheel.get(slot_ms)
-        prev = slot.last_pos if slot is not None else -1
-        pos = self.log.append(pack_record(prev, rec.deliver_ms, rec.phy, rec.size, rec.cq_offset))
-        first = slot.first_pos if slot is not None else pos
-        self.wheel.put(slot_ms, first, pos, (slot.num if slot is not None else 0) + 1)
-        self.log.set_state(rec.pos, ROLLED)
-        self.rolled += 1
