@@ -60,7 +60,9 @@ def metadata(
     return md
 
 
-async def receive(stub: Any, topic: str, group: str, md: list[tuple[str, str]], ns: str = "") -> list[Any]:
+async def receive(
+    stub: Any, topic: str, group: str, md: list[tuple[str, str]], ns: str = "", poll_s: int = 1
+) -> list[Any]:
     request = s.ReceiveMessageRequest(
         group=d.Resource(resource_namespace=ns, name=group),
         message_queue=d.MessageQueue(
@@ -70,7 +72,7 @@ async def receive(stub: Any, topic: str, group: str, md: list[tuple[str, str]], 
         batch_size=16,
     )
     request.invisible_duration.FromSeconds(30)
-    request.long_polling_timeout.FromSeconds(1)
+    request.long_polling_timeout.FromSeconds(poll_s)
     return [r async for r in stub.ReceiveMessage(request, metadata=md, timeout=10)]
 
 
@@ -163,6 +165,30 @@ async def test_topic_types_namespaces_and_cluster_mode(cluster: Cluster) -> None
             assert (
                 await stub.AckMessage(expired, metadata=metadata(ns="ns1"))
             ).status.code == codes.INVALID_RECEIPT_HANDLE
+            # ForwardMessageToDeadLetterQueue (a FIFO PushConsumer's last attempt): into %DLQ%<group>
+            dead_topic, dead_group = f"Dead{proxy.port}", f"GDead{proxy.port}"
+            sent = await stub.SendMessage(
+                s.SendMessageRequest(messages=[message(dead_topic, b"dead", i=2)]), metadata=metadata()
+            )
+            (dead,) = [
+                r.message
+                for r in await receive(stub, dead_topic, dead_group, metadata())
+                if r.HasField("message")
+            ]
+            forward = s.ForwardMessageToDeadLetterQueueRequest(
+                group=d.Resource(name=dead_group),
+                topic=d.Resource(name=dead_topic),
+                receipt_handle=dead.system_properties.receipt_handle,
+                message_id=dead.system_properties.message_id,
+                delivery_attempt=1,
+                max_delivery_attempts=1,
+            )
+            forwarded = await stub.ForwardMessageToDeadLetterQueue(forward, metadata=metadata())
+            assert forwarded.status.code == codes.OK, forwarded.status.message
+            assert cluster.broker.store.get_max_offset_in_queue(f"%DLQ%{dead_group}", 0) == 1
+            assert [
+                r.status.code for r in await receive(stub, dead_topic, dead_group, metadata(), poll_s=0)
+            ] == [codes.MESSAGE_NOT_FOUND]
         finally:
             await channel.close()
             await proxy.stop()

@@ -523,9 +523,9 @@ class ClusterBackend:
     async def forward_to_dlq(
         self, broker_name: str, group: str, topic: str, handle: str, message_id: str
     ) -> None:
-        raise codes.ProxyError(
-            codes.NOT_IMPLEMENTED, "forwarding to the dead-letter queue is not supported in cluster mode yet"
-        )
+        from tidemq.proxy import cluster_pop
+
+        await cluster_pop.forward_to_dlq(self, broker_name, group, topic, handle, message_id)
 
     async def invoke(
         self, broker_name: str, request: RemotingCommand, timeout: float, client: str, remote_addr: str = ""

@@ -17,6 +17,7 @@ from tidemq.broker.pop.extra_info import (
 )
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import ConsumerSendMsgBackRequestHeader
 from tidemq.protocol.headers.pop import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -47,16 +48,19 @@ def messages_with_handles(response: RemotingCommand, topic: str, broker_name: st
     counts = parse_order_count_info(ext.get("orderCountInfo"))
     out = decode_messages(response.body or b"", broker_name=broker_name)
     for msg in out:
-        if msg.get_property(POP_CK) is None:
+        handle = msg.get_property(POP_CK)
+        if handle is None:
             key = start_offset_key(msg.topic, msg.queue_id)
             handle = build_extra_info(
                 starts.get(key, msg.queue_offset), pop_time, invisible, revive_qid,
                 msg.topic, broker_name, msg.queue_id, msg.queue_offset,
             )  # fmt: skip
-            msg.put_property(POP_CK, handle)
             count = counts.get(queue_offset_key(msg.topic, msg.queue_id, msg.queue_offset), counts.get(key))
             if count is not None:
                 msg.reconsume_times = count
+        # + the commit-log offset, as the Java proxy's handle has it (brokers read the first 8
+        # fields): what ForwardMessageToDeadLetterQueue hands to CONSUMER_SEND_MSG_BACK
+        msg.put_property(POP_CK, f"{handle} {msg.commit_log_offset}")
         msg.topic = topic
     return out
 
@@ -123,7 +127,31 @@ async def change_invisible_time(
     if response.code != ResponseCode.SUCCESS:
         raise _refused(response, "change invisible time")
     ext = response.ext_fields
-    return (
-        f"{info.queue_offset} {ext['popTime']} {ext['invisibleTime']} {ext['reviveQid']} {info.retry} "
-        f"{broker_name} {info.queue_id} {info.queue_offset}"
+    extra = handle.split(" ")[8:]  # the commit-log offset, kept
+    return " ".join(
+        [str(info.queue_offset), ext["popTime"], ext["invisibleTime"], ext["reviveQid"], info.retry,
+         broker_name, str(info.queue_id), str(info.queue_offset), *extra]
+    )  # fmt: skip
+
+
+async def forward_to_dlq(
+    backend: ClusterBackend, broker_name: str, group: str, topic: str, handle: str, message_id: str
+) -> None:
+    """CONSUMER_SEND_MSG_BACK with delay level -1 (straight to ``%DLQ%<group>``), then the ack.
+
+    Raises:
+        ProxyError: BAD_REQUEST for a handle without the commit-log offset, or the broker's refusal.
+    """
+    parts = handle.split(" ")
+    if len(parts) < 9 or not parts[8].isdigit():
+        raise codes.ProxyError(
+            codes.BAD_REQUEST, "the receipt handle does not name its message's commit-log offset"
+        )
+    header = ConsumerSendMsgBackRequestHeader(
+        offset=int(parts[8]), group=group, delay_level=-1, origin_msg_id=message_id, origin_topic=topic
     )
+    request = RemotingCommand.create_request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
+    response = await backend.invoke(broker_name, request, 3.0, "")
+    if response.code != ResponseCode.SUCCESS:
+        raise _refused(response, "send to the dead-letter queue")
+    await ack(backend, broker_name, group, topic, handle)
