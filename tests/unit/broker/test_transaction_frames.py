@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tidemq.broker.transaction.bridge import (
     check_body,
     committed_batch,
@@ -133,3 +135,29 @@ def test_records_half_copy_op_commit() -> None:
     decoded, _ = decode_message(check_body(_half(25, copy_props)))
     assert (decoded.topic, decoded.queue_id, decoded.queue_offset) == ("T", 3, 25)
     assert decoded.properties["TRANSACTION_CHECK_TIMES"] == "1"
+
+
+def test_transaction_options_and_broker_conf_keys(tmp_path: Path) -> None:
+    """--transaction-* flags and broker.conf's camelCase keys (ms) set the three fields; a bad value
+    is one ConfigError naming the flag."""
+
+    from tidemq.broker.config import BrokerConfig, load_broker_conf
+    from tidemq.broker.config_check import ConfigError
+    from tidemq.broker.transaction.options import apply_transaction_options
+    from tidemq.store.config import MessageStoreConfig
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("transactionCheckInterval=30000\ntransactionTimeOut=2000\ntransactionCheckMax=3\n")
+    broker, _store = load_broker_conf(conf)
+    assert (broker.transaction_check_interval, broker.transaction_time_out, broker.transaction_check_max) == (
+        30000,
+        2000,
+        3,
+    )
+    cfg = BrokerConfig()
+    apply_transaction_options(
+        cfg, MessageStoreConfig(), {"transaction_check_max": "7", "transaction_time_out": None}
+    )
+    assert (cfg.transaction_check_max, cfg.transaction_time_out) == (7, 6000)
+    with pytest.raises(ConfigError, match="--transaction-check-max"):
+        apply_transaction_options(cfg, MessageStoreConfig(), {"transaction_check_max": "0"})
