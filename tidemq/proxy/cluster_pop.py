@@ -28,7 +28,7 @@ from tidemq.protocol.message_codec import decode_messages
 from tidemq.proxy import codes
 
 if TYPE_CHECKING:
-    from tidemq.proxy.backend import ClusterBackend
+    from tidemq.proxy.cluster import ClusterBackend
 
 POP_CK = "POP_CK"
 NOT_FOUND = (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT)

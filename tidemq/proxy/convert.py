@@ -171,6 +171,15 @@ def _type_properties(sp: Any, props: dict[str, str], now_ms: int) -> None:
         props[SHARDING_KEY] = group
 
 
+def sys_flag_of(sp: Any) -> int:
+    """The stored sysFlag of a v5 message (``SendMessageActivity.buildSysFlag``): compressed for a GZIP
+    body, TRANSACTION_PREPARED for a transactional message."""
+    sys_flag = MessageSysFlag.COMPRESSED_FLAG if sp.body_encoding == 2 else 0  # GZIP
+    if sp.message_type == TRANSACTION:
+        sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
+    return sys_flag
+
+
 def to_send(
     message: Any, topic: str, remote_host: str, max_body_size: int, now_ms: int | None = None
 ) -> SendItem:
@@ -219,14 +228,11 @@ def to_send(
     born_ms = _millis(sp.born_timestamp) if sp.HasField("born_timestamp") else 0
     if born_ms > 0:
         props[BORN_TIMESTAMP] = str(born_ms)
-    sys_flag = MessageSysFlag.COMPRESSED_FLAG if sp.body_encoding == 2 else 0  # GZIP
-    if sp.message_type == TRANSACTION:
-        sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
     return SendItem(
         topic=topic,
         body=body,
         properties=props,
-        sys_flag=sys_flag,
+        sys_flag=sys_flag_of(sp),
         born_timestamp=born_ms or (time.time_ns() // 1_000_000),
         message_id=message_id,
         message_type=int(sp.message_type),

@@ -18,7 +18,7 @@ from tidemq.proxy import codes
 from tidemq.proxy.convert import DLQ_ORIGIN_MESSAGE_ID, DLQ_ORIGIN_TOPIC
 
 if TYPE_CHECKING:
-    from tidemq.proxy.backend import LocalBackend
+    from tidemq.proxy.local import LocalBackend
 
 
 async def forward_local(backend: LocalBackend, group: str, topic: str, handle: str, message_id: str) -> None:

@@ -17,7 +17,9 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tidemq.proxy.backend import Backend, ClusterBackend, LocalBackend
+from tidemq.proxy.backend import Backend
+from tidemq.proxy.cluster import ClusterBackend
+from tidemq.proxy.local import LocalBackend
 from tidemq.proxy.pb import grpc_service
 from tidemq.proxy.service import MessagingService
 
