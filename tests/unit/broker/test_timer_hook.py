@@ -86,3 +86,15 @@ def test_client_message_fields() -> None:
         MessageConst.PROPERTY_TIMER_DELIVER_MS
         not in Message("T", properties={"TIMER_DELIVER_MS": "1"}).user_properties()
     )
+
+
+def test_a_client_batch_refuses_timer_messages() -> None:
+    """The broker does not schedule batches (as RocketMQ 5): tidemq's client refuses them up front."""
+    from tidemq.client.producer.producer import AsyncProducer
+    from tidemq.errors import ClientError
+
+    producer = AsyncProducer(producer_group="pg")
+    for m in (Message("T", b"x", delay_ms=5), Message("T", b"x", properties={"__STARTDELIVERTIME": "1"})):
+        with pytest.raises(ClientError, match="timer messages"):
+            producer.prepare_batch([Message("T", b"a"), m])
+    producer.prepare_batch([Message("T", b"a", properties={"DELAY": "0"})])  # level 0: not delayed

@@ -69,6 +69,16 @@ _BATCH_ITEM_HEAD = struct.Struct(">iiiii")
 _U16 = struct.Struct(">H")
 _UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
+_SCHEDULED = frozenset(
+    {
+        _DELAY,
+        MessageConst.PROPERTY_TIMER_DELIVER_MS,
+        MessageConst.PROPERTY_TIMER_DELAY_MS,
+        MessageConst.PROPERTY_TIMER_DELAY_SEC,
+        MessageConst.PROPERTY_START_DELIVER_TIME,
+    }
+)
+"""Properties that schedule a message: a batch holding one is refused (the broker would deliver it at once)."""
 
 
 def batch_record(body: bytes, properties: str, flag: int = 0) -> bytes:
@@ -516,7 +526,7 @@ class AsyncProducer:
         record (the bytes of ``encode_batch_body``, protocol.md §5.6); the topic is validated once.
 
         Raises:
-            ClientError: empty list, mixed topics, delayed or retry-topic messages, body too large.
+            ClientError: empty list, mixed topics, delayed, timer or retry-topic messages, body too large.
             ProtocolError: a message's properties exceed 32767 bytes.
         """
         if not batch:
@@ -543,8 +553,11 @@ class AsyncProducer:
             if size > max_size:
                 raise ClientError(f"message body is {size} bytes, more than max_message_size {max_size}")
             props = m.properties
-            if _DELAY in props and m.delay_time_level > 0:
-                raise ClientError("delayed messages cannot be sent in a batch")
+            if not _SCHEDULED.isdisjoint(props):
+                if m.delay_time_level > 0:
+                    raise ClientError("delayed messages cannot be sent in a batch")
+                if _DELAY not in props or len(_SCHEDULED.intersection(props)) > 1:
+                    raise ClientError("timer messages (delivery_time_ms, delay_ms) cannot be sent in a batch")
             if retry:
                 raise ClientError("retry-topic messages cannot be sent in a batch")
             uniq = props.get(_UNIQ_KEY)
@@ -578,7 +591,7 @@ class AsyncProducer:
         lists over 4 MiB. Batches are never compressed.
 
         Raises:
-            ClientError: empty list, mixed topics, delayed or retry-topic messages, body too large.
+            ClientError: empty list, mixed topics, delayed, timer or retry-topic messages, body too large.
         """
         carrier, body, uniq = self.prepare_batch(list(msgs))
         timeout = self.config.send_msg_timeout if timeout is None else timeout
