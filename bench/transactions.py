@@ -6,7 +6,7 @@ topic ``PlainBench`` and a blocking ``TransactionProducer`` (group ``tx-bench``;
 transaction commits at once) runs ``send_message_in_transaction`` to ``TxBench``: a half message,
 the listener, END_TRANSACTION oneway, so the broker writes the half record, then the real message
 and its op record. 128-byte bodies. Two shapes, each measured for plain and transactional sends
-alternately in blocks (so both see the same machine noise):
+alternately in blocks of 20 per thread (so both see the same machine noise):
 
 * ``sync_1``: one thread, one send at a time, ``--count`` messages;
 * ``threads_8``: 8 threads sharing the producer, ``--count`` messages in all.
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 BODY = b"t" * 128
-BLOCK = 100
+BLOCK = 20
 
 
 def _rate(send: Any, topic: str, n: int, threads: int) -> float:
