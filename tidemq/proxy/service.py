@@ -131,15 +131,21 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
 
         return await self._unary(context, s.HeartbeatResponse, run)
 
+    def forget(self, client_id: str) -> None:
+        """The client left (NotifyClientTermination, or its last Telemetry stream closed): its state,
+        its broker channel (producer registration) and its renewals go; a client still alive comes
+        back with its next Telemetry settings and heartbeat."""
+        self.clients.remove(client_id)
+        self.backend.close_client(client_id)
+        if self.consumer is not None:
+            self.consumer.renewer.forget_client(client_id)
+
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
         """The client is shutting down: forget it."""
 
         async def run(ctx: RequestContext) -> Any:
             if ctx.client_id:
-                self.clients.remove(ctx.client_id)
-                self.backend.close_client(ctx.client_id)
-                if self.consumer is not None:
-                    self.consumer.renewer.forget_client(ctx.client_id)
+                self.forget(ctx.client_id)
             return s.NotifyClientTerminationResponse(status=codes.status())
 
         return await self._unary(context, s.NotifyClientTerminationResponse, run)
@@ -214,6 +220,8 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
                     reply = asyncio.ensure_future(replies.get())
         finally:
             state.streams -= 1
+            if state.streams <= 0 and self.clients.clients.get(state.client_id) is state:
+                self.forget(state.client_id)
             for task in (reader, outbox, reply):
                 task.cancel()
             with contextlib.suppress(BaseException):
