@@ -62,24 +62,32 @@ class OrderPopManager:
     @property
     def in_flight(self) -> int:
         """Messages popped by order pops and not acked yet."""
-        return sum(len(b.offsets) - len(b.acked) for b in self.batches.values())
+        return sum(len(b.unacked()) for b in self.batches.values())
 
     def in_flight_by_group(self) -> dict[tuple[str, str], int]:
         out: dict[tuple[str, str], int] = {}
         for (group, topic, _q), batch in self.batches.items():
-            out[(group, topic)] = out.get((group, topic), 0) + len(batch.offsets) - len(batch.acked)
+            out[(group, topic)] = out.get((group, topic), 0) + len(batch.unacked())
         return out
 
     # -- pop ---------------------------------------------------------------------------------
 
     def pop_queue(self, ctx: _PopContext, topic: str, queue_id: int) -> None:
-        """Pop the next batch of one queue for an order pop (nothing while it is blocked)."""
+        """Pop the next batch of one queue for an order pop (nothing while it is blocked). A read
+        whose messages were all acked already (in an earlier, longer batch) moves the group's offset
+        past them and reads on (a few times)."""
+        for _ in range(4):
+            if not self._pop_queue_once(ctx, topic, queue_id):
+                return
+
+    def _pop_queue_once(self, ctx: _PopContext, topic: str, queue_id: int) -> bool:
+        """One read of a queue; True when it only moved the offset past acked messages."""
         service, group = self.service, ctx.group
         key = (group, topic, queue_id)
         now = ctx.result.pop_time
         prev = self.batches.get(key)
         if prev is not None and now < prev.visible_at:
-            return  # checkBlock: a batch is in flight
+            return False  # checkBlock: a batch is in flight
         offset = service.pop_offset(group, topic, queue_id, ctx.init_mode)
         got = service.broker.store.get_message(
             group, topic, queue_id, offset, ctx.wanted, ctx.tag_codes, ctx.record_filter
@@ -87,14 +95,14 @@ class OrderPopManager:
         if got.status is not GetMessageStatus.FOUND:
             if got.next_begin_offset > offset and got.status is not GetMessageStatus.NO_MESSAGE_IN_QUEUE:
                 self._commit(group, topic, queue_id, got.next_begin_offset)
-            return
+            return False
         offsets = got.message_queue_offsets
         prev_acked = set(prev.acked) if prev is not None else set()
         counts = [prev.count_of(o) + 1 if prev is not None and o in prev.offsets else 0 for o in offsets]
         batch = OrderCheckPoint(
             group, topic, queue_id, offsets, counts, got.next_begin_offset, now, ctx.invisible_ms
         )
-        batch.acked = [o for o in offsets if o in prev_acked]
+        batch.acked = sorted(o for o in prev_acked if o >= offset)  # with those past this read
         records = got.message_buffers
         redelivered = sum(1 for o, c in zip(offsets, counts, strict=True) if c > 0 and o not in prev_acked)
         self._dead_letter(batch, records, ctx.topic)
@@ -102,10 +110,11 @@ class OrderPopManager:
             service.stats.on_revive(group, ctx.topic, redelivered)
         if batch.commit_offset() >= batch.next_offset:  # everything acked or dead-lettered
             self._finish(key, batch)
-            return
+            return True
         service.put_revive_record(self.revive_qid_of(key), TAG_ORDER_CK, batch.encode())
         self._hold(key, batch)
         self._answer(ctx, batch, records)
+        return False
 
     def _answer(self, ctx: _PopContext, batch: OrderCheckPoint, records: list[bytes]) -> None:
         result, topic, queue_id = ctx.result, batch.topic, batch.queue_id
@@ -160,7 +169,15 @@ class OrderPopManager:
         self.service.polling.notify(topic)
 
     def _finish(self, key: OrderKey, batch: OrderCheckPoint) -> None:
-        """Every offset of ``batch`` is done: commit past it, forget it, unblock the queue."""
+        """Every offset of ``batch`` is done: commit past it, unblock the queue, and forget it --
+        but for offsets past it acked already, kept (and written first) as a batch of none."""
+        ahead = batch.acked_ahead()
+        rest = None
+        if ahead:
+            rest = OrderCheckPoint(
+                batch.group, batch.topic, batch.queue_id, [], [], batch.next_offset, _now_ms(), 0, ahead
+            )
+            self.service.put_revive_record(self.revive_qid_of(key), TAG_ORDER_CK, rest.encode())
         self._commit(batch.group, batch.topic, batch.queue_id, batch.next_offset)
         self.service.put_revive_record(
             self.revive_qid_of(key),
@@ -169,7 +186,10 @@ class OrderPopManager:
                 batch.group, batch.topic, batch.queue_id, -1, batch.pop_time, batch.next_offset
             ).encode(),
         )
-        self.batches.pop(key, None)
+        if rest is not None:
+            self.batches[key] = rest
+        else:
+            self.batches.pop(key, None)
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
@@ -238,7 +258,7 @@ class OrderPopManager:
         """Replay an ``ock`` record read from the revive log at startup (the newest wins)."""
         key = (batch.group, batch.topic, batch.queue_id)
         current = self.service.broker.consumer_offset_manager.query_offset(*key)
-        if batch.commit_offset() >= batch.next_offset or current >= batch.next_offset:
+        if not batch.is_live(current):
             self.batches.pop(key, None)
             return
         self.batches[key] = batch
@@ -252,7 +272,7 @@ class OrderPopManager:
             return
         if ack.offset >= 0 and ack.offset not in batch.acked:
             batch.acked.append(ack.offset)
-        if ack.commit >= batch.next_offset:
+        if not batch.is_live(ack.commit):
             self.batches.pop(key, None)
 
     def start_timers(self) -> None:

@@ -183,7 +183,9 @@ class OrderCheckPoint:
     Attributes:
         offsets: the popped queue offsets, ascending.
         counts: each offset's earlier deliveries (0 on the first), the handle's attempt - 1.
-        acked: offsets acked already (an order ack may come before an earlier one's).
+        acked: offsets acked already (an order ack may come before an earlier one's); may hold
+            offsets past ``next_offset`` too, acked in an earlier, longer batch of the queue (a
+            re-pop that asked for fewer messages), so they are never delivered again.
         next_offset: the queue offset after the batch (the group commits it once all are acked).
         pop_time / invisible_time: ms; un-acked offsets are popped again, in order, at
             ``pop_time + invisible_time``.
@@ -210,6 +212,20 @@ class OrderCheckPoint:
             if off not in done:
                 return off
         return self.next_offset
+
+    def unacked(self) -> list[int]:
+        """The batch's offsets not acked yet, ascending."""
+        done = set(self.acked)
+        return [o for o in self.offsets if o not in done]
+
+    def acked_ahead(self) -> list[int]:
+        """Acked offsets past the batch (from an earlier, longer batch), ascending."""
+        return sorted(o for o in self.acked if o >= self.next_offset)
+
+    def is_live(self, committed: int) -> bool:
+        """Whether the queue still needs this record with the group's offset at ``committed``:
+        an un-acked offset or an acked-ahead one at or past it."""
+        return any(o >= committed for o in self.unacked()) or any(o >= committed for o in self.acked_ahead())
 
     def count_of(self, offset: int) -> int:
         try:
