@@ -342,9 +342,15 @@ def serve(
             await namesrv.shutdown()
             raise
         extras = await _start_ops_servers(broker, ns_addr, host, metrics_port, dashboard_port, acl_file)
-        grpc_fields, stop_grpc = await start_local(
-            broker, host, _host_for(host), grpc_port, grpc_tls_cert, grpc_tls_key
-        )
+        try:
+            grpc_fields, stop_grpc = await start_local(
+                broker, host, _host_for(host), grpc_port, grpc_tls_cert, grpc_tls_key
+            )
+        except BaseException:  # the gRPC port is taken, a TLS file unreadable: stop cleanly
+            extras["stop"]()
+            await broker.shutdown()
+            await namesrv.shutdown()
+            raise
         extras.update(grpc_fields)
         fields = "".join(f" {k}={v}" for k, v in extras.items() if k != "stop")
         _ready(f"tidemq ready namesrv={ns_addr} broker={broker.addr}{fields}")

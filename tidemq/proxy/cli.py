@@ -56,7 +56,10 @@ async def start_local(
         return {}, nothing
     from tidemq.proxy.server import GrpcProxy
 
-    proxy = GrpcProxy.local(broker, host, port, tls_cert=tls_cert, tls_key=tls_key)
+    try:
+        proxy = GrpcProxy.local(broker, host, port, tls_cert=tls_cert, tls_key=tls_key)
+    except ValueError as exc:
+        raise click.UsageError(f"--grpc-tls-cert / --grpc-tls-key: {exc}") from None
     bound = await proxy.start()
     return {"grpc": f"{shown_host}:{bound}"}, proxy.stop
 
@@ -115,6 +118,9 @@ def proxy_command(
         from tidemq.acl.common import SessionCredentials
 
         hook = AclClientRPCHook(SessionCredentials(access_key, secret_key))
+
+    if (grpc_tls_cert is None) != (grpc_tls_key is None):
+        raise click.UsageError("give both --grpc-tls-cert and --grpc-tls-key, or neither")
 
     async def run(stop: asyncio.Event) -> None:
         proxy = GrpcProxy.cluster(

@@ -123,10 +123,13 @@ class GrpcProxy:
         server = grpc.aio.server(options=options)
         grpc_service.add_MessagingServiceServicer_to_server(self.service, server)
         address = f"{self.host}:{self.port}"
-        if self._tls_pem is not None:
-            bound = server.add_secure_port(address, grpc.ssl_server_credentials([self._tls_pem]))
-        else:
-            bound = server.add_insecure_port(address)
+        try:
+            if self._tls_pem is not None:
+                bound = server.add_secure_port(address, grpc.ssl_server_credentials([self._tls_pem]))
+            else:
+                bound = server.add_insecure_port(address)
+        except RuntimeError as exc:  # grpcio's "Failed to bind to address ..."
+            raise OSError(f"cannot bind the gRPC port {address} (in use?): {exc}") from None
         if not bound:
             raise OSError(f"cannot bind the gRPC port {address}")
         await server.start()
