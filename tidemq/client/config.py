@@ -187,6 +187,13 @@ class PushConsumerConfig(ClientConfig):
             tidemq only, see ``tidemq.client.consumer.queue_lane``; off with ACL keys, as its
             connection does not sign requests). False: the loop pulls and the pool consumes, as
             RocketMQ's client does.
+        clean_handoff: CLUSTERING: hand a queue over cleanly when rebalance moves it between live
+            members (the old owner drains running listener calls, commits synchronously, then
+            releases the queue's broker lock; the new owner waits for that release before it
+            reads the committed offset; see ``tidemq.client.consumer.handoff``). True; tidemq
+            only. False: RocketMQ's behaviour (asynchronous commit, no wait).
+        handoff_timeout: seconds the old owner waits for running listener calls and the new
+            owner waits for the release before it goes on as RocketMQ does (5).
         unit_mode / vip_channel_enabled: accepted for compatibility, unused.
     """
 
@@ -212,6 +219,8 @@ class PushConsumerConfig(ClientConfig):
     offset_store_dir: Path = field(default_factory=lambda: Path.home() / ".tidemq_offsets")
     post_subscription_when_pull: bool = False
     queue_lanes: bool = True
+    clean_handoff: bool = True
+    handoff_timeout: float = 5.0
     unit_mode: bool = False
 
     def validate(self) -> None:
@@ -232,6 +241,8 @@ class PushConsumerConfig(ClientConfig):
             raise ClientError("pull_batch_size must be in [1, 1024]")
         if self.consume_thread_max < 1 or self.consume_thread_min > self.consume_thread_max:
             raise ClientError("need 1 <= consume_thread_min <= consume_thread_max")
+        if self.handoff_timeout < 0:
+            raise ClientError(f"handoff_timeout must be >= 0 seconds, got {self.handoff_timeout}")
 
     @property
     def effective_max_reconsume_times(self) -> int:

@@ -134,16 +134,29 @@ class ConsumeMessageConcurrentlyService:
             status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
             and context is not None
             and context.ack_index >= len(msgs) - 1
-            and not pq.dropped
+            and pq.commits_results
         ):  # the common case, acknowledged on this thread as RocketMQ's ConsumeRequest does
             self._ack_all(msgs, pq, mq)
+            pq.end_listen()
             return
+        self._to_loop(loop, asyncio.Future(loop=loop), status, context, msgs, pq, mq)
+
+    def _to_loop(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        done: asyncio.Future[None],
+        status: ConsumeConcurrentlyStatus | None,
+        context: ConsumeConcurrentlyContext | None,
+        msgs: list[MessageExt],
+        pq: ProcessQueue,
+        mq: MessageQueue,
+    ) -> None:
+        """Hand a listener call's outcome to the loop (:meth:`_consumed_in_thread`); any thread."""
         try:
-            loop.call_soon_threadsafe(
-                self._consumed_in_thread, asyncio.Future(loop=loop), status, context, msgs, pq, mq
-            )
+            loop.call_soon_threadsafe(self._consumed_in_thread, done, status, context, msgs, pq, mq)
         except RuntimeError:  # the loop is closed: the consumer is gone
-            pass
+            if status is not None:
+                pq.end_listen()
 
     def _ack_all(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         """Every message of ``msgs`` consumed: out of the ProcessQueue, the queue's offset moves up
@@ -178,17 +191,15 @@ class ConsumeMessageConcurrentlyService:
         """On a pool thread: :meth:`_consume` for a plain-function listener; the status goes back
         to the loop (:meth:`_consumed_in_thread`)."""
         status, context = self._listen_in_thread(msgs, pq, mq)
-        try:
-            loop.call_soon_threadsafe(self._consumed_in_thread, done, status, context, msgs, pq, mq)
-        except RuntimeError:  # the loop is closed: the consumer is gone
-            pass
+        self._to_loop(loop, done, status, context, msgs, pq, mq)
 
     def _listen_in_thread(
         self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue
     ) -> tuple[ConsumeConcurrentlyStatus | None, ConsumeConcurrentlyContext | None]:
         """The plain-function listener on ``msgs`` (on the calling thread): ``(status, context)``,
-        both None when the queue was dropped first (nothing consumed)."""
-        if pq.dropped:
+        both None when the queue was dropped first (nothing consumed). Otherwise the call is
+        counted in ``pq.listening`` until its outcome is acknowledged."""
+        if not pq.begin_listen():
             log.info("queue %s dropped, %d message(s) not consumed here", mq, len(msgs))
             return None, None
         reset_retry_topic(msgs, self.host.group_name)
@@ -222,22 +233,25 @@ class ConsumeMessageConcurrentlyService:
         mq: MessageQueue,
     ) -> None:
         """On the loop: acknowledge what a pool thread consumed (an all-success batch at once)."""
-        if done.done():  # cancelled by shutdown
-            return
         if status is None or context is None:
-            done.set_result(None)
+            if not done.done():
+                done.set_result(None)
             return
-        if pq.dropped:
-            log.info("queue %s dropped while consuming; result of %d message(s) not committed", mq, len(msgs))
-            done.set_result(None)
+        if done.done() or not pq.commits_results:  # cancelled by shutdown, or the queue was dropped
+            if not done.done():
+                log.info("queue %s dropped while consuming; %d message(s) not committed", mq, len(msgs))
+                done.set_result(None)
+            pq.end_listen()
             return
         if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS and context.ack_index >= len(msgs) - 1:
             self._ack_all(msgs, pq, mq)
+            pq.end_listen()
             done.set_result(None)
             return
         task = asyncio.ensure_future(self.process_consume_result(status, context, msgs, pq, mq))
 
         def finished(_task: asyncio.Task[None]) -> None:
+            pq.end_listen()
             if not done.done():
                 done.set_result(None)
 
@@ -262,19 +276,26 @@ class ConsumeMessageConcurrentlyService:
 
     async def _consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue) -> None:
         async with self._slots:
-            if pq.dropped:
+            if not pq.begin_listen():
                 log.info("queue %s dropped, %d message(s) not consumed here", mq, len(msgs))
                 return
-            reset_retry_topic(msgs, self.host.group_name)
-            now = str(int(time.time() * 1000))
-            for m in msgs:
-                m.put_property(MessageConst.PROPERTY_CONSUME_START_TIMESTAMP, now)
-            context = ConsumeConcurrentlyContext(mq)
-            status = await self._call_listener(msgs, context)
-        if pq.dropped:
-            log.info("queue %s dropped while consuming; result of %d message(s) not committed", mq, len(msgs))
-            return
-        await self.process_consume_result(status, context, msgs, pq, mq)
+            try:
+                reset_retry_topic(msgs, self.host.group_name)
+                now = str(int(time.time() * 1000))
+                for m in msgs:
+                    m.put_property(MessageConst.PROPERTY_CONSUME_START_TIMESTAMP, now)
+                context = ConsumeConcurrentlyContext(mq)
+                status = await self._call_listener(msgs, context)
+            except BaseException:
+                pq.end_listen()
+                raise
+        try:
+            if not pq.commits_results:
+                log.info("queue %s dropped while consuming; %d message(s) not committed", mq, len(msgs))
+                return
+            await self.process_consume_result(status, context, msgs, pq, mq)
+        finally:
+            pq.end_listen()
 
     async def _call_listener(
         self, msgs: list[MessageExt], context: ConsumeConcurrentlyContext
@@ -330,7 +351,7 @@ class ConsumeMessageConcurrentlyService:
         if not_sent_back:
             self.submit_consume_request_later(not_sent_back, pq, mq)
         offset = pq.remove_messages(done)
-        if offset >= 0 and not pq.dropped:
+        if offset >= 0 and pq.commits_results:
             self.host.offset_store.update_offset(mq, offset, True)
 
     async def shutdown(self, timeout: float) -> bool:

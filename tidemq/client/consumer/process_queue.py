@@ -55,6 +55,10 @@ class ProcessQueue:
         msg_size: total body bytes of the cached messages.
         queue_offset_max: largest queue offset ever cached (-1 before the first put).
         dropped: set when the queue is no longer ours; pulls and consumption stop.
+        handing_off: set with ``dropped`` while a clean hand-off drains the queue
+            (``handoff.py``): no new pulls or listener calls, but the results of listener calls
+            already running are still acknowledged and committed.
+        listening: listener calls of this queue started and not yet acknowledged.
         locked: orderly lock held (orderly consumption only).
         last_pull_timestamp / last_consume_timestamp / last_lock_timestamp: milliseconds.
     """
@@ -67,6 +71,8 @@ class ProcessQueue:
         self.msg_size = 0
         self.queue_offset_max = -1
         self.dropped = False
+        self.handing_off = False
+        self.listening = 0
         self.locked = False
         self.consuming = False
         self.last_pull_timestamp = start
@@ -76,6 +82,36 @@ class ProcessQueue:
         self.try_unlock_times = 0
         self.lock = threading.Lock()
         """Guards the cache against a queue lane's thread (see the module docstring)."""
+
+    # -- listener calls and the hand-off ------------------------------------------------------
+
+    def begin_listen(self) -> bool:
+        """Count a listener call about to start; False (nothing counted) when the queue is dropped.
+
+        Any thread. Atomic with :meth:`start_hand_off`, so a hand-off that saw ``listening == 0``
+        after it began never misses a call that starts later."""
+        with self.lock:
+            if self.dropped:
+                return False
+            self.listening += 1
+            return True
+
+    def end_listen(self) -> None:
+        """A listener call counted by :meth:`begin_listen` was acknowledged (or given up). Any thread."""
+        with self.lock:
+            self.listening -= 1
+
+    def start_hand_off(self) -> None:
+        """Stop pulls and new listener calls; results of running calls still commit."""
+        with self.lock:
+            self.dropped = True
+            self.handing_off = True
+
+    @property
+    def commits_results(self) -> bool:
+        """True when a finished listener call may still move the queue's offset: the queue is ours,
+        or it is being handed off and this call started before."""
+        return not self.dropped or self.handing_off
 
     # -- concurrent consumption -------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from typing import Any
 from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.config import PullConsumerConfig, apply_overrides
 from tidemq.client.consumer.consume_cache import ConsumeRequestCache
+from tidemq.client.consumer.handoff import InstanceLocks, QueueHandoff
 from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_api import PullAPIWrapper, process_pull_result
@@ -121,6 +122,8 @@ class AsyncPullConsumer:
         self._tasks_bg: set[asyncio.Task[None]] = set()
         self._running = False
         self._trace: Any = None  # AsyncTraceDispatcher while enable_msg_trace (tidemq.client.trace)
+        self._handoff: QueueHandoff | None = None
+        """Clean hand-off of subscribed queues (``clean_handoff``; ``handoff.py``)."""
         self._lock = threading.RLock()
         """Guards the ProcessQueues, the offset table and ``_committed`` between the loop (pulls,
         rebalance) and the thread of a blocking ``poll`` / ``commit_sync`` (:class:`CallerSide`).
@@ -181,8 +184,17 @@ class AsyncPullConsumer:
         inst.register_consumer(self.group_name, self)
         self._instance = inst
         self._pull_api = PullAPIWrapper(inst, self.group_name)
+        if self.config.clean_handoff and self._assigned is None:
+            self._handoff = QueueHandoff(
+                InstanceLocks(inst, self.group_name, self.client_id), self.config.handoff_timeout
+            )
+            self.rebalancer.lock_hook = self._handoff.lock
+            self.rebalancer.lock_wait = self.config.handoff_timeout
+            self.rebalancer.lock_required = False
         self._running = True
         await inst.start()
+        if self._handoff is not None:
+            self._handoff.start_renewal(self.rebalancer.owned)
         if self.config.enable_msg_trace:  # message trace: polled messages count as consumed
             from tidemq.client.trace import start_pull_trace
 
@@ -211,6 +223,9 @@ class AsyncPullConsumer:
         await asyncio.gather(*self._tasks.values(), *self._tasks_bg, return_exceptions=True)
         self._tasks.clear()
         await self.commit_sync()
+        if self._handoff is not None:  # committed above: the next owners start right there
+            await self._handoff.stop_renewal()
+            await self._handoff.unlock_all(self.rebalancer.owned())
         self.rebalancer.destroy()
         trace, self._trace = self._trace, None
         if trace is not None:
@@ -257,10 +272,14 @@ class AsyncPullConsumer:
             self._requests.pop(mq, None)
             if isinstance(self._pulling.get(mq), CallerPull):
                 del self._pulling[mq]  # its answer is dropped (the queue's ProcessQueue is dropped)
+            # Holding the lock: a poll counting messages of mq as consumed has finished (its offset
+            # is in the table), and later ones see the queue dropped.
         await self.offset_store.persist(mq)
         with self._lock:
             self.offset_store.remove_offset(mq)
             self._committed.pop(mq, None)
+        if self._handoff is not None:  # committed synchronously above: the next owner starts there
+            await self._handoff.unlock_all([mq])
         return True
 
     def remove_dirty_offset(self, mq: MessageQueue) -> None:

@@ -23,6 +23,7 @@ from tidemq.client.config import PushConsumerConfig, apply_overrides
 from tidemq.client.consumer.client_check import check_client_in_broker
 from tidemq.client.consumer.consume_orderly import ConsumeMessageOrderlyService
 from tidemq.client.consumer.consume_service import ConsumeMessageConcurrentlyService
+from tidemq.client.consumer.handoff import QueueHandoff
 from tidemq.client.consumer.listener import (
     MessageListener,
     MessageListenerOrderly,
@@ -110,6 +111,8 @@ class AsyncPushConsumer:
         self._lanes: dict[MessageQueue, QueueLane] = {}
         """Queues pulled and consumed by a thread of their own (``queue_lane.py``); loop only."""
         self._lanes_enabled = False
+        self._handoff: QueueHandoff | None = None
+        """Clean hand-off of queues (CLUSTERING with ``clean_handoff``; ``handoff.py``)."""
         self._trace: Any = None  # AsyncTraceDispatcher while enable_msg_trace (tidemq.client.trace)
 
     # -- setup -------------------------------------------------------------------------------
@@ -226,6 +229,7 @@ class AsyncPushConsumer:
             )
             if not self.is_broadcasting:
                 self.rebalancer.lock_hook = orderly.lock
+                self.rebalancer.lock_wait = cfg.handoff_timeout if cfg.clean_handoff else 0.0
             self._consume = orderly
         else:
             self._consume = ConsumeMessageConcurrentlyService(
@@ -234,6 +238,11 @@ class AsyncPushConsumer:
                 consume_thread_max=cfg.consume_thread_max,
                 consume_message_batch_max_size=cfg.consume_message_batch_max_size,
             )
+            if cfg.clean_handoff and not self.is_broadcasting:
+                self._handoff = QueueHandoff(self, cfg.handoff_timeout)
+                self.rebalancer.lock_hook = self._handoff.lock
+                self.rebalancer.lock_wait = cfg.handoff_timeout
+                self.rebalancer.lock_required = False
         inst.register_consumer(self.group_name, self)
         self._instance = inst
         self._pull_api = PullAPIWrapper(inst, self.group_name)
@@ -248,6 +257,8 @@ class AsyncPushConsumer:
         await inst.start()
         if isinstance(self._consume, ConsumeMessageOrderlyService):
             self._consume.start()
+        if self._handoff is not None:
+            self._handoff.start_renewal(self.rebalancer.owned)
         for topic in self.subscribed_topics():
             await inst.update_topic_route_info_from_name_server(topic)
         try:  # SQL92 subscriptions: the broker must accept them (CHECK_CLIENT_CONFIG)
@@ -280,6 +291,9 @@ class AsyncPushConsumer:
         await self.persist_consumer_offset(oneway=False)
         if isinstance(self._consume, ConsumeMessageOrderlyService) and not self.is_broadcasting:
             await self._consume.unlock_all(set(self.rebalancer.process_queue_table), oneway=False)
+        if self._handoff is not None:  # committed above: the next owners start right there
+            await self._handoff.stop_renewal()
+            await self._handoff.unlock_all(self.rebalancer.owned())
         self.rebalancer.destroy()
         trace, self._trace = self._trace, None
         if trace is not None:
@@ -360,6 +374,11 @@ class AsyncPushConsumer:
             lane.stop()
         if isinstance(self._consume, ConsumeMessageOrderlyService) and not self.is_broadcasting:
             return await self._consume.remove_process_queue(mq, pq, persist)
+        if self._handoff is not None:  # clean hand-off: drain, commit, then let the next owner in
+            await self._handoff.drain(mq, pq)
+            await persist()
+            await self._handoff.unlock_all([mq])
+            return True
         await persist()
         return True
 
