@@ -8,7 +8,9 @@ Setup: one ``tidemq serve --grpc-port 0`` subprocess (ASYNC_FLUSH); bodies of ``
 * ``v5_receive_ack``: its SimpleConsumer receives them (batches of 32) and acks each one;
 * ``remoting_produce``: tidemq's own ``AsyncProducer`` sends as many, ``--window`` in flight;
 * ``remoting_receive_ack``: tidemq's own ``AsyncSimpleConsumer`` (remoting POP) receives them
-  (batches of 32) and acks each one.
+  (batches of 32) and acks each one;
+* ``grpc_heartbeat``: ``--count`` bare Heartbeat RPCs (``--window`` in flight) from a grpcio stub:
+  what one gRPC call costs the endpoint with no broker work (the floor under each v5 figure).
 
 For each phase: messages/s, and the broker's CPU per message (user + system of the serve process
 from ``/proc/<pid>/stat`` over the phase, divided by the messages; the gRPC endpoint runs in that
@@ -125,6 +127,26 @@ async def remoting_receive_ack(namesrv: str, topic: str, count: int) -> dict[str
     return {"count": got, "elapsed_s": elapsed}
 
 
+def grpc_heartbeats(endpoint: str, count: int, window: int) -> dict[str, Any]:
+    """``count`` Heartbeat RPCs, ``window`` in flight, from a plain grpcio stub."""
+    import grpc
+
+    from tidemq.proxy.pb import d, grpc_service, s
+
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = grpc_service.MessagingServiceStub(channel)
+        request = s.HeartbeatRequest(client_type=d.ClientType.Value("PRODUCER"))
+        md = (("x-mq-client-id", "bench@1@0@heartbeat"),)
+        stub.Heartbeat(request, metadata=md)
+        start = time.perf_counter()
+        for done in range(0, count, window):
+            futures = [stub.Heartbeat.future(request, metadata=md) for _ in range(min(window, count - done))]
+            for future in futures:
+                future.result()
+        elapsed = time.perf_counter() - start
+    return {"count": count, "elapsed_s": elapsed}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=3000)
@@ -154,6 +176,7 @@ def main() -> None:
         result["remoting_receive_ack"] = measured(
             pid, lambda: asyncio.run(remoting_receive_ack(namesrv, "BenchRemoting", n + 1))
         )
+        result["grpc_heartbeat"] = measured(pid, lambda: grpc_heartbeats(grpc, n, window))
     result["python"] = interpreter()
     print(json.dumps(result), flush=True)
 
