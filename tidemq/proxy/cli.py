@@ -106,7 +106,7 @@ def proxy_command(
     access_key: str | None,
     secret_key: str | None,
 ) -> None:
-    """Serve RocketMQ 5 clients (gRPC) in front of a tidemq or RocketMQ cluster."""
+    """Serve RocketMQ 5 clients (gRPC) in front of every broker of a tidemq cluster."""
     from tidemq.cli import _host_for, _ready, _run
     from tidemq.proxy.server import GrpcProxy
 
