@@ -4,6 +4,8 @@
 with ``send_async``, at most WINDOW in flight; ``python bench/v5_load.py consume ENDPOINT TOPIC COUNT
 GROUP`` receives (batches of 32, invisible 30 s) and acks each until COUNT arrived. Prints one JSON
 line: ``{"count": n, "elapsed_s": s}`` (client start-up and shutdown excluded).
+``python bench/v5_load.py member ENDPOINT TOPIC SECONDS GROUP`` is one member of a consumer group
+for SECONDS (receive, ack at once) and prints ``{"ids": [message ids received]}``.
 """
 
 from __future__ import annotations
@@ -59,10 +61,31 @@ def consume(endpoint: str, topic: str, count: int, group: str) -> dict[str, floa
     return {"count": got, "elapsed_s": elapsed}
 
 
+def member(endpoint: str, topic: str, seconds: float, group: str) -> dict[str, object]:
+    """One member of a group for ``seconds``: receive (batches of 16, invisible 30 s, await 1 s)
+    and ack each message at once; the message ids received."""
+    consumer = SimpleConsumer(
+        ClientConfiguration(endpoint, Credentials()), group, {topic: FilterExpression("*")}, 1
+    )
+    consumer.startup()
+    ids: list[str] = []
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for msg in consumer.receive(16, 30) or []:
+                consumer.ack(msg)
+                ids.append(msg.message_id)
+    finally:
+        consumer.shutdown()
+    return {"ids": ids}
+
+
 if __name__ == "__main__":
-    action, endpoint, topic, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    action, endpoint, topic, count = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
     if action == "produce":
-        out = produce(endpoint, topic, count, int(sys.argv[5]), int(sys.argv[6]))
+        out = produce(endpoint, topic, int(count), int(sys.argv[5]), int(sys.argv[6]))
+    elif action == "member":
+        out = member(endpoint, topic, float(count), sys.argv[5])
     else:
-        out = consume(endpoint, topic, count, sys.argv[5])
+        out = consume(endpoint, topic, int(count), sys.argv[5])
     print(json.dumps(out), flush=True)
