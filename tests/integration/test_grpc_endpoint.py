@@ -4,6 +4,7 @@ message types, namespaces, cluster mode (``tidemq proxy``), ACL signatures and T
 from __future__ import annotations
 
 import asyncio
+import shutil
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -197,6 +198,8 @@ async def test_topic_types_namespaces_and_cluster_mode(cluster: Cluster) -> None
 @pytest.fixture
 def tls_files(tmp_path: Path) -> tuple[Path, Path]:
     """A self-signed certificate for localhost and its key (PEM)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl to make a test certificate")
     key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
