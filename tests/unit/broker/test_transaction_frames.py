@@ -161,3 +161,17 @@ def test_transaction_options_and_broker_conf_keys(tmp_path: Path) -> None:
     assert (cfg.transaction_check_max, cfg.transaction_time_out) == (7, 6000)
     with pytest.raises(ConfigError, match="--transaction-check-max"):
         apply_transaction_options(cfg, MessageStoreConfig(), {"transaction_check_max": "0"})
+
+
+def test_blocking_producer_refuses_a_coroutine_local_transaction() -> None:
+    """The blocking producer runs execute_local_transaction on the caller's thread: a coroutine is
+    refused at once (it would never be awaited)."""
+    from tidemq.client import TransactionListener, TransactionProducer
+    from tidemq.errors import ClientError
+
+    class Async(TransactionListener):
+        async def execute_local_transaction(self, msg: Any, arg: Any) -> Any:  # type: ignore[override]
+            return None
+
+    with pytest.raises(ClientError, match="AsyncTransactionProducer"):
+        TransactionProducer(Async(), producer_group="g")

@@ -340,7 +340,9 @@ class TransactionProducer(Producer):
     :class:`AsyncTransactionProducer` on the client's background loop.
 
     Args:
-        transaction_listener: the application's :class:`TransactionListener` (plain methods).
+        transaction_listener: the application's :class:`TransactionListener`; its
+            ``execute_local_transaction`` must be a plain function (``check_local_transaction`` may
+            be a coroutine: it runs on the client's loop then).
         config / overrides / check_thread_pool_size: as :class:`AsyncTransactionProducer`.
 
     ``execute_local_transaction`` runs on the thread that calls
@@ -358,6 +360,11 @@ class TransactionProducer(Producer):
         check_thread_pool_size: int = 1,
         **overrides: Any,
     ) -> None:
+        if inspect.iscoroutinefunction(getattr(transaction_listener, "execute_local_transaction", None)):
+            raise ClientError(
+                "TransactionProducer runs execute_local_transaction on the calling thread: it must be a "
+                "plain function (use AsyncTransactionProducer for a coroutine)"
+            )
         core = AsyncTransactionProducer(
             transaction_listener, config, check_thread_pool_size=check_thread_pool_size, **overrides
         )
