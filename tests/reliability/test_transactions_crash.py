@@ -47,7 +47,8 @@ def cut_last_op_record(store: Path) -> None:
     """Zero the commit log's last record, which must be an op record: what a kill between a commit's
     two records would leave (the real message written, its op not)."""
     (path,) = sorted((store / "commitlog").iterdir())
-    data = bytearray(path.read_bytes())
+    with path.open("rb") as f:
+        data = bytearray(f.read(1 << 20))  # the test writes a few KiB; the file is 1 GiB, mostly zeros
     pos = last = 0
     while pos + 8 <= len(data):
         size, magic = read_size_and_magic(data, pos)
@@ -85,7 +86,12 @@ class LocalDb(TransactionListener):
 def test_sigkill_between_half_and_end_and_inside_a_commit(tmp_path: Path) -> None:
     store = tmp_path / "store"
     conf = tmp_path / "broker.conf"
-    conf.write_text("brokerName=broker-a\ntransactionCheckInterval=200\ntransactionTimeOut=400\n")
+    # pinned ports so the producer finds the restarted broker; the HA port stays ephemeral (it would
+    # default to broker port + 1, which another process may hold)
+    conf.write_text(
+        "brokerName=broker-a\nhaListenPort=0\nmappedFileSizeCommitLog=4194304\n"
+        "transactionCheckInterval=200\ntransactionTimeOut=400\n"
+    )
     ports = ["--namesrv-port", str(free_port()), "--broker-port", str(free_port()), "-c", str(conf)]
 
     def serve() -> ServeProcess:
