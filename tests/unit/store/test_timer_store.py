@@ -244,3 +244,37 @@ def test_beyond_the_roll_window_is_stored_again_then_delivered(open_store: Store
     assert msg.properties["TIMER_OUT_MS"] == str(far)
     first = ts.log.read(0)
     assert first is not None and first.state == ROLLED
+
+
+def test_a_failed_enqueue_write_leaves_nothing_half_linked(
+    open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk while linking (the timer files are sparse): the slots written are put back and the
+    records zeroed, the entries are enqueued again later, and each timer comes once."""
+    store = open_store()
+    clock = Clock()
+    ts = timers(store, clock)
+    park(store, T0 + 50, b"a")
+    ts.enqueue()
+    park(store, T0 + 50, b"b")  # joins a's slot
+    park(store, T0 + 150, b"c")  # a new slot
+    real_put = ts.wheel.put
+    calls = []
+
+    def failing_put(*args: int) -> None:
+        calls.append(args)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real_put(*args)
+
+    monkeypatch.setattr(ts.wheel, "put", failing_put)
+    end, slot = ts.log.end, ts.wheel.get(T0)
+    with pytest.raises(OSError):
+        ts.enqueue()
+    assert (ts.log.end, ts.wheel.get(T0), ts.enqueue_offset) == (end, slot, 1)
+    assert ts.log.read(end) is None  # zeroed
+    monkeypatch.setattr(ts.wheel, "put", real_put)
+    assert ts.enqueue() == 2
+    clock.now = T0 + 300
+    ts.dequeue()
+    assert delivered(store) == [b"a", b"b", b"c"] and ts.pending == 0

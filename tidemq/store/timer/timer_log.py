@@ -186,6 +186,21 @@ class TimerLog:
             view = view[room:]
         return first
 
+    def room(self) -> int:
+        """Bytes left in the segment the next append goes to (a new, empty segment is made when the
+        last one is full).
+
+        Raises:
+            StoreError / OSError: the new segment cannot be made.
+        """
+        mf = self.queue.get_last_mapped_file(0)
+        assert mf is not None
+        return self.file_size - mf.wrote_position
+
+    def truncate(self, end: int) -> None:
+        """Drop every record at or after global offset ``end`` (zeroed; later segments deleted)."""
+        self.queue.truncate_dirty_files(end)
+
     def _locate(self, pos: int) -> tuple[MappedFile, int] | None:
         mf = self.queue.find_mapped_file_by_offset(pos)
         if mf is None:

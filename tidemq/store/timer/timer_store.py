@@ -349,6 +349,8 @@ class TimerMessageStore:
             return 0
         read_time = self.read_time_ms
         pos = self.log.end
+        room = self.log.room()  # one batch never spans segments: its append is one write
+        data = data[: min(len(data), room // RECORD_SIZE * 20)] if room >= RECORD_SIZE else data[:0]
         touched: dict[int, list[int]] = {}
         out: list[bytes] = []
         n = 0
@@ -371,13 +373,33 @@ class TimerMessageStore:
                 pos += RECORD_SIZE
             n += 1
         if out:
-            self.log.append(b"".join(out))
-            for slot_ms, (first, last, num) in touched.items():
-                self.wheel.put(slot_ms, first, last, num)
+            self._link(pos - RECORD_SIZE * len(out), b"".join(out), touched)
             self.enqueued += len(out)
             self.pending += len(out)
         self.enqueue_offset = offset + n
         return n
+
+    def _link(self, start: int, records: bytes, touched: dict[int, list[int]]) -> None:
+        """Append ``records`` at ``start`` and write the slots they join, all or nothing: when a write
+        fails (a full disk on these sparse files), the slots written are put back and the records
+        zeroed, so nothing half-linked stays (it would come twice after a rebuild) and the same
+        entries are enqueued again later.
+
+        Raises:
+            StoreError / OSError: the write that failed.
+        """
+        done: list[tuple[int, bytes]] = []
+        try:
+            self.log.append(records)
+            for slot_ms, (first, last, num) in touched.items():
+                old = self.wheel.raw_bytes(slot_ms)
+                self.wheel.put(slot_ms, first, last, num)
+                done.append((slot_ms, old))
+        except BaseException:
+            for slot_ms, old in reversed(done):
+                self.wheel.put_raw_bytes(slot_ms, old)  # pages just written: no new space needed
+            self.log.truncate(start)
+            raise
 
     # ------------------------------------------------------------------------- dequeue
 

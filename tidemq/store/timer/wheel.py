@@ -102,6 +102,15 @@ class TimerWheel:
         """Write the slot of time ``slot_ms``."""
         os.pwrite(self._fd, _SLOT.pack(slot_ms, first_pos, last_pos, num, SLOT_MAGIC), self._offset(slot_ms))
 
+    def raw_bytes(self, slot_ms: int) -> bytes:
+        """The 32 bytes of the slot of ``slot_ms``'s index, as stored (to put back with
+        :meth:`put_raw_bytes`)."""
+        return os.pread(self._fd, SLOT_SIZE, self._offset(slot_ms)).ljust(SLOT_SIZE, b"\0")
+
+    def put_raw_bytes(self, slot_ms: int, data: bytes) -> None:
+        """Write back what :meth:`raw_bytes` returned."""
+        os.pwrite(self._fd, data, self._offset(slot_ms))
+
     def reset(self) -> None:
         """Empty every slot (before a rebuild)."""
         os.ftruncate(self._fd, 0)
