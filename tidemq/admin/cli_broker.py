@@ -11,6 +11,7 @@ import click
 from tidemq.admin.cli import Out, admin_command, resolve_broker_addrs
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.errors import ClientError
+from tidemq.protocol.topic import is_internal_topic
 
 
 @click.option("-c", "--cluster", default=None, help="Only this cluster.")
@@ -198,22 +199,9 @@ async def stats_all(admin: AsyncAdminClient, out: Out, topic: str | None, active
     if topic:
         topics = [topic]
     else:
-        system = (
-            "%RETRY%",
-            "%DLQ%",
-            "rmq_sys_",
-            "TBW102",
-            "SCHEDULE_TOPIC",
-            "BenchmarkTest",
-            "OFFSET_MOVED_EVENT",
-            "SELF_TEST",
-            "RMQ_SYS",
-        )
         info = await admin.examine_broker_cluster_info()
-        names = set(info.cluster_addr_table) | set(info.broker_addr_table)
-        topics = [
-            t for t in await admin.fetch_all_topic_list() if not t.startswith(system) and t not in names
-        ]
+        names = frozenset(info.cluster_addr_table) | frozenset(info.broker_addr_table)
+        topics = [t for t in await admin.fetch_all_topic_list() if not is_internal_topic(t, names)]
     rows = await admin.stats_all(topics)
     if active_topic:
         rows = [r for r in rows if r.in_msg_24h > 0 or r.out_msg_24h > 0]

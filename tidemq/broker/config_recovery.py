@@ -24,7 +24,7 @@ from tidemq.protocol.topic import (
     SCHEDULE_TOPIC,
     PermName,
     group_of_retry_topic,
-    is_sys_consumer_group,
+    is_system_group,
     is_system_topic,
 )
 
@@ -34,20 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["config_files_missing", "recreate_missing_topics", "warn_lost_offsets"]
 
 log = logging.getLogger(__name__)
-
-_SYSTEM_GROUPS = frozenset(
-    {
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_ONSAPI_PULL",
-        "CID_RMQ_SYS_TRANS",
-        "SCHEDULE_CONSUMER",
-    }
-)
 
 
 def config_files_missing(path: Path) -> bool:
@@ -108,11 +94,7 @@ def _holds_messages(broker: Broker) -> bool:
 
 def known_groups(broker: Broker) -> list[str]:
     """Consumer groups the broker can name without the offsets file (sorted)."""
-    groups = {
-        g
-        for g in broker.subscription_group_manager.subscription_group_table
-        if g not in _SYSTEM_GROUPS and not is_sys_consumer_group(g)
-    }
+    groups = {g for g in broker.subscription_group_manager.subscription_group_table if not is_system_group(g)}
     for topic in broker.store.topics_and_queues():
         group = group_of_retry_topic(topic)
         if group:

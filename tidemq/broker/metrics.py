@@ -60,6 +60,7 @@ from tidemq.broker.stats import (
     TOPIC_PUT_NUMS,
     TOPIC_PUT_SIZE,
 )
+from tidemq.protocol.topic import is_internal_topic
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
@@ -99,15 +100,6 @@ class _Snapshot:
     transactions: dict[str, Any] = field(default_factory=dict)
 
 
-def _is_system(topic: str) -> bool:
-    return topic.startswith(("%RETRY%", "%DLQ%", "rmq_sys_")) or topic in (
-        "SCHEDULE_TOPIC_XXXX",
-        "TBW102",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    )
-
-
 def take_snapshot(broker: Broker) -> _Snapshot:
     """Every figure the metrics need, read on the broker's loop thread."""
     stats = broker.broker_stats
@@ -123,7 +115,7 @@ def take_snapshot(broker: Broker) -> _Snapshot:
     for topic, tc in list(tcm.topic_config_table.items()):
         nums = stats.get(TOPIC_PUT_NUMS, topic)
         size = stats.get(TOPIC_PUT_SIZE, topic)
-        if nums is None and (_is_system(topic) or topic in (snap.cluster, snap.broker)):
+        if nums is None and is_internal_topic(topic, frozenset((snap.cluster, snap.broker))):
             continue
         offset = sum(max(store.get_max_offset_in_queue(topic, q), 0) for q in range(tc.write_queue_nums))
         snap.topics[topic] = (

@@ -24,19 +24,10 @@ from tidemq.broker.names import is_valid_group
 from tidemq.broker.topic_config import now_ms
 from tidemq.errors import StoreError
 from tidemq.protocol.body import DataVersion, SubscriptionGroupConfig
+from tidemq.protocol.topic import BROKER_BUILTIN_GROUPS
 from tidemq.store.config_file import load_json
 
 log = logging.getLogger(__name__)
-
-SYSTEM_GROUPS = (
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PULL",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-)
 
 
 class SubscriptionGroupManager(PersistedConfig):
@@ -54,7 +45,7 @@ class SubscriptionGroupManager(PersistedConfig):
         self.subscription_group_table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = DataVersion(timestamp=now_ms(), counter=0)
         self._lock = threading.RLock()
-        for group in SYSTEM_GROUPS:
+        for group in BROKER_BUILTIN_GROUPS:
             cfg = SubscriptionGroupConfig(group_name=group)
             if group == "TOOLS_CONSUMER" or group.startswith("CID_ONS"):
                 cfg.consume_broadcast_enable = True

@@ -34,23 +34,21 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.broker.config_persist import PersistedConfig
 from tidemq.errors import StoreError
 from tidemq.protocol.body import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, TIMER_TOPIC, PermName
+from tidemq.protocol.topic import (
+    AUTO_CREATE_TOPIC_KEY,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TIMER_TOPIC,
+    PermName,
+)
 from tidemq.store.config_file import atomic_write_json, load_json
 from tidemq.store.config_journal import ConfigJournal
 
 log = logging.getLogger(__name__)
 
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 SCHEDULE_TOPIC_QUEUE_NUMS = 18
 DEFAULT_TOPIC_QUEUE_NUMS = 16  # RocketMQ's TopicConfig default
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {SCHEDULE_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"}
-)
-SYSTEM_TOPICS = frozenset(
-    {AUTO_CREATE_TOPIC_KEY, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, "BenchmarkTest"}
-    | NOT_ALLOWED_SEND_TOPICS
-)
 
 
 def now_ms() -> int:

@@ -72,6 +72,40 @@ SELF_TEST_CONSUMER_GROUP: Final = "SELF_TEST_C_GROUP"
 CID_RMQ_SYS_PREFIX: Final = "CID_RMQ_SYS_"
 RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
+REPLY_TOPIC_SUFFIX: Final = "_REPLY_TOPIC"
+"""Request-reply topics are ``<cluster>_REPLY_TOPIC`` (``MixAll.REPLY_TOPIC_POSTFIX``)."""
+INTERNAL_TOPIC_PREFIXES: Final = (
+    RETRY_GROUP_TOPIC_PREFIX,
+    DLQ_GROUP_TOPIC_PREFIX,
+    SYSTEM_TOPIC_PREFIX,
+    "RMQ_SYS_",
+)
+"""Prefixes of topics no user created: retry, dead-letter, ``rmq_sys_*`` (timer wheel, revive logs,
+schedule's undeliverable) and ``RMQ_SYS_*`` (transactions, trace)."""
+
+BROKER_BUILTIN_GROUPS: Final = (
+    TOOLS_CONSUMER_GROUP,
+    FILTERSRV_CONSUMER_GROUP,
+    SELF_TEST_CONSUMER_GROUP,
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+)
+"""Consumer groups every broker creates at start (``SubscriptionGroupManager.init``)."""
+
+SYSTEM_GROUPS: Final = frozenset(
+    {
+        *BROKER_BUILTIN_GROUPS,
+        MONITOR_CONSUMER_GROUP,
+        CLIENT_INNER_PRODUCER_GROUP,
+        SELF_TEST_PRODUCER_GROUP,
+        SCHEDULE_CONSUMER_GROUP,
+        "CID_RMQ_SYS_TRANS",
+    }
+)
+"""Groups of RocketMQ's own tools and services (the dashboard's ``SYSTEM_GROUP_SET``), plus any
+``CID_RMQ_SYS_*`` group (:func:`is_system_group`)."""
 UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"
 """Ext-field QUERY_MESSAGE carries when the key is a ``UNIQ_KEY`` (``MixAll.UNIQUE_MSG_QUERY_FLAG``)."""
 
@@ -153,6 +187,24 @@ def is_not_allowed_send_topic(topic: str) -> bool:
 def is_sys_consumer_group(group: str) -> bool:
     """True for ``CID_RMQ_SYS_*`` groups (``MixAll.isSysConsumerGroup``)."""
     return group.startswith(CID_RMQ_SYS_PREFIX)
+
+
+def is_system_group(group: str) -> bool:
+    """True for :data:`SYSTEM_GROUPS` and ``CID_RMQ_SYS_*`` groups: not a user's consumer group."""
+    return group in SYSTEM_GROUPS or group.startswith(CID_RMQ_SYS_PREFIX)
+
+
+def is_internal_topic(topic: str, cluster_names: set[str] | frozenset[str] = frozenset()) -> bool:
+    """True for topics no user created, hidden from users' topic lists (dashboard, Spark's
+    ``subscribePattern``, ``statsAll``, metrics): :func:`is_system_topic`'s, retry and dead-letter
+    topics, ``RMQ_SYS_*``, ``<cluster>_REPLY_TOPIC``, and the per-cluster / per-broker topics named
+    in ``cluster_names``."""
+    return (
+        topic in SYSTEM_TOPICS
+        or topic.startswith(INTERNAL_TOPIC_PREFIXES)
+        or topic.endswith(REPLY_TOPIC_SUFFIX)
+        or topic in cluster_names
+    )
 
 
 # --- retry and dead-letter topics ----------------------------------------------------------------

@@ -33,7 +33,7 @@ from tidemq.protocol.body.route import TopicList
 from tidemq.protocol.codes import RequestCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.message import MessageQueue
-from tidemq.protocol.topic import SYSTEM_TOPICS
+from tidemq.protocol.topic import is_internal_topic
 from tidemq.spark.conn import ReadSettings, read_queue_range, store_timestamp_at
 from tidemq.spark.offsets import (
     EARLIEST,
@@ -109,7 +109,7 @@ class _OffsetResolver:
         o = self.opts
         if o.pattern is not None:
             regex = re.compile(o.pattern)
-            topics = [t for t in self.topic_list() if regex.fullmatch(t) and not _is_system_topic(t)]
+            topics = [t for t in self.topic_list() if regex.fullmatch(t) and not is_internal_topic(t)]
             return [mq for t in topics for mq in self._topic_queues(t, missing_ok=True)]
         if o.assign is not None:
             out: list[MessageQueue] = []
@@ -266,11 +266,6 @@ class _OffsetResolver:
         if self._admin is not None:
             self._admin.close()
             self._admin = None
-
-
-def _is_system_topic(topic: str) -> bool:
-    """RocketMQ's own topics, which ``subscribePattern`` never matches."""
-    return topic.startswith(("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_")) or topic in SYSTEM_TOPICS
 
 
 def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:

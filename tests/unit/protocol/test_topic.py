@@ -88,3 +88,26 @@ def test_perm_name(perm: int, text: str, r: bool, w: bool, x: bool) -> None:
         x,
     )
     assert t.PermName.READ | t.PermName.WRITE == 6
+
+
+def test_one_home_for_internal_topics_and_system_groups() -> None:
+    """Every internal topic the broker creates is hidden from users' lists; a user's topic is not."""
+    internal = [
+        t.TRANS_HALF_TOPIC,
+        t.TRANS_OP_HALF_TOPIC,
+        t.TRANS_CHECK_MAX_TIME_TOPIC,
+        t.TIMER_TOPIC,
+        "rmq_sys_REVIVE_LOG_DefaultCluster",
+        t.TRACE_TOPIC,
+        "DefaultCluster_REPLY_TOPIC",
+        t.retry_topic("g"),
+        t.dlq_topic("g"),
+        t.SCHEDULE_TOPIC,
+        t.AUTO_CREATE_TOPIC_KEY,
+    ]
+    assert all(t.is_internal_topic(x) for x in internal)
+    assert t.is_internal_topic("broker-a", frozenset({"broker-a"}))
+    assert not t.is_internal_topic("TopicA") and not t.is_internal_topic("broker-a")
+    assert all(t.is_system_group(g) for g in t.BROKER_BUILTIN_GROUPS)
+    assert t.is_system_group("CID_RMQ_SYS_REVIVE_GROUP") and t.is_system_group(t.CLIENT_INNER_PRODUCER_GROUP)
+    assert not t.is_system_group("cg-orders")

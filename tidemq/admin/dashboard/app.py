@@ -49,31 +49,13 @@ from tidemq.admin.dashboard.topic_ops import (
 )
 from tidemq.errors import ConsumerNotOnlineError, NoRouteError, TideMQError
 from tidemq.protocol.message import MessageExt, MessageQueue
+from tidemq.protocol.topic import is_internal_topic, is_system_group
 
-__all__ = ["SYSTEM_GROUPS", "LagRecorder", "create_app", "is_system_topic"]
+__all__ = ["LagRecorder", "create_app"]
 
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-SYSTEM_GROUPS = frozenset(
-    {
-        "TOOLS_CONSUMER",
-        "FILTERSRV_CONSUMER",
-        "__MONITOR_CONSUMER",
-        "CLIENT_INNER_PRODUCER",
-        "SELF_TEST_P_GROUP",
-        "SELF_TEST_C_GROUP",
-        "CID_ONS-HTTP-PROXY",
-        "CID_ONSAPI_PERMISSION",
-        "CID_ONSAPI_OWNER",
-        "CID_ONSAPI_PULL",
-        "CID_RMQ_SYS_TRANS",
-    }
-)
-_SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "rmq_sys_", "RMQ_SYS_")
-_SYSTEM_TOPICS = frozenset(
-    {"TBW102", "SCHEDULE_TOPIC_XXXX", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "BenchmarkTest"}
-)
 
 
 async def _message_trace(admin: AsyncAdminClient, msg_id: str, trace_topic: str | None) -> Any:
@@ -84,16 +66,6 @@ async def _message_trace(admin: AsyncAdminClient, msg_id: str, trace_topic: str 
         return await query_msg_trace_by_id(admin, msg_id, trace_topic or None)
     except (TideMQError, TimeoutError):
         return None
-
-
-def is_system_topic(topic: str, cluster_names: set[str] | frozenset[str] = frozenset()) -> bool:
-    """RocketMQ's internal topics (and the per-cluster / per-broker topics named after them)."""
-    return (
-        topic.startswith(_SYSTEM_TOPIC_PREFIXES)
-        or topic in _SYSTEM_TOPICS
-        or topic in cluster_names
-        or topic.endswith("_REPLY_TOPIC")  # <cluster>_REPLY_TOPIC (request-reply)
-    )
 
 
 class LagRecorder:
@@ -133,7 +105,7 @@ class LagRecorder:
         while True:
             try:
                 for group in await self.admin.subscription_groups():
-                    if group not in SYSTEM_GROUPS:
+                    if not is_system_group(group):
                         stats = await self.admin.examine_consume_stats(group)
                         if stats.offset_table:
                             self.record(group, stats.compute_total_diff())
@@ -214,7 +186,7 @@ def create_app(
             info = await admin().examine_broker_cluster_info()
             names = set(info.cluster_addr_table) | set(info.broker_addr_table)
             listed = [
-                t for t in await admin().fetch_all_topic_list() if show_all or not is_system_topic(t, names)
+                t for t in await admin().fetch_all_topic_list() if show_all or not is_internal_topic(t, names)
             ]
             rows = []
             for t in listed:
@@ -257,7 +229,7 @@ def create_app(
         rows = []
         try:
             for g, cfg in (await admin().subscription_groups()).items():
-                if g in SYSTEM_GROUPS:
+                if is_system_group(g):
                     continue
                 cs = await admin().examine_consume_stats(g)
                 try:
