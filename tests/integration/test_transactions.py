@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,37 @@ def test_blocking_producer_runs_the_local_transaction_on_the_caller_thread(tmp_p
             wait_for_sync(lambda: bodies() == [b"later", b"now"], 15, "both transactions delivered")
     assert threads["execute"] == threading.current_thread().name
     assert threads["check"].startswith("tidemq-tx-check")
+
+
+async def test_check_immunity_time_delays_the_first_check(tmp_path: Path) -> None:
+    """CHECK_IMMUNITY_TIME_IN_SECONDS=1 with transactionTimeOut 100 ms: no check before a second
+    after the send (passes re-append it meanwhile), then the check's answer commits it once."""
+    checked_at: list[float] = []
+
+    class Late(TransactionListener):
+        def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+            return UNKNOW
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            checked_at.append(time.time() * 1000 - msg.born_timestamp)
+            return COMMIT
+
+    fast = {"transaction_check_interval": 100, "transaction_time_out": 100}
+    async with run_cluster(tmp_path, **fast) as cluster:
+        producer = AsyncTransactionProducer(
+            Late(), namesrv_addr=cluster.namesrv_addr, producer_group="TxImmPG"
+        )
+        await producer.start()
+        try:
+            msg = Message("TxImmune", b"later", properties={"CHECK_IMMUNITY_TIME_IN_SECONDS": "1"})
+            await producer.send_message_in_transaction(msg)
+            await wait_for(lambda: bool(checked_at), 10, "the check after the immunity time")
+
+            async def count() -> int:
+                return len(await delivered(cluster, "TxImmune"))
+
+            await wait_for_count(count, 1)
+            assert await count() == 1  # a second check racing the first answer commits nothing more
+        finally:
+            await producer.shutdown()
+    assert checked_at[0] >= 1000

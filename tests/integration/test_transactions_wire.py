@@ -228,3 +228,30 @@ async def test_start_up_completes_a_commit_cut_before_its_op(wire: Wire) -> None
     assert list(service.pending) == [int(other.ext_fields["queueOffset"])]
     (op,) = await messages(wire, "RMQ_SYS_TRANS_OP_HALF_TOPIC")
     assert op.body == b"0"
+
+
+async def test_slave_replicates_and_refuses_to_end(tmp_path: Path) -> None:
+    """A slave copies half, op and committed records like any others, answers END with
+    SLAVE_NOT_AVAILABLE, never checks, and can rebuild the pending table from its copy (what it
+    does when it becomes master)."""
+    from tests.ha.test_replication import slave_of
+
+    async with run_cluster(tmp_path / "master") as cluster, slave_of(cluster, tmp_path) as slave:
+        client = RemotingClient()
+        try:
+            wire = Wire(client, cluster)
+            done = await wire.send("TxHa", b"committed", properties=HALF, sys_flag=4)
+            await wire.send("TxHa", b"pending", properties={**HALF, "UNIQ_KEY": "P"}, sys_flag=4)
+            r = await client.invoke(cluster.broker_addr, end_request("PG", done, 8), 5)
+            assert r.code == ResponseCode.SUCCESS
+            master_end = cluster.broker.store.get_max_phy_offset()
+            await wait_for(lambda: slave.store.get_max_phy_offset() >= master_end, 10, "the slave caught up")
+            refused = await client.invoke(slave.addr, end_request("PG", done, 12), 5)
+            assert refused.code == ResponseCode.SLAVE_NOT_AVAILABLE
+        finally:
+            await client.close()
+        service = slave.transaction_service
+        assert service is not None
+        assert await service.check_pass() == 0 and service.pending == {}
+        service.load()  # as after a promotion: the replicated records are enough
+    assert [tx.topic for tx in service.pending.values()] == ["TxHa"] and len(service.pending) == 1
