@@ -297,3 +297,37 @@ async def test_auto_renew_keeps_a_push_consumers_message_invisible_until_acked(c
     finally:
         await channel.close()
         await proxy.stop()
+
+
+async def test_telemetry_settings_answer_and_group_membership(cluster: Cluster) -> None:
+    """A SimpleConsumer's settings on Telemetry: answered OK with the server's settings; the client
+    joins its group on the broker (consumerConnection lists it) until its stream closes."""
+    proxy = GrpcProxy.local(cluster.broker, "127.0.0.1", 0)
+    channel, stub = await serving(proxy)
+    try:
+        call = stub.Telemetry(metadata=metadata(client="member@1@0@x"))
+        sub = d.Subscription(
+            group=d.Resource(name="GMember"),
+            subscriptions=[
+                d.SubscriptionEntry(
+                    topic=d.Resource(name="MemberT"), expression=d.FilterExpression(type=1, expression="TagA")
+                )
+            ],
+        )
+        await call.write(s.TelemetryCommand(settings=d.Settings(client_type=3, subscription=sub)))
+        reply = await call.read()
+        assert reply.status.code == codes.OK and reply.settings.subscription.receive_batch_size == 32
+        assert not reply.settings.metric.on and reply.settings.backoff_policy.max_attempts == 17
+        info = cluster.broker.consumer_manager.get_consumer_group_info("GMember")
+        assert info is not None and info.get_all_client_ids() == ["member@1@0@x"]
+        assert info.find_subscription_data("MemberT").sub_string == "TagA"  # type: ignore[union-attr]
+        await call.done_writing()
+        while await call.read() is not grpc.aio.EOF:
+            pass
+        deadline = time.monotonic() + 5
+        while cluster.broker.consumer_manager.get_consumer_group_info("GMember") is not None:
+            assert time.monotonic() < deadline, "the client stayed in its group after its stream closed"
+            await asyncio.sleep(0.02)
+    finally:
+        await channel.close()
+        await proxy.stop()

@@ -27,6 +27,8 @@ class ClientState:
     """The stored consumer group name (consumers)."""
     topics: set[str] = field(default_factory=set)
     """Stored topic names: publishing topics (producers) or subscribed ones (consumers)."""
+    subscriptions: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Consumers: stored topic -> (expression type ``TAG`` / ``SQL92``, expression)."""
     outbox: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
     """``TelemetryCommand`` s to push on the client's Telemetry stream."""
     streams: int = 0

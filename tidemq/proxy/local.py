@@ -105,6 +105,8 @@ class LocalBackend:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.max_body_size = broker.store_config.max_message_size
+        self.registers_consumers = True
+        """Each v5 client has a channel of its own here, so consumers join their groups (members.py)."""
         self.channels: dict[str, LocalChannel] = {}
         self.on_broker_request: Callable[[str, RemotingCommand], None] | None = None
         """Called with (client id, request) for requests the broker sends a client (transaction checks)."""

@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from tidemq.proxy import codes, settings
+from tidemq.proxy import codes, members, settings
 from tidemq.proxy.auth import PUB, SUB
 from tidemq.proxy.channels import ClientRegistry, ClientState
 from tidemq.proxy.context import RequestContext, request_context
@@ -125,8 +125,7 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
                 state.client_type = state.client_type or int(request.client_type)
                 if request.HasField("group") and request.group.name:
                     state.group = resource_name(request.group, ctx.namespace)
-                if state.client_type == settings.PRODUCER and self.transactions is not None:
-                    await self.transactions.register_producer(state, ctx)
+                await members.register(self.backend, state, ctx)
             return s.HeartbeatResponse(status=codes.status())
 
         return await self._unary(context, s.HeartbeatResponse, run)
@@ -174,8 +173,15 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
             group,
             topics,
         )
-        if kind == "publishing" and self.transactions is not None:
-            await self.transactions.register_producer(state, ctx)
+        if kind == "subscription":
+            state.subscriptions = {
+                resource_name(e.topic, ctx.namespace): (
+                    "SQL92" if e.expression.type == 2 else "TAG",
+                    e.expression.expression or "*",
+                )
+                for e in client.subscription.subscriptions
+            }
+        await members.register(self.backend, state, ctx)
         return s.TelemetryCommand(status=codes.status(), settings=merged)
 
     async def Telemetry(self, request_iterator: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:

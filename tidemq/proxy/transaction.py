@@ -6,8 +6,8 @@ and ``GrpcClientChannel.processCheckTransaction`` (rocketmq5.md §6):
 * a TRANSACTION send goes to the broker as a half message (``TRAN_MSG``, ``PGROUP`` = the topic);
   its transaction id is the message id, and the proxy remembers where the half message is
   (broker, half queue offset, commit-log offset) for EndTransaction;
-* each v5 producer is registered with the broker (HEART_BEAT) as a producer of group = each topic
-  it publishes, so the broker's CHECK_TRANSACTION_STATE for a half message of that topic reaches
+* each v5 producer is registered with the broker (HEART_BEAT, :mod:`tidemq.proxy.members`) as a
+  producer of group = each topic it publishes, so the broker's CHECK_TRANSACTION_STATE for a half message of that topic reaches
   the proxy, which pushes ``RecoverOrphanedTransactionCommand{message, transaction_id}`` on the
   Telemetry stream of a producer publishing the topic; the client's checker answers with
   EndTransaction ``source: SOURCE_SERVER_CHECK``;
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidemq.errors import ProtocolError
-from tidemq.protocol.body.heartbeat import HeartbeatData, ProducerData
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
@@ -36,7 +35,6 @@ from tidemq.proxy.pb import s
 
 if TYPE_CHECKING:
     from tidemq.proxy.backend import Backend
-    from tidemq.proxy.channels import ClientState
     from tidemq.proxy.context import RequestContext
     from tidemq.proxy.convert import SendItem
     from tidemq.proxy.producer import SentMessage
@@ -129,26 +127,6 @@ class TransactionActivity:
             )
         self.pending.pop((topic, request.transaction_id), None)
         return s.EndTransactionResponse(status=codes.status())
-
-    async def register_producer(self, state: ClientState, ctx: RequestContext) -> None:
-        """HEART_BEAT the producer's topics (as producer groups) to every broker holding them, so the
-        brokers' transaction checks come to this proxy."""
-        if not state.topics:
-            return
-        body = HeartbeatData(
-            client_id=state.client_id, producer_data_set=[ProducerData(t) for t in sorted(state.topics)]
-        ).encode()
-        brokers: set[str] = set()
-        for topic in state.topics:
-            route = await self.backend.topic_route(topic)
-            if route is not None:
-                brokers.update(q.broker_name for q in route.queues)
-        for broker_name in sorted(brokers):
-            request = RemotingCommand.create_request(RequestCode.HEART_BEAT, {}, body)
-            try:
-                await self.backend.invoke(broker_name, request, 3.0, state.client_id, ctx.remote_addr)
-            except codes.ProxyError as exc:
-                log.warning("producer heartbeat to %s failed: %s", broker_name, exc)
 
     def on_check(self, broker_name: str, request: RemotingCommand) -> None:
         """A broker's CHECK_TRANSACTION_STATE: push the check to a producer of the message's topic."""
