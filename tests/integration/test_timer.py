@@ -52,6 +52,7 @@ async def test_timer_messages_arrive_after_their_time_within_a_second(tmp_path: 
             assert refused.value.code == ResponseCode.MESSAGE_ILLEGAL
             assert "max delay 259200000ms" in refused.value.remark
             assert sorted(m.body for m in visible(cluster)) == [b"past", b"warm"]  # at once
+            assert "timer log" in cluster.broker.store.retention.offset_providers  # keeps their bodies
             # RocketMQ 5's runtime rows (tidemq admin brokerStatus): two timers pending
             await wait_for(lambda: runtime_info(cluster.broker)["timerCongestNum"] == "2", 5, "2 pending")
             seen: dict[bytes, int] = {}

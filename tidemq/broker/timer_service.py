@@ -56,6 +56,8 @@ _TIMER_KEY_SET = frozenset(TIMER_KEYS)
 _RELATIVE = {_C.PROPERTY_TIMER_DELAY_SEC: 1000, _C.PROPERTY_TIMER_DELAY_MS: 1}
 _LONG = re.compile(r"[+-]?[0-9]{1,19}")
 _CONSUMABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+RETENTION_NAME = "timer log"
+"""How the commit log's retention names the timer store (a forced deletion's WARNING says it)."""
 
 
 def is_timer_message(properties: dict[str, str]) -> bool:
@@ -193,6 +195,8 @@ class TimerMessageService:
         loop = self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         await loop.run_in_executor(None, self.timer_store.load)
+        # the commit log's retention keeps the messages of pending timers (unless forced)
+        self.timer_store.store.retention.offset_providers[RETENTION_NAME] = self.timer_store.min_needed_offset
         self._event = asyncio.Event()
         self._started = True
         for coro, name in (
@@ -213,6 +217,7 @@ class TimerMessageService:
             with contextlib.suppress(BaseException):
                 await task
         self._tasks.clear()
+        self.timer_store.store.retention.offset_providers.pop(RETENTION_NAME, None)
         if self._busy is not None and not self._busy.done():
             await asyncio.wait([self._busy])
         try:

@@ -278,3 +278,22 @@ def test_a_failed_enqueue_write_leaves_nothing_half_linked(
     clock.now = T0 + 300
     ts.dequeue()
     assert delivered(store) == [b"a", b"b", b"c"] and ts.pending == 0
+
+
+def test_retention_keeps_the_oldest_pending_timers_message(open_store: StoreFactory) -> None:
+    store = open_store()
+    clock = Clock()
+    ts = timers(store, clock)
+    assert ts.min_needed_offset() is None
+    park(store, T0 + 50, b"a")
+    park(store, T0 + 5000, b"b")
+    ts.enqueue()
+    first, second = ts.log.read(0), ts.log.read(RECORD_SIZE)
+    assert first is not None and second is not None
+    assert ts.min_needed_offset() == first.phy
+    clock.now = T0 + 200
+    ts.dequeue()
+    assert ts.min_needed_offset() == second.phy  # a delivered: b's message is the oldest needed
+    clock.now = T0 + 6000
+    ts.dequeue()
+    assert ts.min_needed_offset() is None

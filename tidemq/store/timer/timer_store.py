@@ -186,6 +186,8 @@ class TimerMessageStore:
         self._todo = array("q")
         """Positions of the pending records of that slot, oldest first: delivered in store order."""
         self._retry_logged = 0
+        self._low_pos = 0
+        """No PENDING record before this log position (:meth:`min_needed_offset` moves it on)."""
 
     # ------------------------------------------------------------------------- lifecycle
 
@@ -317,6 +319,19 @@ class TimerMessageStore:
         finally:
             self.log.close()
             self.wheel.close()
+
+    def min_needed_offset(self) -> int | None:
+        """The commit-log offset of the oldest pending timer's message (None: none pending): the
+        commit log's retention keeps everything from there unless forced (``store/retention.py``'s
+        ``offset_providers``). Records are in commit-log order, so it is the first PENDING record's;
+        the scan goes on from where the last call stopped. May run in a worker thread."""
+        start = max(self._low_pos, self.log.start)
+        for rec in self.log.scan(start):
+            if not isinstance(rec, int) and rec.state == PENDING:
+                self._low_pos = rec.pos
+                return rec.phy
+        self._low_pos = max(start, self.log.end)
+        return None
 
     def clean_segments(self) -> int:
         """Delete timer-log segments whose every record is done; returns how many."""
