@@ -43,6 +43,7 @@ from tidemq.spark.source import TideMQBatchReader, TideMQStreamReader
 
 if TYPE_CHECKING:
     from tidemq.spark.sink import TideMQArrowWriter, TideMQStreamArrowWriter
+    from tidemq.spark.tx_sink import TideMQTxArrowWriter, TideMQTxStreamArrowWriter
 
 # tidemq.spark.sink (it brings the producer, 40 ms) is imported by writer() / streamWriter(): every
 # streaming query's source runs in a new Python process that imports this package and never writes.
@@ -131,7 +132,7 @@ class TideMQDataSource(DataSource):  # type: ignore[misc]
         or a bad schema."""
         return TideMQStreamReader(self._source_options(schema))
 
-    def writer(self, schema: StructType, overwrite: bool) -> TideMQArrowWriter:
+    def writer(self, schema: StructType, overwrite: bool) -> TideMQArrowWriter | TideMQTxArrowWriter:
         """Batch Arrow writer (save mode append only, as Spark's Kafka sink).
 
         Raises:
@@ -146,14 +147,24 @@ class TideMQDataSource(DataSource):  # type: ignore[misc]
 
         opts = SinkOptions.parse(self.options)
         check_sink_schema(schema, opts)
+        if opts.transactional:  # exactly-once: tidemq.spark.tx_sink
+            from tidemq.spark.tx_sink import TideMQTxArrowWriter
+
+            return TideMQTxArrowWriter(opts)
         return TideMQArrowWriter(opts)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> TideMQStreamArrowWriter:
+    def streamWriter(
+        self, schema: StructType, overwrite: bool
+    ) -> TideMQStreamArrowWriter | TideMQTxStreamArrowWriter:
         """Streaming Arrow writer; raises :class:`OptionError` for bad options or columns."""
         from tidemq.spark.sink import TideMQStreamArrowWriter, check_sink_schema
 
         opts = SinkOptions.parse(self.options)
         check_sink_schema(schema, opts)
+        if opts.transactional:  # exactly-once: tidemq.spark.tx_sink
+            from tidemq.spark.tx_sink import TideMQTxStreamArrowWriter
+
+            return TideMQTxStreamArrowWriter(opts)
         return TideMQStreamArrowWriter(opts)
 
 

@@ -19,6 +19,8 @@ DEFAULT_READER_GROUP: Final = "tidemq-spark-reader"
 """Consumer group named in pull requests when the ``group`` option is unset (it never commits)."""
 DEFAULT_PULL_BATCH: Final = 8192
 DEFAULT_PRODUCER_GROUP: Final = "tidemq-spark-writer"
+DEFAULT_TX_PRODUCER_GROUP: Final = "tidemq-spark-tx-writer"
+"""Producer group of the transactional sink: the broker checks its half messages with this group."""
 
 
 class OptionError(ValueError):
@@ -102,6 +104,7 @@ SINK_OPTIONS: Final = (
     "sendTimeout",
     "maxBatchBytes",
     "checkpointLocation",
+    "transactional",
 )
 """Every option the sink accepts (``checkpointLocation`` is the streaming query's, passed along by Spark)."""
 _ALIASES: Final = {"nameserver": "namesrv"}
@@ -381,6 +384,11 @@ class SinkOptions:
             ``tidemq-spark-writer``).
         send_timeout: seconds per send request (``sendTimeout``, default 10).
         max_batch_bytes: largest SEND_BATCH_MESSAGE body (``maxBatchBytes``, default 4 MiB).
+        transactional: exactly-once through transactional messages (``transactional``, default
+            false; :mod:`tidemq.spark.tx_sink`); the default producer group is then
+            ``tidemq-spark-tx-writer``.
+        checkpoint_location: ``checkpointLocation`` (a stream's, passed by Spark; for a batch write
+            the directory of its transaction state, default the system's temporary directory).
     """
 
     namesrv: str
@@ -388,6 +396,8 @@ class SinkOptions:
     producer_group: str = DEFAULT_PRODUCER_GROUP
     send_timeout: float = 10.0
     max_batch_bytes: int = 4 * 1024 * 1024
+    transactional: bool = False
+    checkpoint_location: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -402,10 +412,14 @@ class SinkOptions:
             problem = check_topic(topic)
             if problem is not None:  # checked in the driver, before any task runs
                 raise OptionError(f"option topic is not a valid topic name: {problem}")
+        transactional = _bool(options, "transactional", False)
+        group = DEFAULT_TX_PRODUCER_GROUP if transactional else DEFAULT_PRODUCER_GROUP
         return cls(
             namesrv=_namesrv(options),
             topic=topic,
-            producer_group=(_get(options, "producerGroup") or DEFAULT_PRODUCER_GROUP).strip(),
+            producer_group=(_get(options, "producerGroup") or group).strip(),
             send_timeout=_float(options, "sendTimeout", 10.0),
             max_batch_bytes=_int(options, "maxBatchBytes", 4 * 1024 * 1024, minimum=1024) or 4 * 1024 * 1024,
+            transactional=transactional,
+            checkpoint_location=(_get(options, "checkpointLocation") or "").strip() or None,
         )

@@ -17,6 +17,7 @@ task with the broker's error (code, remark, address).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import uuid
@@ -111,7 +112,7 @@ class _ArrowSink:
     def write_batches(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
         partition, query, batch_id = _task_ids(self.job_id)
         conns = connections()
-        producer = _producer(conns, self.opts)
+        producer = self._producer(conns)
         queues: dict[str, list[MessageQueue]] = {}
         row = 0
         offsets: dict[str, tuple[int, int]] = {}
@@ -160,6 +161,10 @@ class _ArrowSink:
                     prev = offsets.get(key)
                     offsets[key] = (prev[0] if prev else first, last)
         return SinkCommitMessage(partition, row, offsets)
+
+    def _producer(self, conns: ProcessConnections) -> AsyncProducer:
+        """This process's producer for the sink (the transactional sink's is another kind)."""
+        return _producer(conns, self.opts)
 
     async def _send_all(
         self, producer: AsyncProducer, per_queue: dict[MessageQueue, list[Message]]
@@ -211,6 +216,11 @@ class TideMQStreamArrowWriter(DataSourceStreamArrowWriter):  # type: ignore[misc
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         """Driver side: log the batch's totals."""
+        if self.sink.opts.checkpoint_location:  # the test hook of tidemq.spark.tx_state.fault_point
+            from tidemq.spark.tx_state import fault_point, state_root
+
+            with contextlib.suppress(ValueError):  # a checkpoint on another file system: no hook
+                fault_point(state_root(self.sink.opts.checkpoint_location), "before-record")
         rows = sum(m.rows for m in messages if m is not None)
         log.info("tidemq sink: batch %d committed, %d rows", batchId, rows)
 

@@ -19,19 +19,32 @@ Record shapes (all on queue 0 of their system topic; the half queue id is always
 * committed message: ``REAL_TOPIC`` / ``REAL_QID`` restored and removed, ``TRAN_MSG`` removed,
   sysFlag transaction bits 8, ``preparedTransactionOffset`` = the ended record's commit-log offset;
 * discarded: the half record as it is, on ``TRANS_CHECK_MAX_TIME_TOPIC`` queue 0.
+
+tidemq extension (not in RocketMQ): a half message with property ``TIDEMQ_BATCH_BODY=1`` carries a
+SEND_BATCH_MESSAGE body (protocol.md §5.6); its commit puts every item of that body on the real
+queue, each with its own properties (the half's are not copied), in the same one append as the op
+record. The Spark sink's transactional mode (docs/spark.md) sends a task's rows so: one half, one
+END per chunk of rows instead of one per row.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from tidemq.errors import ProtocolError
 from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message import MessageConst, MessageExt, properties_to_string, property_value
-from tidemq.protocol.message_codec import MessageSysFlag, encode_stored_message
+from tidemq.protocol.message_codec import (
+    MessageSysFlag,
+    decode_batch_columns,
+    decompress_body,
+    encode_stored_message,
+)
 from tidemq.protocol.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from tidemq.store.results import MessageExtBatch, MessageExtBrokerInner
 
 __all__ = [
+    "BATCH_BODY",
     "CHECK_TIMES",
     "CID_SYS_TRANS",
     "IMMUNITY",
@@ -51,6 +64,8 @@ __all__ = [
     "parse_op_body",
 ]
 
+BATCH_BODY: Final = "TIDEMQ_BATCH_BODY"
+"""Half-message property (value ``1``): the body is a batch body whose items the commit puts."""
 CID_SYS_TRANS: Final = "CID_RMQ_SYS_TRANS"
 """The group whose offsets on the half and op queues are the check service's progress (``MixAll``)."""
 CHECK_TIMES: Final = "TRANSACTION_CHECK_TIMES"
@@ -207,8 +222,10 @@ def committed_message(half: MessageExt) -> MessageExtBrokerInner:
 def committed_batch(half: MessageExt) -> MessageExtBatch | None:
     """:func:`committed_message` as a one-message batch built on the properties text (the END's fast
     path), or None when the message needs the general put (a ``DELAY`` level or a timer property
-    to schedule)."""
+    to schedule). A ``TIDEMQ_BATCH_BODY`` half gives the batch of its items."""
     text = half.properties_text()
+    if property_value(text, BATCH_BODY) == "1":
+        return _committed_items(half, half.properties)
     if any(pair in text for pair in _SCHEDULE_PAIRS):
         return None
     kept = [p for p in text.split("\x02") if p and p.partition("\x01")[0] not in _COMMIT_DROPS]
@@ -224,6 +241,35 @@ def committed_batch(half: MessageExt) -> MessageExtBatch | None:
         flags=[half.flag],
         bodies=[half.body],
         properties=["\x02".join(kept)],
+    )
+
+
+def _committed_items(half: MessageExt, props: dict[str, str]) -> MessageExtBatch:
+    """The items of a ``TIDEMQ_BATCH_BODY`` half (inflated first if it was sent compressed), as
+    :func:`committed_batch` builds a single message.
+
+    Raises:
+        ProtocolError: the body is not a batch body (the END is refused, the half stays pending).
+    """
+    body = half.body
+    sys_flag = half.sys_flag
+    if sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+        body, sys_flag = decompress_body(body), sys_flag & ~MessageSysFlag.COMPRESSED_FLAG
+    flags, bodies, texts = decode_batch_columns(body)
+    if not bodies:
+        raise ProtocolError("the half message's batch body holds no message")
+    raw_qid = props.get(_REAL_QID, "0")
+    return MessageExtBatch(
+        props.get(_REAL_TOPIC, half.topic),
+        int(raw_qid) if raw_qid.isdigit() else 0,
+        MessageSysFlag.reset_transaction_value(sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE),
+        half.born_timestamp,
+        half.born_host or "0.0.0.0:0",
+        half.reconsume_times,
+        half.commit_log_offset,
+        flags=flags,
+        bodies=bodies,
+        properties=texts,
     )
 
 

@@ -27,6 +27,7 @@ import logging
 from typing import TYPE_CHECKING, ClassVar
 
 from tidemq.broker.transaction.bridge import half_batch
+from tidemq.errors import ProtocolError
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import EndTransactionRequestHeader, HeaderError, SendMessageRequestHeader
@@ -100,7 +101,10 @@ class EndTransactionProcessor:
             )
             return _answer(request, ResponseCode.SYSTEM_ERROR, half)
         self._check_acl(channel, request, half.get_property(MessageConst.PROPERTY_REAL_TOPIC) or "")
-        result = service.end(half, kind == _COMMIT)
+        try:
+            result = service.end(half, kind == _COMMIT)
+        except ProtocolError as exc:  # a TIDEMQ_BATCH_BODY half whose body is not a batch body
+            return _answer(request, ResponseCode.SYSTEM_ERROR, f"END_TRANSACTION refused: {exc}")
         if result is None:
             return _answer(request, ResponseCode.SUCCESS)
         append = result.append_result

@@ -353,11 +353,11 @@ class TransactionalMessageService:
         self.ensure_topic(TRANS_OP_HALF_TOPIC)
         host = self.broker.addr or "127.0.0.1:0"
         store = self.broker.store
-        topic = ""
+        topic, count = "", 1
         if not commit:
             result = store.put_message_batch(op_batch(half, host))
-        elif (fast := committed_batch(half)) is not None:  # one write: real message, op record
-            topic = fast.topic
+        elif (fast := committed_batch(half)) is not None:  # one write: real message(s), op record
+            topic, count = fast.topic, len(fast)
             result = store.put_message_batches([fast, op_batch(half, host)])
         else:  # DELAY or a timer: the general put schedules it
             real = committed_message(half)
@@ -368,7 +368,7 @@ class TransactionalMessageService:
             del self.pending[origin]
             self._images.pop(tx.image_key, None)
             if commit and result.append_result is not None:
-                self.broker.broker_stats.inc_put(topic, 1, result.append_result.wrote_bytes)
+                self.broker.broker_stats.inc_put(topic, count, result.append_result.wrote_bytes)
         return result
 
     def _schedule_timer(self, real: MessageExtBrokerInner) -> None:

@@ -1,0 +1,176 @@
+"""The transactional sink: a stream's driver commit killed at fixed points and restarted from the
+checkpoint leaves every source row in the topic once; the plain sink duplicates; a failed batch
+write leaves nothing visible; leftover half messages are rolled back by the checks."""
+
+from __future__ import annotations
+
+import collections
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.spark.helpers import create_topic
+from tidemq.client.consumer.pull import PullConsumer
+from tidemq.protocol.message import MessageQueue
+from tidemq.spark.options import DEFAULT_TX_PRODUCER_GROUP
+from tidemq.spark.tx_state import FAULT_FILE, state_root
+
+ROWS_PER_FILE = 40
+FILES = 3
+
+
+def _read_keys(namesrv: str, mqs: list[MessageQueue], group: str) -> collections.Counter[str]:
+    """Every message body in ``mqs`` (read to each queue's end), counted."""
+    consumer = PullConsumer(
+        namesrv_addr=namesrv, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+    )
+    consumer.assign(mqs)
+    consumer.start()
+    got: collections.Counter[str] = collections.Counter()
+    try:
+        for mq in mqs:
+            consumer.seek_to_begin(mq)
+        idle = 0
+        while idle < 2:
+            batch = consumer.poll(0.3)
+            idle = 0 if batch else idle + 1
+            got.update(m.body.decode() for m in batch)
+    finally:
+        consumer.shutdown()
+    return got
+
+
+def _input(tmp_path: Path) -> tuple[Path, set[str]]:
+    src = tmp_path / "in"
+    src.mkdir()
+    keys: set[str] = set()
+    for f in range(FILES):
+        rows = [{"k": f"k{f}-{i}"} for i in range(ROWS_PER_FILE)]
+        keys.update(r["k"] for r in rows)
+        (src / f"part-{f}.json").write_text("\n".join(json.dumps(r) for r in rows))
+    return src, keys
+
+
+def _run(spark: Any, namesrv: str, topic: str, src: Path, cp: Path, tx: bool, fault: str | None) -> bool:
+    """One run of the query (AvailableNow, a file per batch); True if it ended normally. With
+    ``fault`` the driver's next commit kills its process at that point."""
+    if fault is not None:
+        root = state_root(str(cp))
+        root.mkdir(parents=True, exist_ok=True)
+        (root / FAULT_FILE).write_text(fault)
+    query = (
+        spark.readStream.schema("k string")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(src))
+        .selectExpr("k as body")
+        .writeStream.format("tidemq")
+        .option("namesrv", namesrv)
+        .option("topic", topic)
+        .option("transactional", str(tx).lower())
+        .option("checkpointLocation", str(cp))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        query.awaitTermination(120)
+    except Exception:
+        assert fault is not None, "the query failed without a fault"
+        return False
+    assert fault is None, f"fault {fault} did not happen"
+    return True
+
+
+def _pending(cluster: Any) -> int:
+    service = cluster.broker.transaction_service
+    return sum(1 for tx in list(service.pending.values()) if tx.producer_group == DEFAULT_TX_PRODUCER_GROUP)
+
+
+@pytest.fixture
+def quick_checks(cluster: Any) -> Any:
+    """The broker checks half messages older than 300 ms every 200 ms while the test runs."""
+    config = cluster.broker.config
+    saved = (config.transaction_time_out, config.transaction_check_interval)
+    config.transaction_time_out, config.transaction_check_interval = 300, 200
+    cluster.loop_thread.call_soon(cluster.broker.transaction_service.wakeup)
+    yield cluster
+    config.transaction_time_out, config.transaction_check_interval = saved
+
+
+def _wait_no_pending(cluster: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while _pending(cluster) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _pending(cluster) == 0, f"{_pending(cluster)} half messages still pending"
+
+
+def test_stream_killed_at_commit_points_is_exactly_once(
+    spark: Any, quick_checks: Any, tmp_path: Path
+) -> None:
+    namesrv = quick_checks.namesrv_addr
+    topic = "SparkTxOut"
+    mqs = create_topic(namesrv, topic, 2)
+    src, keys = _input(tmp_path)
+    cp = tmp_path / "cp"
+    checks = quick_checks.broker.transaction_service.checks_sent
+    # batch 0: the driver dies after the tasks wrote, before the commit recorded anything
+    assert not _run(spark, namesrv, topic, src, cp, True, "before-record")
+    # batch 0 again: the driver dies in the middle of its COMMITs (the batch is recorded)
+    assert not _run(spark, namesrv, topic, src, cp, True, "mid-commit")
+    # batch 1: dies right after the record, before any COMMIT
+    assert not _run(spark, namesrv, topic, src, cp, True, "after-record")
+    assert _run(spark, namesrv, topic, src, cp, True, None)
+    _wait_no_pending(quick_checks)  # the first run's halves: only a check can end them
+    assert quick_checks.broker.transaction_service.checks_sent > checks
+    counts = _read_keys(namesrv, mqs, "tx-check-1")
+    assert set(counts) == keys
+    assert [k for k, n in counts.items() if n != 1] == []
+
+
+def test_plain_sink_duplicates_where_transactional_does_not(spark: Any, cluster: Any, tmp_path: Path) -> None:
+    namesrv = cluster.namesrv_addr
+    topic = "SparkPlainOut"
+    mqs = create_topic(namesrv, topic, 2)
+    src, keys = _input(tmp_path)
+    cp = tmp_path / "cp"
+    assert not _run(spark, namesrv, topic, src, cp, False, "before-record")
+    assert _run(spark, namesrv, topic, src, cp, False, None)
+    counts = _read_keys(namesrv, mqs, "plain-check-1")
+    assert set(counts) == keys
+    assert sum(1 for n in counts.values() if n > 1) == ROWS_PER_FILE  # batch 0, twice
+
+
+def test_failed_batch_write_leaves_nothing_visible(spark: Any, quick_checks: Any) -> None:
+    from pyspark.sql.functions import udf
+
+    namesrv = quick_checks.namesrv_addr
+    topic = "SparkTxBatchFail"
+    mqs = create_topic(namesrv, topic, 2)
+
+    @udf("string")  # type: ignore[misc]
+    def body(n: int) -> str:
+        if n >= 200:  # the third partition: it runs once one of the first two has written
+            raise ValueError("task fails")
+        return f"r{n}"
+
+    df = spark.range(0, 300, numPartitions=3).select(body("id").alias("body"))
+    with pytest.raises(Exception, match="task fails"):
+        df.write.format("tidemq").option("namesrv", namesrv).option("topic", topic).option(
+            "transactional", "true"
+        ).mode("append").save()
+    _wait_no_pending(quick_checks)
+    assert _read_keys(namesrv, mqs, "tx-check-2") == collections.Counter()
+
+
+def test_batch_write_commits_all(spark: Any, cluster: Any) -> None:
+    namesrv = cluster.namesrv_addr
+    topic = "SparkTxBatchOk"
+    mqs = create_topic(namesrv, topic, 2)
+    df = spark.range(0, 300, numPartitions=3).selectExpr("concat('r', id) as body")
+    df.write.format("tidemq").option("namesrv", namesrv).option("topic", topic).option(
+        "transactional", "true"
+    ).mode("append").save()
+    counts = _read_keys(namesrv, mqs, "tx-check-3")
+    assert counts == collections.Counter({f"r{i}": 1 for i in range(300)})
