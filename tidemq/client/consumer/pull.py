@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -33,8 +32,9 @@ from tidemq.client.consumer.handoff import InstanceLocks, QueueHandoff
 from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_api import PullAPIWrapper, process_pull_result
-from tidemq.client.consumer.pull_caller import CallerPull, CallerSide
+from tidemq.client.consumer.pull_caller import CallerSide
 from tidemq.client.consumer.pull_service import PullRequest
+from tidemq.client.consumer.pull_table import PullTable
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.selector import Selector, subscription_of
 from tidemq.client.consumer.start_offset import compute_pull_from_where
@@ -69,10 +69,6 @@ def _count_records(body: bytes) -> int:
     return n
 
 
-_LOOP = "loop"
-"""In :attr:`AsyncPullConsumer._pulling`: the queue's pull task on the loop is pulling it."""
-
-
 PulledBatch = tuple[MessageQueue, ProcessQueue, PullResult, "SubscriptionData | None", int]
 """A pull answer waiting in the cache, not decoded yet: ``(queue, its ProcessQueue, the FOUND result
 with its raw body, the subscription it was pulled with, records in the body)``."""
@@ -105,27 +101,20 @@ class AsyncPullConsumer:
             expire_idle_queues=False,
         )
         self._pull_api: PullAPIWrapper | None = None
-        self._committed: dict[MessageQueue, int] = {}
         self._assigned: set[MessageQueue] | None = None
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
-        self._requests: dict[MessageQueue, PullRequest] = {}
-        """The current PullRequest of each queue being pulled."""
-        self._pulling: dict[MessageQueue, CallerPull | str] = {}
-        """Who has a pull of the queue in flight: :data:`_LOOP` (its pull task) or a
-        :class:`CallerPull` (a blocking ``commit_sync``). One pull at a time per queue, so its
-        batches reach the cache in queue order. Guarded by :attr:`_lock`."""
-        self._max_offsets: dict[MessageQueue, int] = {}
-        """The broker's max offset of each queue from its latest pull (a backlog is known when it is
-        above the PullRequest's next offset)."""
+        self.table = PullTable(self.config.consumer_pull_timeout)
+        """Per-queue pull state shared with a blocking caller's thread (``pull_table.py``)."""
         self._cache: ConsumeRequestCache[PulledBatch] | None = None
-        self._last_commit = time.monotonic()
+        self.last_commit = time.monotonic()
+        """``time.monotonic()`` of the last commit (auto-commit runs ``auto_commit_interval`` after)."""
         self._tasks_bg: set[asyncio.Task[None]] = set()
         self._running = False
         self._trace: Any = None  # AsyncTraceDispatcher while enable_msg_trace (tidemq.client.trace)
         self._handoff: QueueHandoff | None = None
         """Clean hand-off of subscribed queues (``clean_handoff``; ``handoff.py``)."""
-        self._lock = threading.RLock()
-        """Guards the ProcessQueues, the offset table and ``_committed`` between the loop (pulls,
+        self._lock = self.table.lock
+        """Guards the ProcessQueues, the offset table and :attr:`table` between the loop (pulls,
         rebalance) and the thread of a blocking ``poll`` / ``commit_sync`` (:class:`CallerSide`).
         Held only for short sections that never await (re-entrant: a pull answer read by a committer
         is handled under it)."""
@@ -269,15 +258,13 @@ class AsyncPullConsumer:
         if task is not None:
             task.cancel()
         with self._lock:
-            self._requests.pop(mq, None)
-            if isinstance(self._pulling.get(mq), CallerPull):
-                del self._pulling[mq]  # its answer is dropped (the queue's ProcessQueue is dropped)
+            self.table.forget(mq)  # a caller's pull in flight: its answer is dropped
             # Holding the lock: a poll counting messages of mq as consumed has finished (its offset
             # is in the table), and later ones see the queue dropped.
         await self.offset_store.persist(mq)
         with self._lock:
             self.offset_store.remove_offset(mq)
-            self._committed.pop(mq, None)
+            self.table.committed.pop(mq, None)
         if self._handoff is not None:  # committed synchronously above: the next owner starts there
             await self._handoff.unlock_all([mq])
         return True
@@ -285,7 +272,7 @@ class AsyncPullConsumer:
     def remove_dirty_offset(self, mq: MessageQueue) -> None:
         with self._lock:
             self.offset_store.remove_offset(mq)
-            self._committed.pop(mq, None)
+            self.table.committed.pop(mq, None)
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """Mirrors ``RebalancePushImpl.computePullFromWhereWithException`` (protocol.md §7.5)."""
@@ -301,17 +288,14 @@ class AsyncPullConsumer:
             with self._lock:
                 self.offset_store.update_offset(pr.message_queue, pr.next_offset, False)
                 # the starting offset needs no commit (it is the broker's, or nothing was consumed yet)
-                self._committed[pr.message_queue] = pr.next_offset
+                self.table.committed[pr.message_queue] = pr.next_offset
             self._start_task(pr)
 
     def _start_task(self, pr: PullRequest) -> None:
         old = self._tasks.pop(pr.message_queue, None)
         if old is not None:
             old.cancel()
-        with self._lock:
-            self._requests[pr.message_queue] = pr
-            if isinstance(self._pulling.get(pr.message_queue), CallerPull):
-                del self._pulling[pr.message_queue]  # for the previous PullRequest: its answer is dropped
+        self.table.set_request(pr)  # a caller's pull for the previous PullRequest: its answer is dropped
         self._tasks[pr.message_queue] = asyncio.ensure_future(self._pull_loop(pr))
 
     # -- pulling -----------------------------------------------------------------------------------
@@ -326,7 +310,7 @@ class AsyncPullConsumer:
             ):
                 await asyncio.sleep(0.05)
                 continue
-            if not self._claim_for_loop(mq):
+            if not self.table.claim_for_loop(mq):
                 await asyncio.sleep(0.05)
                 continue
             sub = self.rebalancer.subscription_inner.get(mq.topic)
@@ -344,23 +328,23 @@ class AsyncPullConsumer:
                     timeout=cfg.consumer_pull_timeout,
                 )
             except TideMQError as exc:
-                self._release_loop_claim(mq)
+                self.table.release_loop_claim(mq)
                 log.warning("pull of %s failed: %s", mq, exc)
                 await asyncio.sleep(cfg.pull_time_delay_when_exception)
                 continue
             except BaseException:
-                self._release_loop_claim(mq)
+                self.table.release_loop_claim(mq)
                 raise
             try:
                 if pq.dropped:
                     return
                 # The body is decoded by poll(), on the poller's thread: this loop only moves bytes
                 # (a blocking PullConsumer's thread and this loop then do not fight over the GIL).
-                self._pulled(pr, result, sub, self.cache.put)
+                self.pulled(pr, result, sub, self.cache.put)
             finally:
-                self._release_loop_claim(mq)
+                self.table.release_loop_claim(mq)
 
-    def _pulled(
+    def pulled(
         self,
         pr: PullRequest,
         result: PullResult,
@@ -372,7 +356,7 @@ class AsyncPullConsumer:
         mq, pq = pr.message_queue, pr.process_queue
         self.pull_api.update_pull_from_which_node(mq, result.suggest_which_broker_id)
         pr.next_offset = result.next_begin_offset
-        self._max_offsets[mq] = result.max_offset
+        self.table.max_offsets[mq] = result.max_offset
         if result.pull_status is PullStatus.FOUND and result.body:
             count = _count_records(result.body)
             with self._lock:
@@ -380,37 +364,6 @@ class AsyncPullConsumer:
             put((mq, pq, result, sub, count))
         elif result.pull_status is PullStatus.OFFSET_ILLEGAL:
             log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)
-
-    def _claim_for_loop(self, mq: MessageQueue) -> bool:
-        """Let the queue's pull task pull now: False while a blocking committer's pull of it is in
-        flight. Its answer is read here when it has arrived; a pull unanswered for
-        ``consumer_pull_timeout`` is given up (its answer is then dropped)."""
-        with self._lock:
-            current = self._pulling.get(mq)
-            if current is None or current == _LOOP:
-                self._pulling[mq] = _LOOP
-                return True
-            assert isinstance(current, CallerPull)
-            conn = current.conn
-        if conn.lock.acquire(blocking=False):  # not in use by a committer: read what has arrived
-            try:
-                conn.read_pending()
-            finally:
-                conn.lock.release()
-        with self._lock:
-            current = self._pulling.get(mq)
-            if (
-                isinstance(current, CallerPull)
-                and time.monotonic() - current.started < self.config.consumer_pull_timeout
-            ):
-                return False
-            self._pulling[mq] = _LOOP
-            return True
-
-    def _release_loop_claim(self, mq: MessageQueue) -> None:
-        with self._lock:
-            if self._pulling.get(mq) == _LOOP:
-                del self._pulling[mq]
 
     @property
     def cache(self) -> ConsumeRequestCache[PulledBatch]:
@@ -432,12 +385,12 @@ class AsyncPullConsumer:
             if item is None:
                 await self._maybe_auto_commit()
                 return []
-            msgs = self._consumed(item)
+            msgs = self.consumed(item)
             if msgs:
                 await self._maybe_auto_commit()
                 return msgs
 
-    def _consumed(self, item: PulledBatch, decoded: list[MessageExt] | None = None) -> list[MessageExt]:
+    def consumed(self, item: PulledBatch, decoded: list[MessageExt] | None = None) -> list[MessageExt]:
         """Decode a taken batch (tag filter, broker name, MIN/MAX_OFFSET; unless ``decoded``
         already) and count its messages as consumed: the queue's offset moves past them. [] when
         its queue was dropped meanwhile or the tag filter kept nothing."""
@@ -461,7 +414,7 @@ class AsyncPullConsumer:
     async def _maybe_auto_commit(self) -> None:
         if (
             self.config.auto_commit
-            and time.monotonic() - self._last_commit >= self.config.auto_commit_interval
+            and time.monotonic() - self.last_commit >= self.config.auto_commit_interval
         ):
             await self.commit_sync()
 
@@ -472,29 +425,52 @@ class AsyncPullConsumer:
         each, all at once (to the group's master, or a slave while the master is gone). A commit
         with nothing new consumed sends nothing.
         """
-        self._last_commit = time.monotonic()
-        changed = self._changed_offsets()
+        self.last_commit = time.monotonic()
+        changed = self.changed_offsets()
         if changed:
-            await self._commit_many(changed)
+            await self.commit_many(changed)
 
-    def _changed_offsets(self) -> list[tuple[MessageQueue, int]]:
+    def take_auto_commit(self) -> bool:
+        """True when an auto-commit is due (the clock then restarts); any thread."""
+        if not (self._running and self.config.auto_commit):
+            return False
+        if time.monotonic() - self.last_commit < self.config.auto_commit_interval:
+            return False
+        self.last_commit = time.monotonic()
+        return True
+
+    def spawn_commit(self) -> None:
+        """On the loop: run :meth:`commit_sync` in the background (awaited by :meth:`shutdown`)."""
+        if self._running:
+            task = asyncio.ensure_future(self.commit_sync())
+            self._tasks_bg.add(task)
+            task.add_done_callback(self._tasks_bg.discard)
+
+    @property
+    def running(self) -> bool:
+        """True between :meth:`start` and :meth:`shutdown`."""
+        return self._running and self._instance is not None
+
+    def changed_offsets(self) -> list[tuple[MessageQueue, int]]:
         """``(queue, offset)`` of the owned queues whose offset changed since the last commit."""
         if self._store is None:
             return []
         with self._lock:
             owned = self.rebalancer.process_queue_table
-            committed = self._committed
+            committed = self.table.committed
             changed = [(mq, off) for mq, off in self._store.offset_table.items() if committed.get(mq) != off]
             return sorted(item for item in changed if item[0] in owned) if changed else []
 
-    async def _commit_many(self, changed: list[tuple[MessageQueue, int]]) -> None:
+    async def commit_many(self, changed: list[tuple[MessageQueue, int]]) -> None:
+        """UPDATE_CONSUMER_OFFSET (sync) of each ``(queue, offset)``, all at once; failures are
+        logged and left to the next commit."""
         await asyncio.gather(*(self._commit_one(mq, off) for mq, off in changed))
 
     async def _commit_one(self, mq: MessageQueue, offset: int) -> None:
         assert self._store is not None
         if await self._store.update_consume_offset_to_broker(mq, offset, oneway=False):
             with self._lock:
-                self._committed[mq] = offset
+                self.table.committed[mq] = offset
 
     async def committed(self, mq: MessageQueue) -> int:
         """The offset stored on the broker for ``mq`` (-1 if none). Mirrors ``committed``."""
@@ -584,12 +560,12 @@ class PullConsumer(BlockingFacade[AsyncPullConsumer]):
         per broker (:meth:`CallerSide.commit`): no hop to the client loop, which
         keeps pulling and decoding meanwhile."""
         core = self._core
-        if self._direct is None or core._instance is None:
+        if self._direct is None or not core.running:
             self._run(core.commit_sync())
             return
         rest = self._caller.commit(self._direct)
         if rest:
-            self._run(core._commit_many(rest))
+            self._run(core.commit_many(rest))
 
     def committed(self, mq: MessageQueue) -> int:
         return self._run(self._core.committed(mq))

@@ -15,7 +15,6 @@ counterpart (its pulls all run on the ``PullTaskImpl`` threads).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import threading
@@ -47,7 +46,7 @@ _AlongPull = tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]
 
 class CallerPull:
     """A PULL_MESSAGE a blocking ``commit_sync`` sent with its offsets (on its own connection) and
-    whose answer is not handled yet; in ``AsyncPullConsumer._pulling`` while in flight."""
+    whose answer is not handled yet; in ``PullTable.pulling`` while in flight."""
 
     __slots__ = ("addr", "conn", "offset", "pr", "started", "sub")
 
@@ -67,7 +66,7 @@ class CallerSide:
 
     Args:
         core: the consumer whose buffer, ProcessQueues and offsets these work on (under its
-            ``_lock``, as its loop does).
+            ``table.lock``, as its loop does).
     """
 
     def __init__(self, core: AsyncPullConsumer) -> None:
@@ -100,7 +99,7 @@ class CallerSide:
                 if item is None:
                     self._auto_commit_soon()
                     return []
-                msgs = core._consumed(item, decoded)
+                msgs = core.consumed(item, decoded)
             if msgs:
                 self._auto_commit_soon()
                 return msgs
@@ -108,25 +107,11 @@ class CallerSide:
     def _auto_commit_soon(self) -> None:
         """From a poller's thread: start a commit on the loop when auto-commit is due."""
         core = self._core
-        inst = core._instance
-        if (
-            inst is not None
-            and core._running
-            and core.config.auto_commit
-            and time.monotonic() - core._last_commit >= core.config.auto_commit_interval
-        ):
-            core._last_commit = time.monotonic()
+        if core.take_auto_commit():
             try:
-                inst.loop.call_soon_threadsafe(self._start_auto_commit)
-            except RuntimeError:  # the loop is closed: shutting down
+                core.instance.loop.call_soon_threadsafe(core.spawn_commit)
+            except (RuntimeError, ClientError):  # the loop is closed or the consumer stopped
                 pass
-
-    def _start_auto_commit(self) -> None:
-        core = self._core
-        if core._running:
-            task = asyncio.ensure_future(core.commit_sync())
-            core._tasks_bg.add(task)
-            task.add_done_callback(core._tasks_bg.discard)
 
     def _predecode(self) -> None:
         """While a blocking commit waits for the broker: take the cache's next batch and decode it
@@ -157,8 +142,8 @@ class CallerSide:
         Returns what must still go through the loop (a broker whose address is not known yet, or
         whose connection another thread is using)."""
         core = self._core
-        core._last_commit = time.monotonic()
-        changed = core._changed_offsets()
+        core.last_commit = time.monotonic()
+        changed = core.changed_offsets()
         if not changed:
             return []
         inst = core.instance
@@ -203,8 +188,8 @@ class CallerSide:
                     self._commit_failures.failed(mq.broker_name, exc)
                     continue
                 self._commit_failures.succeeded(mq.broker_name)
-                with core._lock:
-                    core._committed[mq] = off
+                with core.table.lock:
+                    core.table.committed[mq] = off
         return rest
 
     def _pull_and_predecode(self, conn: DirectConnection, along: list[_AlongPull]) -> None:
@@ -226,15 +211,16 @@ class CallerSide:
         cfg = core.config
         if len(core.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all:
             return []
-        with core._lock:
+        table = core.table
+        with table.lock:
             best: PullRequest | None = None
-            for mq, pr in core._requests.items():
+            for mq, pr in table.requests.items():
                 pq = pr.process_queue
                 if (
-                    mq in core._pulling
+                    mq in table.pulling
                     or pq.dropped
                     or pq.msg_count > cfg.pull_threshold_for_queue
-                    or core._max_offsets.get(mq, -1) <= pr.next_offset
+                    or table.max_offsets.get(mq, -1) <= pr.next_offset
                 ):
                     continue
                 if best is None or pq.msg_count < best.process_queue.msg_count:
@@ -259,7 +245,7 @@ class CallerSide:
                 expression_type=sub.expression_type if sub else "TAG",
             )
             pending = CallerPull(best, sub, best.next_offset, addr, conn)
-            core._pulling[mq] = pending
+            table.pulling[mq] = pending
         return [(request, functools.partial(self._caller_pulled, pending))]
 
     def _caller_pulled(self, pending: CallerPull, response: RemotingCommand | None) -> None:
@@ -276,16 +262,17 @@ class CallerSide:
                 result = ClientAPI.parse_pull_message_response(response, pending.offset, pending.addr)
             except TideMQError as exc:
                 log.debug("pull of %s along a commit failed: %s", mq, exc)
-        with core._lock:
-            if core._pulling.get(mq) is not pending:
+        table = core.table
+        with table.lock:
+            if table.pulling.get(mq) is not pending:
                 return  # given up: the pull task pulls this range again
             try:
                 if result is None:
-                    core._max_offsets.pop(mq, None)
+                    table.max_offsets.pop(mq, None)
                 elif not pr.process_queue.dropped:
-                    core._pulled(pr, result, pending.sub, core.cache.put_from_thread)
+                    core.pulled(pr, result, pending.sub, core.cache.put_from_thread)
             except Exception:  # a bug: never let it break the connection that read the answer
                 log.exception("handling the pull of %s sent along a commit failed", mq)
-                core._max_offsets.pop(mq, None)
+                table.max_offsets.pop(mq, None)
             finally:
-                del core._pulling[mq]
+                del table.pulling[mq]
