@@ -12,7 +12,7 @@ from tidemq.client import AsyncProducer, AsyncSimpleConsumer
 from tidemq.protocol.message import Message, MessageExt, MessageQueue
 from tidemq.testing import ServeProcess
 
-INVISIBLE_S = 4.0
+INVISIBLE_S = 3.0
 
 
 async def _receive(c: AsyncSimpleConsumer, until_n: int, timeout: float) -> list[MessageExt]:
