@@ -244,8 +244,15 @@ async def test_slave_replicates_and_refuses_to_end(tmp_path: Path) -> None:
             await wire.send("TxHa", b"pending", properties={**HALF, "UNIQ_KEY": "P"}, sys_flag=4)
             r = await client.invoke(cluster.broker_addr, end_request("PG", done, 8), 5)
             assert r.code == ResponseCode.SUCCESS
-            master_end = cluster.broker.store.get_max_phy_offset()
-            await wait_for(lambda: slave.store.get_max_phy_offset() >= master_end, 10, "the slave caught up")
+
+            def copied() -> bool:  # records and their consume-queue entries (dispatched after the copy)
+                store = slave.store
+                return (
+                    store.get_max_offset_in_queue("RMQ_SYS_TRANS_HALF_TOPIC", 0) >= 2
+                    and store.get_max_offset_in_queue("RMQ_SYS_TRANS_OP_HALF_TOPIC", 0) >= 1
+                )
+
+            await wait_for(copied, 10, "the slave copied the half and op records")
             refused = await client.invoke(slave.addr, end_request("PG", done, 12), 5)
             assert refused.code == ResponseCode.SLAVE_NOT_AVAILABLE
         finally:
