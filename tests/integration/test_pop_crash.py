@@ -70,6 +70,7 @@ def test_pop_survives_sigkill(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text(
         "brokerName=broker-a\nflushConsumerOffsetInterval=600000\nmappedFileSizeCommitLog=4194304\n"
+        "mappedFileSizeConsumeQueue=24000\n"  # a restart after a crash re-checks every entry
     )
     proc = ServeProcess(store, extra_args=["-c", str(conf)]).start()
     try:
