@@ -43,9 +43,14 @@ class PopAcks:
         (the retry topic then comes from the handle's retry flag).
 
         Raises:
-            PopError: SYSTEM_BUSY, INVALID_PARAMETER, TOPIC_NOT_EXIST, NO_MESSAGE.
+            PopError: SYSTEM_BUSY, NO_PERMISSION (a slave), INVALID_PARAMETER, TOPIC_NOT_EXIST, NO_MESSAGE.
         """
         self.service._check_started()
+        broker = self.service.broker
+        if broker.config.is_slave:  # the revive log is the master's: a slave only copies it
+            raise PopError(
+                ResponseCode.NO_PERMISSION, f"the broker[{broker.addr}] is a slave, ack on the master"
+            )
         try:
             info = parse_extra_info(extra_info, offset)
         except ExtraInfoError as exc:
