@@ -86,7 +86,7 @@ async def test_plain_listener_under_acl_pulls_on_the_signed_loop_path(tmp_path: 
             await wait_for(lambda: set(got) >= first, 10, "the first messages under ACL")
             later = {(await producer.send(Message("AclTopic", f"b{i}", tags="T"))).msg_id for i in range(10)}
             await wait_for(lambda: set(got) >= later, 10, "the later messages under ACL")
-            assert consumer._lanes == {}
+            assert consumer.kernel.lanes == {}
         finally:
             await consumer.shutdown()
             await producer.shutdown()

@@ -37,7 +37,7 @@ def lane_threads() -> list[threading.Thread]:
 
 def lanes_of(consumer: AsyncPushConsumer, topic: str) -> set[int]:
     """Queue ids of ``topic`` that a lane of ``consumer`` pulls."""
-    return {mq.queue_id for mq in consumer._lanes if mq.topic == topic}
+    return {mq.queue_id for mq in consumer.kernel.lanes if mq.topic == topic}
 
 
 async def send(producer: AsyncProducer, topic: str, bodies: list[bytes]) -> None:
@@ -105,7 +105,7 @@ async def test_lanes_off_consume_through_the_loop(tmp_path: Path) -> None:
         )
         try:
             await wait_for(lambda: all(got[b] for b in bodies), 10, "every message")
-            assert consumer._lanes == {}
+            assert consumer.kernel.lanes == {}
             assert not any(name.startswith("tidemq-lane-") for name in threads)
         finally:
             await consumer.shutdown()
@@ -137,7 +137,7 @@ async def test_a_broken_lane_connection_hands_the_queue_back_and_nothing_is_lost
             await wait_for(lambda: lanes_of(consumer, "Broken") == set(range(4)), 10, "a lane per queue")
             before = [f"before-{i}".encode() for i in range(50)]
             await send(producer, "Broken", before)
-            first = {mq: lane for mq, lane in consumer._lanes.items() if mq.topic == "Broken"}
+            first = {mq: lane for mq, lane in consumer.kernel.lanes.items() if mq.topic == "Broken"}
             for lane in first.values():
                 conn = lane._conn
                 assert conn is not None
@@ -149,7 +149,7 @@ async def test_a_broken_lane_connection_hands_the_queue_back_and_nothing_is_lost
             await send(producer, "Broken", after)
             await wait_for(lambda: all(got[b] for b in first_round + before + after), 10, "every message")
             await wait_for(lambda: lanes_of(consumer, "Broken") == set(range(4)), 10, "lanes again")
-            assert all(consumer._lanes[mq] is not lane for mq, lane in first.items())
+            assert all(consumer.kernel.lanes[mq] is not lane for mq, lane in first.items())
         finally:
             await consumer.shutdown()
             await producer.shutdown()
@@ -230,7 +230,7 @@ async def test_a_slow_listener_moves_the_lane_to_the_pool(tmp_path: Path) -> Non
             await producer.send(Message("SlowOnce", b"slow"))
             await wait_for(lambda: b"slow" in threads, 10, "the slow message")
             assert threads[b"slow"].startswith("tidemq-lane-")
-            (lane,) = [lane for mq, lane in consumer._lanes.items() if mq.topic == "SlowOnce"]
+            (lane,) = [lane for mq, lane in consumer.kernel.lanes.items() if mq.topic == "SlowOnce"]
             await wait_for(lambda: lane.inline_after > 0, 10, "the lane to note the slow call")
             await producer.send(Message("SlowOnce", b"after"))
             await wait_for(lambda: b"after" in threads, 10, "the next message")

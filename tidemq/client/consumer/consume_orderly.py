@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from tidemq.client.consumer.consume_service import ListenerRunner, reset_retry_topic, wait_or_cancel
+from tidemq.client.consumer.handoff import LockHost
 from tidemq.client.consumer.listener import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from tidemq.client.consumer.offset_store import OffsetStore
 from tidemq.client.consumer.process_queue import ProcessQueue, now_ms
@@ -82,25 +83,6 @@ class OrderlyConsumerHost(Protocol):
         """The rebalancer's live ``{queue: ProcessQueue}`` table."""
         ...
 
-    async def find_broker_addr_for_lock(self, broker_name: str) -> str | None:
-        """Master address of ``broker_name`` (None when unknown)."""
-        ...
-
-    async def lock_batch_mq(self, addr: str, mqs: set[MessageQueue], timeout: float) -> set[MessageQueue]:
-        """LOCK_BATCH_MQ for this client; the queues it holds afterwards."""
-        ...
-
-    async def unlock_batch_mq(
-        self,
-        addr: str,
-        mqs: set[MessageQueue],
-        timeout: float,
-        *,
-        oneway: bool,
-    ) -> None:
-        """UNLOCK_BATCH_MQ for this client."""
-        ...
-
     async def send_message_back(self, msg: MessageExt, delay_level: int) -> bool:
         """CONSUMER_SEND_MSG_BACK with fallback; True when the message is safely handed back."""
         ...
@@ -110,9 +92,10 @@ class ConsumeMessageOrderlyService:
     """Orderly consumption. Mirrors ``ConsumeMessageOrderlyService``.
 
     Args:
-        host: the consumer (group, client id, offsets, queue table, lock RPCs, send-back).
+        host: the consumer (group, client id, offsets, queue table, send-back).
         listener: ``listener(msgs, ConsumeOrderlyContext)`` (function, coroutine function or
             :class:`~tidemq.client.consumer.listener.MessageListenerOrderly`).
+        locks: the LOCK_BATCH_MQ / UNLOCK_BATCH_MQ calls of this client (``handoff.InstanceLocks``).
         consume_thread_max: pool size (sync listeners) and the number of queues consumed at once.
         consume_message_batch_max_size: messages per listener call.
         suspend_current_queue_time_millis: default pause after SUSPEND (ms).
@@ -123,6 +106,7 @@ class ConsumeMessageOrderlyService:
         self,
         host: OrderlyConsumerHost,
         listener: Any,
+        locks: LockHost,
         *,
         consume_thread_max: int = 20,
         consume_message_batch_max_size: int = 1,
@@ -130,6 +114,7 @@ class ConsumeMessageOrderlyService:
         max_reconsume_times: int = -1,
     ) -> None:
         self.host = host
+        self.locks = locks
         self.batch_size = consume_message_batch_max_size
         self.suspend_current_queue_time_millis = suspend_current_queue_time_millis
         self.max_reconsume_times = 16 if max_reconsume_times == -1 else max_reconsume_times
@@ -192,11 +177,11 @@ class ConsumeMessageOrderlyService:
         """LOCK_BATCH_MQ for one queue (1 s timeout); True when this client holds it. Mirrors ``lock``."""
         if self._stopped:
             return False
-        addr = await self.host.find_broker_addr_for_lock(mq.broker_name)
+        addr = await self.locks.find_broker_addr_for_lock(mq.broker_name)
         if addr is None:
             return False
         try:
-            locked = await self.host.lock_batch_mq(addr, {mq}, LOCK_TIMEOUT_S)
+            locked = await self.locks.lock_batch_mq(addr, {mq}, LOCK_TIMEOUT_S)
         except TideMQError as exc:
             log.warning("lock of %s failed: %s", mq, exc)
             return False
@@ -234,11 +219,11 @@ class ConsumeMessageOrderlyService:
             if not pq.dropped:
                 by_broker[mq.broker_name].add(mq)
         for broker_name, mqs in by_broker.items():
-            addr = await self.host.find_broker_addr_for_lock(broker_name)
+            addr = await self.locks.find_broker_addr_for_lock(broker_name)
             if addr is None:
                 continue
             try:
-                locked = await self.host.lock_batch_mq(addr, mqs, LOCK_TIMEOUT_S)
+                locked = await self.locks.lock_batch_mq(addr, mqs, LOCK_TIMEOUT_S)
             except TideMQError as exc:
                 log.warning("lock of %d queue(s) on %s failed: %s", len(mqs), broker_name, exc)
                 continue
@@ -254,11 +239,11 @@ class ConsumeMessageOrderlyService:
 
     async def unlock(self, mq: MessageQueue, *, oneway: bool) -> None:
         """UNLOCK_BATCH_MQ for one queue. Mirrors ``unlock``."""
-        addr = await self.host.find_broker_addr_for_lock(mq.broker_name)
+        addr = await self.locks.find_broker_addr_for_lock(mq.broker_name)
         if addr is None:
             return
         try:
-            await self.host.unlock_batch_mq(addr, {mq}, LOCK_TIMEOUT_S, oneway=oneway)
+            await self.locks.unlock_batch_mq(addr, {mq}, LOCK_TIMEOUT_S, oneway=oneway)
         except TideMQError as exc:
             log.warning("unlock of %s failed: %s", mq, exc)
 
@@ -268,11 +253,11 @@ class ConsumeMessageOrderlyService:
         for mq in mqs:
             by_broker[mq.broker_name].add(mq)
         for broker_name, group in by_broker.items():
-            addr = await self.host.find_broker_addr_for_lock(broker_name)
+            addr = await self.locks.find_broker_addr_for_lock(broker_name)
             if addr is None:
                 continue
             try:
-                await self.host.unlock_batch_mq(addr, group, LOCK_TIMEOUT_S, oneway=oneway)
+                await self.locks.unlock_batch_mq(addr, group, LOCK_TIMEOUT_S, oneway=oneway)
             except TideMQError as exc:
                 log.warning("unlock of %d queue(s) on %s failed: %s", len(group), broker_name, exc)
 

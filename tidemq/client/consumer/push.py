@@ -18,12 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.config import PushConsumerConfig, apply_overrides
 from tidemq.client.consumer.client_check import check_client_in_broker
 from tidemq.client.consumer.consume_orderly import ConsumeMessageOrderlyService
 from tidemq.client.consumer.consume_service import ConsumeMessageConcurrentlyService
-from tidemq.client.consumer.handoff import QueueHandoff
+from tidemq.client.consumer.handoff import InstanceLocks, QueueHandoff
 from tidemq.client.consumer.listener import (
     MessageListener,
     MessageListenerOrderly,
@@ -33,32 +32,26 @@ from tidemq.client.consumer.listener import (
 from tidemq.client.consumer.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
-    ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
-from tidemq.client.consumer.process_queue import ProcessQueue, check_flow_control
-from tidemq.client.consumer.pull_api import PullAPIWrapper, PullKernelFields
-from tidemq.client.consumer.pull_service import PullMessageService, PullRequest
-from tidemq.client.consumer.queue_lane import QueueLane
+from tidemq.client.consumer.process_queue import ProcessQueue
+from tidemq.client.consumer.pull_api import PullAPIWrapper
+from tidemq.client.consumer.pull_kernel import PushPullKernel
+from tidemq.client.consumer.pull_service import PullRequest
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.selector import Selector, subscription_of
 from tidemq.client.consumer.start_offset import compute_pull_from_where
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
 from tidemq.errors import ClientError, TideMQError
-from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, SubscriptionData
-from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from tidemq.protocol.filter import build_subscription_data
-from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import Message, MessageConst, MessageExt, MessageQueue
-from tidemq.protocol.topic import MASTER_ID, is_retry_topic, retry_topic, validate_group, validate_topic
+from tidemq.protocol.topic import is_retry_topic, retry_topic, validate_group, validate_topic
 
 __all__ = ["AsyncPushConsumer", "PushConsumer", "QueueListener"]
 
 log = logging.getLogger(__name__)
-
-ORDERLY_UNLOCKED_PULL_DELAY_S = 3.0
-"""An orderly queue not (yet) locked is pulled again after this long (Java: 3 s)."""
 
 QueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], Any]
 """``listener(topic, mq_all, mq_divided)``: told when this member's queues of a topic change
@@ -96,7 +89,8 @@ class AsyncPushConsumer:
         self._instance: ClientInstance | None = None
         self._offset_store: OffsetStore | None = None
         self._consume: ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService | None = None
-        self._pull_service = PullMessageService(self.pull_message)
+        self.kernel = PushPullKernel(self)
+        """Pulls every owned queue (``pull_kernel.py``)."""
         self.rebalancer = Rebalancer(
             self.group_name,
             self.client_id,
@@ -106,11 +100,7 @@ class AsyncPushConsumer:
         )
         self._pull_api: PullAPIWrapper | None = None
         self._running = False
-        self._paused = False
         self._background: set[asyncio.Task[None]] = set()
-        self._lanes: dict[MessageQueue, QueueLane] = {}
-        """Queues pulled and consumed by a thread of their own (``queue_lane.py``); loop only."""
-        self._lanes_enabled = False
         self._handoff: QueueHandoff | None = None
         """Clean hand-off of queues (CLUSTERING with ``clean_handoff``; ``handoff.py``)."""
         self._trace: Any = None  # AsyncTraceDispatcher while enable_msg_trace (tidemq.client.trace)
@@ -126,15 +116,17 @@ class AsyncPushConsumer:
         validate_topic(topic)
         self._subscriptions[topic] = expression
         self.rebalancer.subscription_inner[topic] = subscription_of(topic, expression)
-        if self._instance is not None:
-            task = asyncio.ensure_future(self._after_subscribe(topic))
+        inst = self._instance
+        if inst is not None:
+
+            async def after_subscribe() -> None:
+                await inst.update_topic_route_info_from_name_server(topic)
+                await inst.send_heartbeat_to_all_brokers()
+                inst.rebalance_immediately()
+
+            task = asyncio.ensure_future(after_subscribe())
             self._background.add(task)
             task.add_done_callback(self._background.discard)
-
-    async def _after_subscribe(self, topic: str) -> None:
-        await self.instance.update_topic_route_info_from_name_server(topic)
-        await self.instance.send_heartbeat_to_all_brokers()
-        self.instance.rebalance_immediately()
 
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic``. Mirrors ``unsubscribe``."""
@@ -180,6 +172,16 @@ class AsyncPushConsumer:
     def is_broadcasting(self) -> bool:
         return self.config.message_model == "BROADCASTING"
 
+    @property
+    def running(self) -> bool:
+        """True from :meth:`start` until :meth:`shutdown` begins."""
+        return self._running
+
+    @property
+    def consume_service(self) -> ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService | None:
+        """The consume service (None before :meth:`start`)."""
+        return self._consume
+
     def assignment(self) -> list[MessageQueue]:
         """Queues this member owns now (sorted)."""
         return self.rebalancer.owned()
@@ -213,46 +215,18 @@ class AsyncPushConsumer:
         else:
             self._offset_store = RemoteBrokerOffsetStore(inst, self.group_name)
         await self._offset_store.load()
+        locks = InstanceLocks(inst, self.group_name, self.client_id)
         listener = self._listener
         if cfg.enable_msg_trace:  # message trace: SubBefore / SubAfter records around the listener
             from tidemq.client.trace import start_consume_trace
 
             self._trace, listener = await start_consume_trace(cfg, self.group_name, listener)
-        if self.consume_orderly:
-            orderly = ConsumeMessageOrderlyService(
-                self,
-                listener,
-                consume_thread_max=cfg.consume_thread_max,
-                consume_message_batch_max_size=cfg.consume_message_batch_max_size,
-                suspend_current_queue_time_millis=cfg.suspend_current_queue_time_millis,
-                max_reconsume_times=cfg.max_reconsume_times,
-            )
-            if not self.is_broadcasting:
-                self.rebalancer.lock_hook = orderly.lock
-                self.rebalancer.lock_wait = cfg.handoff_timeout if cfg.clean_handoff else 0.0
-            self._consume = orderly
-        else:
-            self._consume = ConsumeMessageConcurrentlyService(
-                self,
-                listener,  # type: ignore[arg-type]  # an orderly wrapper sets consume_orderly
-                consume_thread_max=cfg.consume_thread_max,
-                consume_message_batch_max_size=cfg.consume_message_batch_max_size,
-            )
-            if cfg.clean_handoff and not self.is_broadcasting:
-                self._handoff = QueueHandoff(self, cfg.handoff_timeout)
-                self.rebalancer.lock_hook = self._handoff.lock
-                self.rebalancer.lock_wait = cfg.handoff_timeout
-                self.rebalancer.lock_required = False
+        self._consume, self._handoff = _consume_service(self, listener, locks)
         inst.register_consumer(self.group_name, self)
         self._instance = inst
+        self.kernel.loop = inst.loop
         self._pull_api = PullAPIWrapper(inst, self.group_name)
-        self._lanes_enabled = (
-            cfg.queue_lanes
-            and not (cfg.access_key and cfg.secret_key)  # a lane's connection does not sign requests
-            and isinstance(self._consume, ConsumeMessageConcurrentlyService)
-            and not self._consume.is_async
-            and cfg.pull_interval <= 0
-        )
+        self.kernel.enable_lanes(self._consume)
         self._running = True
         await inst.start()
         if isinstance(self._consume, ConsumeMessageOrderlyService):
@@ -269,7 +243,7 @@ class AsyncPushConsumer:
             await self.shutdown()
             raise
         await inst.send_heartbeat_to_all_brokers()
-        await self._refresh_missing_routes()
+        await _refresh_missing_routes(self.instance, self.rebalancer)
         inst.rebalance_immediately()
 
     async def shutdown(self, timeout: float = 10.0) -> None:
@@ -280,12 +254,7 @@ class AsyncPushConsumer:
         if not self._running:
             return
         self._running = False
-        lanes = list(self._lanes.values())
-        for lane in lanes:
-            lane.stop()
-        await self._pull_service.shutdown()
-        if lanes:  # a lane may be running the listener: it finishes that call first
-            await asyncio.get_running_loop().run_in_executor(None, _join_lanes, lanes, timeout)
+        await self.kernel.shutdown(timeout)
         if self._consume is not None and not await self._consume.shutdown(timeout):
             log.warning("%s: in-flight messages did not finish within %gs", self.group_name, timeout)
         await self.persist_consumer_offset(oneway=False)
@@ -299,6 +268,7 @@ class AsyncPushConsumer:
         if trace is not None:
             await trace.shutdown()
         inst, self._instance = self._instance, None
+        self.kernel.loop = None
         if inst is not None:
             await inst.unregister_consumer(self.group_name)
 
@@ -311,11 +281,11 @@ class AsyncPushConsumer:
 
     def suspend(self) -> None:
         """Pause pulling (resumed by :meth:`resume`)."""
-        self._paused = True
+        self.kernel.paused = True
 
     def resume(self) -> None:
         """Resume pulling."""
-        self._paused = False
+        self.kernel.paused = False
 
     # -- ConsumerInner (called by the instance) ------------------------------------------------
 
@@ -338,15 +308,9 @@ class AsyncPushConsumer:
         )
 
     async def do_rebalance(self) -> None:
-        if self._running and not self._paused:
-            await self._refresh_missing_routes()
+        if self._running and not self.kernel.paused:
+            await _refresh_missing_routes(self.instance, self.rebalancer)
             await self.rebalancer.do_rebalance()
-
-    async def _refresh_missing_routes(self) -> None:
-        # %RETRY%<group> becomes routable only after the first heartbeat created it.
-        for topic in self.subscribed_topics():
-            if not self.rebalancer.topic_subscribe_info_table.get(topic):
-                await self.instance.update_topic_route_info_from_name_server(topic)
 
     async def persist_consumer_offset(self, *, oneway: bool = True) -> None:
         """Persist the offsets of owned queues. Mirrors ``persistConsumerOffset``."""
@@ -369,9 +333,7 @@ class AsyncPushConsumer:
             await self.offset_store.persist(mq)
             self.offset_store.remove_offset(mq)
 
-        lane = self._lanes.get(mq)
-        if lane is not None and lane.pr.process_queue is pq:
-            lane.stop()
+        self.kernel.stop_lane(mq, pq)
         if isinstance(self._consume, ConsumeMessageOrderlyService) and not self.is_broadcasting:
             return await self._consume.remove_process_queue(mq, pq, persist)
         if self._handoff is not None:  # clean hand-off: drain, commit, then let the next owner in
@@ -408,222 +370,13 @@ class AsyncPushConsumer:
         With queue lanes on, a new queue's first pull is a lane's (its first answer hands a backlog
         back to the loop, as any lane's does): the first messages after a start or a rebalance do
         not wait for a loop pull to find them and a lane thread and connection to be started."""
-        for pr in requests:
-            self._pull_next(pr, caught_up=True)
-
-    # -- pulling -------------------------------------------------------------------------------
-
-    async def pull_message(self, pr: PullRequest) -> None:
-        """One pull of one queue, then schedule the next. Mirrors ``DefaultMQPushConsumerImpl.pullMessage``."""
-        pq, mq, cfg = pr.process_queue, pr.message_queue, self.config
-        delay = self.lane_pull_delay(pr)
-        if delay is not None:
-            if delay >= 0:
-                self._pull_service.execute_pull_request_later(pr, delay)
-            return
-        if self.consume_orderly and not self.is_broadcasting:
-            if not pq.locked:  # wait for the lock (renewed every 20 s)
-                self._pull_service.execute_pull_request_later(pr, ORDERLY_UNLOCKED_PULL_DELAY_S)
-                return
-            if not pr.previously_locked:  # first pull since locking: the broker's offset is the truth
-                stored = await self.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
-                if stored < -1:
-                    self._pull_service.execute_pull_request_later(pr, cfg.pull_time_delay_when_exception)
-                    return
-                pr.previously_locked = True
-                if stored >= 0:
-                    pr.next_offset = stored
-        sub = self.rebalancer.subscription_inner.get(mq.topic)
-        if sub is None:
-            self._pull_service.execute_pull_request_later(pr, cfg.pull_time_delay_when_exception)
-            return
-        try:
-            result = await self.pull_api.pull_kernel_impl(
-                mq, timeout=cfg.consumer_pull_timeout, **self._pull_fields(pr, sub)
-            )
-        except TideMQError as exc:
-            if self._running and not pq.dropped:
-                log.warning(
-                    "pull of %s failed: %s; retrying in %gs", mq, exc, cfg.pull_time_delay_when_exception
-                )
-            self._pull_service.execute_pull_request_later(pr, cfg.pull_time_delay_when_exception)
-            return
-        if pq.dropped or not self._running:
-            return
-        pr.suggest_which_broker_id = result.suggest_which_broker_id
-        self.pull_api.process_pull_result(mq, result, sub)
-        await self._on_pull_result(pr, result)
-
-    async def _on_pull_result(self, pr: PullRequest, result: Any) -> None:
-        pq, mq = pr.process_queue, pr.message_queue
-        status = result.pull_status
-        if status is PullStatus.FOUND:
-            pr.next_offset = result.next_begin_offset
-            msgs: list[MessageExt] = result.msg_found_list
-            if msgs:
-                dispatch = pq.put_messages(msgs)
-                assert self._consume is not None
-                self._consume.submit_consume_request(msgs, pq, mq, dispatch)
-            elif pq.msg_count == 0:
-                self.offset_store.update_offset(mq, pr.next_offset, True)
-            if self.config.pull_interval > 0:
-                self._pull_service.execute_pull_request_later(pr, self.config.pull_interval)
-            else:
-                self._pull_next(pr, caught_up=result.max_offset <= result.next_begin_offset)
-        elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
-            pr.next_offset = result.next_begin_offset
-            if pq.msg_count == 0:  # correctTagsOffset
-                self.offset_store.update_offset(mq, pr.next_offset, True)
-            self._pull_next(pr, caught_up=True)
-        else:  # OFFSET_ILLEGAL
-            log.warning("the pull request offset illegal, %s next offset %d", mq, result.next_begin_offset)
-            pr.next_offset = result.next_begin_offset
-            pq.dropped = True
-
-            async def fix() -> None:
-                self.offset_store.update_offset(mq, pr.next_offset, False)
-                await self.offset_store.persist(mq)
-                self.rebalancer.process_queue_table.pop(mq, None)
-                self.instance.rebalance_immediately()
-
-            self._pull_service.execute_task_later(fix, 10.0)
-
-    def _pull_fields(self, pr: PullRequest, sub: SubscriptionData) -> PullKernelFields:
-        """The fields of ``pr``'s next pull (``pullMessage``'s call of ``pullKernelImpl``): the
-        offset to commit along is the in-memory one (0: none; never in BROADCASTING). Any thread."""
-        cfg, mq = self.config, pr.message_queue
-        commit_offset = 0 if self.is_broadcasting else max(0, self.offset_store.read_offset_in_memory(mq))
-        post_sub = cfg.post_subscription_when_pull
-        return PullKernelFields(
-            sub_expression=sub.sub_string if post_sub else None,
-            expression_type=sub.expression_type,
-            sub_version=sub.sub_version,
-            offset=pr.next_offset,
-            max_nums=cfg.pull_batch_size,
-            sys_flag=PullSysFlag.build_sys_flag(commit_offset > 0, True, post_sub, False),
-            commit_offset=commit_offset,
-            broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
-        )
-
-    def _pull_next(self, pr: PullRequest, *, caught_up: bool) -> None:
-        """After a good pull on the loop, or for a new queue's first pull: the next one goes to a
-        queue lane of its own when lanes are on, the queue is ``caught_up`` (the broker had nothing
-        past this answer; assumed for a first pull) and a lane is free (at most
-        ``consume_thread_max``), else to the loop's pull service."""
-        mq = pr.message_queue
-        if (
-            caught_up
-            and self._lanes_enabled
-            and mq not in self._lanes
-            and len(self._lanes) < self.config.consume_thread_max
-            and self._running
-        ):
-            lane = QueueLane(
-                self,
-                pr,
-                asyncio.get_running_loop(),
-                retry_delay=self.config.pull_time_delay_when_exception,
-                batch_size=self.config.consume_message_batch_max_size,
-                pull_timeout=self.config.consumer_pull_timeout,
-            )
-            self._lanes[mq] = lane
-            lane.start()
-            return
-        self._pull_service.execute_pull_request_immediately(pr)
-
-    # -- LaneHost (queue_lane.py) -----------------------------------------------------------------
-
-    def lane_pull_delay(self, pr: PullRequest) -> float | None:
-        """The checks before a pull that need no I/O, on any thread: None to pull now, else the
-        seconds to wait (suspended, flow control), or -1.0 when the queue is no longer pulled."""
-        pq, cfg = pr.process_queue, self.config
-        if pq.dropped or not self._running:
-            return -1.0
-        pq.last_pull_timestamp = int(time.time() * 1000)
-        if self._paused:
-            return 1.0
-        fc = check_flow_control(
-            pq,
-            pull_threshold_for_queue=cfg.pull_threshold_for_queue,
-            pull_threshold_size_for_queue_mib=cfg.pull_threshold_size_for_queue,
-            consume_concurrently_max_span=cfg.consume_concurrently_max_span,
-            orderly=self.consume_orderly,
-        )
-        return None if fc is None else fc.delay
-
-    def lane_pull_request(self, pr: PullRequest) -> tuple[str, RemotingCommand, SubscriptionData] | None:
-        sub = self.rebalancer.subscription_inner.get(pr.message_queue.topic)
-        if sub is None:
-            return None
-        built = self.pull_api.build_pull_request(pr.message_queue, **self._pull_fields(pr, sub))
-        return None if built is None else (built[0].broker_addr, built[1], sub)
-
-    def lane_process_pull_result(
-        self, mq: MessageQueue, result: PullResult, sub: SubscriptionData
-    ) -> PullResult:
-        return self.pull_api.process_pull_result(mq, result, sub)
-
-    def lane_consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, inline: bool) -> None:
-        consume, inst = self._consume, self._instance
-        assert isinstance(consume, ConsumeMessageConcurrentlyService)
-        if inst is not None:  # else shut down meanwhile: the messages stay unconsumed (uncommitted)
-            consume.consume_on_lane(inst.loop, msgs, pq, mq, inline)
-
-    def lane_handed_back(self, pr: PullRequest, delay: float) -> None:
-        if not self._running or pr.process_queue.dropped:
-            return
-        if delay > 0:
-            self._pull_service.execute_pull_request_later(pr, delay)
-        else:
-            self._pull_service.execute_pull_request_immediately(pr)
-
-    def lane_pull_result(self, pr: PullRequest, result: PullResult) -> None:
-        if self._running and not pr.process_queue.dropped:
-            task = asyncio.ensure_future(self._on_pull_result(pr, result))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-
-    def lane_empty_pull(self, mq: MessageQueue, offset: int) -> None:
-        if self._offset_store is not None:
-            self._offset_store.update_offset(mq, offset, True)
-
-    def lane_exited(self, lane: QueueLane) -> None:
-        mq = lane.pr.message_queue
-        if self._lanes.get(mq) is lane:
-            del self._lanes[mq]
+        self.kernel.dispatch(requests)
 
     # -- OrderlyConsumerHost --------------------------------------------------------------------
 
     def owned_process_queues(self) -> dict[MessageQueue, ProcessQueue]:
         """The live ``{queue: ProcessQueue}`` table of the rebalancer."""
         return self.rebalancer.process_queue_table
-
-    async def find_broker_addr_for_lock(self, broker_name: str) -> str | None:
-        """Master address of ``broker_name`` (orderly locks live on masters)."""
-        addr = self.instance.find_broker_address_in_subscribe(broker_name, MASTER_ID)
-        if addr is None:
-            try:
-                addr = await self.instance.find_broker_addr(broker_name)
-            except TideMQError:
-                return None
-        return addr
-
-    async def lock_batch_mq(self, addr: str, mqs: set[MessageQueue], timeout: float) -> set[MessageQueue]:
-        """LOCK_BATCH_MQ (41) for this client id; the queues it holds afterwards."""
-        return await self.instance.api.lock_batch_mq(addr, self.group_name, self.client_id, mqs, timeout)
-
-    async def unlock_batch_mq(
-        self,
-        addr: str,
-        mqs: set[MessageQueue],
-        timeout: float,
-        *,
-        oneway: bool,
-    ) -> None:
-        """UNLOCK_BATCH_MQ (42) for this client id."""
-        await self.instance.api.unlock_batch_mq(
-            addr, self.group_name, self.client_id, mqs, timeout, oneway=oneway
-        )
 
     # -- retries -------------------------------------------------------------------------------
 
@@ -657,11 +410,48 @@ class AsyncPushConsumer:
             return False
 
 
-def _join_lanes(lanes: list[QueueLane], timeout: float) -> None:
-    """Wait up to ``timeout`` seconds in all for the lanes' threads to end."""
-    deadline = time.monotonic() + timeout
-    for lane in lanes:
-        lane.thread.join(max(0.0, deadline - time.monotonic()))
+def _consume_service(
+    consumer: AsyncPushConsumer, listener: Any, locks: InstanceLocks
+) -> tuple[ConsumeMessageConcurrentlyService | ConsumeMessageOrderlyService, QueueHandoff | None]:
+    """The consume service of ``consumer`` (orderly or concurrent) and, for concurrent CLUSTERING
+    with ``clean_handoff``, its :class:`QueueHandoff`; sets the rebalancer's lock hook (orderly:
+    own only locked queues; clean hand-off: wait for the old owner's release)."""
+    cfg, rebalancer = consumer.config, consumer.rebalancer
+    if consumer.consume_orderly:
+        orderly = ConsumeMessageOrderlyService(
+            consumer,
+            listener,
+            locks,
+            consume_thread_max=cfg.consume_thread_max,
+            consume_message_batch_max_size=cfg.consume_message_batch_max_size,
+            suspend_current_queue_time_millis=cfg.suspend_current_queue_time_millis,
+            max_reconsume_times=cfg.max_reconsume_times,
+        )
+        if not consumer.is_broadcasting:
+            rebalancer.lock_hook = orderly.lock
+            rebalancer.lock_wait = cfg.handoff_timeout if cfg.clean_handoff else 0.0
+        return orderly, None
+    concurrent = ConsumeMessageConcurrentlyService(
+        consumer,
+        listener,
+        consume_thread_max=cfg.consume_thread_max,
+        consume_message_batch_max_size=cfg.consume_message_batch_max_size,
+    )
+    if not cfg.clean_handoff or consumer.is_broadcasting:
+        return concurrent, None
+    handoff = QueueHandoff(locks, cfg.handoff_timeout)
+    rebalancer.lock_hook = handoff.lock
+    rebalancer.lock_wait = cfg.handoff_timeout
+    rebalancer.lock_required = False
+    return concurrent, handoff
+
+
+async def _refresh_missing_routes(inst: ClientInstance, rebalancer: Rebalancer) -> None:
+    """Ask for the routes of subscribed topics not routed yet: ``%RETRY%<group>`` becomes routable
+    only after the first heartbeat created it."""
+    for topic in list(rebalancer.subscription_inner):
+        if not rebalancer.topic_subscribe_info_table.get(topic):
+            await inst.update_topic_route_info_from_name_server(topic)
 
 
 class PushConsumer(BlockingFacade[AsyncPushConsumer]):
