@@ -1,7 +1,14 @@
 """Fixed-size segment files. Mirrors RocketMQ's ``MappedFile`` and ``MappedFileQueue``.
 
 A segment is a file named by its 20-digit zero-padded start offset, preallocated (sparse) to the
-segment size and accessed with ``os.pwrite`` / ``os.pread`` on one file descriptor. Positions:
+segment size, written through a shared memory map (as RocketMQ's ``MappedFile``: an append is a
+memory copy, not a ``pwrite`` system call) and read with ``os.pread`` on one file descriptor (the
+same page cache, so a read sees every write at once; ``fdatasync`` on the descriptor writes the
+mapped pages back). A mapped write only lands in blocks reserved beforehand with
+``posix_fallocate``, :data:`RESERVE_CHUNK` bytes at a time ahead of the writes: a full disk then
+fails that reservation with ``ENOSPC`` (an ``OSError``, as a ``pwrite`` would) and never faults a
+write into a hole (``SIGBUS``). Where a map or a reservation cannot be made for another reason the
+segment falls back to ``os.pwrite``. Positions:
 ``wrote_position`` (bytes written, in-memory truth) and ``flushed_position`` (fsynced).
 A segment is reference counted so that a reader never touches a closed (and maybe reused) file
 descriptor while retention deletes the file.
@@ -9,8 +16,10 @@ descriptor while retention deletes the file.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
+import mmap
 import os
 import threading
 from pathlib import Path
@@ -24,6 +33,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _ZERO_CHUNK = 1 << 20
+RESERVE_CHUNK = 1 << 18
+"""Bytes of blocks reserved (``posix_fallocate``) past a mapped write's end when it needs more:
+one system call per 256 KiB written, and a file never more than 256 KiB past its data on disk."""
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -56,6 +69,14 @@ class MappedFile:
             raise StoreError(f"cannot open segment {path}: {exc}") from exc
         self.wrote_position = 0
         self.flushed_position = 0
+        self._mm: mmap.mmap | None = None
+        """The shared map writes go through; None: ``pwrite`` (no map could be made)."""
+        self._reserved = 0
+        """Bytes ``[0, _reserved)`` hold allocated blocks: a mapped write below it cannot fault."""
+        try:
+            self._mm = mmap.mmap(self._fd, file_size)
+        except (OSError, ValueError) as exc:
+            log.warning("segment %s is written with pwrite: cannot map it: %s", path, exc)
         self._refs = 1
         self._available = True
         self._ref_lock = threading.Lock()
@@ -74,6 +95,9 @@ class MappedFile:
         with self._ref_lock:
             self._refs -= 1
             if self._refs == 0 and self._fd >= 0:
+                mm, self._mm = self._mm, None  # a later write takes the pwrite path (EBADF)
+                if mm is not None:
+                    mm.close()
                 os.close(self._fd)
                 self._fd = -1
 
@@ -89,15 +113,39 @@ class MappedFile:
             StoreError: the write would pass the end of the segment, or the OS failed.
         """
         end = pos + len(data)
-        if end > self.file_size:
+        mm = self._mm
+        if mm is not None and end <= self._reserved and pos >= 0:  # the usual append: a copy
+            mm[pos:end] = data
+        else:
+            self._write_slow(pos, data, end)
+        if end > self.wrote_position:
+            self.wrote_position = end
+
+    def _write_slow(self, pos: int, data: bytes | bytearray | memoryview, end: int) -> None:
+        """:meth:`write` past the reserved blocks (reserve more, then copy) or without a map."""
+        if end > self.file_size or pos < 0:
             raise StoreError(f"{self.path}: write [{pos}, {end}) beyond segment size {self.file_size}")
+        if self._mm is not None:
+            reserve_to = min(self.file_size, end + RESERVE_CHUNK)
+            try:
+                os.posix_fallocate(self._fd, self._reserved, reserve_to - self._reserved)
+            except OSError as exc:
+                if exc.errno in _NO_SPACE:
+                    raise  # as a pwrite would: nothing written, the disk guard takes it from here
+                log.warning(
+                    "segment %s is written with pwrite from now: no block reservation: %s", self.path, exc
+                )
+                mm, self._mm = self._mm, None
+                mm.close()
+            else:
+                self._reserved = reserve_to
+                self._mm[pos:end] = data
+                return
         done = os.pwrite(self._fd, data, pos)
         if done < len(data):  # short writes are rare but legal
             view = memoryview(data)
             while done < len(view):
                 done += os.pwrite(self._fd, view[done:], pos + done)
-        if end > self.wrote_position:
-            self.wrote_position = end
 
     def read(self, pos: int, size: int) -> bytes:
         """``size`` bytes at in-file ``pos`` (caller holds a reference)."""
@@ -120,8 +168,9 @@ class MappedFile:
 
     def zero_from(self, pos: int) -> None:
         """Zero the file from ``pos`` to its end (drop a torn tail); ``wrote_position`` := ``pos``."""
-        os.ftruncate(self._fd, pos)
+        os.ftruncate(self._fd, pos)  # the map stays valid: the file is its full size again below
         os.ftruncate(self._fd, self.file_size)
+        self._reserved = min(self._reserved, pos)  # the blocks past pos are holes again
         self.wrote_position = pos
         self.flushed_position = min(self.flushed_position, pos)
 

@@ -383,6 +383,25 @@ class MessageStore:
         """
         return self._put.put_message_batch(batch)
 
+    def put_message_single(
+        self,
+        topic: str,
+        queue_id: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: str,
+        reconsume_times: int,
+        flag: int,
+        body: bytes,
+        properties: str,
+    ) -> PutMessageResult:
+        """:meth:`put_message_batch` of one message given field by field (``born_timestamp`` ms,
+        ``born_host`` ``"ip:port"``, ``properties`` the stored text): the broker's plain single send,
+        with no :class:`MessageExtBatch` to build (:meth:`CommitLogPut.put_message_single`)."""
+        return self._put.put_message_single(
+            topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flag, body, properties
+        )
+
     def dispatch_pending(self) -> None:
         """Dispatch the puts that wait for it, then tell the message arriving listener.
 

@@ -165,10 +165,43 @@ class CommitLogPut:
         if refused is not None:
             return refused
         if len(batch.bodies) == 1 and len(batch.flags) == 1 and len(batch.properties) == 1:
-            return self._put_one(batch)
+            return self._put_one(
+                batch.topic,
+                batch.queue_id,
+                batch.sys_flag,
+                batch.born_timestamp,
+                batch.born_host,
+                batch.reconsume_times,
+                batch.prepared_transaction_offset,
+                batch.flags[0],
+                batch.bodies[0],
+                batch.properties[0],
+            )
         if not batch.bodies:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="empty batch")
         return self._put_batches([batch])
+
+    def put_message_single(
+        self,
+        topic: str,
+        queue_id: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: str,
+        reconsume_times: int,
+        flag: int,
+        body: bytes,
+        properties: str,
+    ) -> PutMessageResult:
+        """:meth:`put_message_batch` of a one-message batch given field by field (every plain single
+        send: no :class:`MessageExtBatch` to build), ``prepared_transaction_offset`` 0. Same records,
+        results and statuses."""
+        refused = self._refuse_put()
+        if refused is not None:
+            return refused
+        return self._put_one(
+            topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, 0, flag, body, properties
+        )
 
     def put_message_batches(self, batches: list[MessageExtBatch]) -> PutMessageResult:
         """:meth:`put_message_batch` for several batches in one contiguous write (statuses as
@@ -235,18 +268,28 @@ class CommitLogPut:
         log.exception("put failed in %s", store.root)
         return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"store write failed: {exc}")
 
-    def _put_one(self, batch: MessageExtBatch) -> PutMessageResult:
-        """:meth:`_put_batches` for one batch of one message (every single send): the same checks,
-        records, dispatch, listeners and results, written for one record (no per-batch lists, maps
-        or loops)."""
+    def _put_one(
+        self,
+        topic: str,
+        queue_id: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: str,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+        flag: int,
+        body: bytes,
+        text: str,
+    ) -> PutMessageResult:
+        """:meth:`_put_batches` for one batch of one message (every single send), its fields given
+        one by one: the same checks, records, dispatch, listeners and results, written for one record
+        (no per-batch lists, maps or loops)."""
         store = self._store
         max_size = store.config.max_message_size
-        topic, queue_id, sys_flag = batch.topic, batch.queue_id, batch.sys_flag
         try:
-            encoder = self._encoder(topic, batch.born_host)
+            encoder = self._encoder(topic, born_host)
         except ProtocolError as exc:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
-        body, text = batch.bodies[0], batch.properties[0]
         raw = text.encode()
         if len(raw) > MAX_PROPERTIES_BYTES:
             return PutMessageResult(
@@ -262,7 +305,7 @@ class CommitLogPut:
         consumable = is_consumable(sys_flag)
         key = (topic, queue_id)
         sizes = [size]
-        texts = batch.properties
+        texts = [text]
         dispatcher = store.dispatcher
         try:
             with store._put_lock:
@@ -276,15 +319,15 @@ class CommitLogPut:
                 topic_queue_table = store.topic_queue_table
                 q = topic_queue_table.get(key, 0) if consumable else 0
                 data = encoder.encode_one(
-                    batch.flags[0],
+                    flag,
                     body,
                     raw,
                     size,
                     queue_id,
                     sys_flag,
-                    batch.born_timestamp,
-                    batch.reconsume_times,
-                    batch.prepared_transaction_offset,
+                    born_timestamp,
+                    reconsume_times,
+                    prepared_transaction_offset,
                     q,
                     phy,
                     now,

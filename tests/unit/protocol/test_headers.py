@@ -286,6 +286,24 @@ def test_v2_send_header_plain_reading_matches_the_generic_parser(ext: dict[str, 
     assert SendMessageRequestHeader.from_v2_ext_fields(ext) == generic
 
 
+@settings(max_examples=100)
+@given(
+    st.fixed_dictionaries(
+        {k: st.one_of(_V2_DIGITS, st.integers(0, 9), st.none(), st.booleans()) for k in "abcdefgh"},
+        optional={k: st.one_of(_V2_VALUES, st.integers(0, 9), st.none()) for k in "ijklmn"},
+    )
+)
+def test_v2_send_header_plain_reading_steps_aside_for_values_that_are_not_str(ext: dict) -> None:
+    """Values other than str (an in-process caller's dict) get the generic parser's answer."""
+    plain = SendMessageRequestHeader._from_v2_plain(ext)
+    try:
+        generic = SendMessageRequestHeader._from_ext(ext, V2_FIELD_NAMES)
+    except HeaderError:
+        assert plain is None
+        return
+    assert plain is None or plain == generic
+
+
 def test_v2_send_header_as_clients_send_it_is_read_plainly() -> None:
     """A header as the C++ and tidemq clients send it takes the field-by-field reading."""
     ext = {

@@ -47,10 +47,12 @@ def _open(root: Path) -> tuple[MessageStore, list[Any]]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_MESSAGE, min_size=1, max_size=12))
 def test_single_put_stores_what_the_general_path_stores(tmp_path_factory: Any, messages: list[Any]) -> None:
-    """Commit-log bytes, results, consume queues, put and arrival listeners: all the same."""
+    """Commit-log bytes, results, consume queues, put and arrival listeners: all the same (the
+    one-message batch, the message given field by field, and the general path)."""
     root = tmp_path_factory.mktemp("puts")
     one, heard_one = _open(root / "one")
     general, heard_general = _open(root / "general")
+    single, heard_single = _open(root / "single")
     try:
         for topic, queue_id, sys_flag, body, pairs, flag in messages:
             text = "\x02".join(f"{k}\x01{v}" for k, v in pairs)
@@ -62,10 +64,12 @@ def test_single_put_stores_what_the_general_path_stores(tmp_path_factory: Any, m
                 [MessageExtBatch(*args, flags=[flag], bodies=[body], properties=[text])]
             )
             assert a == b  # status, remark and every field of the append result
+            assert single.put_message_single(*args, flag, body, text) == b
         end = one.commit_log.get_max_offset()
         assert end == general.commit_log.get_max_offset()
         assert one.commit_log.get_message(0, end) == general.commit_log.get_message(0, end)
-        assert heard_one == heard_general
+        assert heard_one == heard_general == heard_single
+        assert single.commit_log.get_message(0, end) == general.commit_log.get_message(0, end)
         assert [type(h) for h in heard_one] == [type(h) for h in heard_general]  # PutRecords or arrivals
         for key in set(one.consume_queue_table) | set(general.consume_queue_table):
             assert one.get_max_offset_in_queue(*key) == general.get_max_offset_in_queue(*key)
@@ -76,3 +80,4 @@ def test_single_put_stores_what_the_general_path_stores(tmp_path_factory: Any, m
     finally:
         one.shutdown()
         general.shutdown()
+        single.shutdown()

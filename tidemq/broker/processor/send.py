@@ -29,7 +29,7 @@ import random
 import time
 from typing import TYPE_CHECKING, ClassVar
 
-from tidemq.broker.timer_service import is_timer_message, transform_timer_message
+from tidemq.broker.timer_service import TIMER_KEYS, is_timer_message, transform_timer_message
 from tidemq.errors import ProtocolError
 from tidemq.protocol.body import TopicConfig
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -39,6 +39,7 @@ from tidemq.protocol.headers import HeaderError, SendMessageRequestHeader
 from tidemq.protocol.message import MessageConst, properties_to_string, property_value, string_to_properties
 from tidemq.protocol.message_codec import MAX_PROPERTIES_BYTES, MessageSysFlag, decode_batch_columns
 from tidemq.protocol.topic import (
+    RETRY_GROUP_TOPIC_PREFIX,
     check_topic,
     dlq_topic,
     group_of_retry_topic,
@@ -61,6 +62,8 @@ _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
 _DELAY_PAIR = f"{_DELAY}\x01"
 _WAIT = MessageConst.PROPERTY_WAIT_STORE_MSG_OK
 _CLUSTER = MessageConst.PROPERTY_CLUSTER
+_NOT_PLAIN = frozenset((_DELAY, MessageConst.PROPERTY_TRANSACTION_PREPARED, *TIMER_KEYS))
+"""Properties that take a send off the plain path: delay level, half message, timer (one set test)."""
 
 
 def _utf8_len(text: str) -> int:
@@ -257,6 +260,14 @@ class SendMessageProcessor:
         if ext is None:
             ext = self._response_ext()
         props, wait, text = self._props(header.properties)
+        topic = header.topic
+        if _NOT_PLAIN.isdisjoint(props) and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            answer = self._send_plain(
+                remote_addr, header, request.body, topic_config, queue_id, wait, text, ext
+            )
+            if isinstance(answer, PutMessageResult):  # a flush or a slave to wait for
+                return await self._handle_put_result(answer, queue_id, wait, ext)
+            return answer
         if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
             from tidemq.broker.transaction.processor import send_half_message  # transactions.md §1.2
 
@@ -314,6 +325,61 @@ class SendMessageProcessor:
         if result.append_result is not None:  # statistics: one O(1) call per request
             self.broker.broker_stats.inc_put(header.topic, 1, result.append_result.wrote_bytes)
         return await self._handle_put_result(result, queue_id, wait, ext)
+
+    def _send_plain(
+        self,
+        remote_addr: str,
+        header: SendMessageRequestHeader,
+        body: bytes,
+        topic_config: TopicConfig,
+        queue_id: int,
+        wait: bool,
+        text: str,
+        ext: dict[str, str],
+    ) -> RemotingCommand | PutMessageResult:
+        """:meth:`send_message` of a message with no delay level, timer or half-message property, to
+        a topic that is not a retry topic (nearly every send): the same checks, put and answer, made
+        without a coroutine of its own; the put's result instead when the answer must wait for a
+        flush or a slave (then :meth:`_handle_put_result`)."""
+        broker = self.broker
+        topic = header.topic
+        # sizes: a text of at most MAX_PROPERTIES_BYTES // 4 characters fits in any encoding
+        if len(body) > broker.store_config.max_message_size or len(text) * 4 > MAX_PROPERTIES_BYTES:
+            problem = self._size_error(len(body), _utf8_len(text))
+            if problem is not None:
+                problem.ext_fields.update(ext)
+                return problem
+        sys_flag = header.sys_flag
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
+        try:
+            result = broker.store.put_message_single(
+                topic,
+                queue_id,
+                sys_flag,
+                header.born_timestamp,
+                remote_addr,
+                header.reconsume_times or 0,
+                header.flag,
+                body,
+                text,
+            )
+        except ProtocolError as exc:
+            return error(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}", ext)
+        append = result.append_result
+        if append is not None:  # statistics: one O(1) call per request
+            broker.broker_stats.inc_put(topic, 1, append.wrote_bytes)
+        if wait and (
+            broker.group_commit_service is not None or (broker.ha is not None and broker.ha.is_sync_master)
+        ):
+            return result
+        if append is None or result.status is not PutMessageStatus.PUT_OK:
+            return self._put_error(result, ext)
+        fields = ext.copy()  # SendMessageResponseHeader's fields, written directly (hot path)
+        fields["msgId"] = append.msg_id or ",".join(append.msg_ids)
+        fields["queueId"] = str(queue_id)
+        fields["queueOffset"] = str(append.logics_offset)
+        return RemotingCommand(ResponseCode.SUCCESS, flag=RPC_TYPE_RESPONSE, ext_fields=fields)
 
     # -- batch ------------------------------------------------------------------------------------
 
