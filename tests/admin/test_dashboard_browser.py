@@ -124,6 +124,7 @@ def test_dashboard_in_chromium(tmp_path: Path, browser: Any) -> None:
             assert admin.consumer_progress("billing", "OrderEvents")[0].lag == 0
 
             _issue_31_pages(page, base, admin, proc.namesrv_addr, tmp_path)
+            _topic_pages(page, base, admin, tmp_path)
 
             page.goto(f"{base}/topics/NoSuchTopic")
             assert "NoSuchTopic" in page.locator("#error").inner_text()
@@ -191,3 +192,30 @@ def _issue_31_pages(page: Any, base: str, admin: AdminClient, namesrv: str, tmp_
     page.wait_for_selector("#notice")
     assert "MadeInDashboard deleted" in page.locator("#notice").inner_text()
     assert "MadeInDashboard" not in admin.fetch_all_topic_list()
+
+
+def _topic_pages(page: Any, base: str, admin: AdminClient, tmp_path: Path) -> None:
+    """Thousands of topics: the Topics page shows 1,000 a page, sorted, with counts, next / last
+    links and a substring filter (issue 30)."""
+    admin.create_topic_list([f"Tenant-{i:04d}" for i in range(2500)], 1)  # UPDATE_AND_CREATE_TOPIC_LIST
+    page.goto(f"{base}/topics")
+    total = int(page.locator("#pager-top").inner_text().split(" of ")[1].split()[0].replace(",", ""))
+    assert page.locator("#topics tbody tr").count() == 1000
+    assert page.locator("#pager-top").inner_text().startswith(f"topics 1-1,000 of {total:,}")
+    assert total >= 2502  # the tenants, BulkT, OrderEvents (and the broker's own: name, cluster)
+    names = page.locator("#topics tbody td:first-child a").all_inner_texts()
+    assert names == sorted(names) and names[0] == "BulkT"
+    page.locator("#pager-bottom").get_by_role("link", name="last").click()
+    page.wait_for_url("**page=*")
+    last = page.locator("#topics tbody td:first-child a").all_inner_texts()
+    assert last[-1] == "Tenant-2499"
+    assert len(last) == total - 1000 * ((total - 1) // 1000)
+    page.fill("#topic-filter input[name=q]", "tenant-12")
+    page.click("#topic-filter button")
+    page.wait_for_url("**q=tenant-12*")
+    names = page.locator("#topics tbody td:first-child a").all_inner_texts()
+    assert names == [f"Tenant-12{i:02d}" for i in range(100)]
+    assert page.locator("#pager-top").inner_text().startswith("topics 1-100 of 100")
+    _shot(page, tmp_path, "dashboard-topics-filter", full_page=False)
+    page.goto(f"{base}/topics?page=zero")
+    assert "page must be a whole number" in page.locator("#error").inner_text()

@@ -5,7 +5,8 @@ works against a RocketMQ 4.x cluster as well as a tidemq one. Pages:
 
 ==========================  ==============================================================
 ``/``                       clusters and brokers: version, in/out TPS, today's counts, disk
-``/topics``                 topics with queue count, stored messages and TPS; create a topic
+``/topics``                 topics with queue count, stored messages and TPS, a page at a time
+                            (``?q=`` filter, ``page``, ``size``); create a topic
 ``/topics/{topic}/delete``  delete a topic (POST, after the browser's confirmation)
 ``/topics/{topic}``         route, per-queue min/max offset, consuming groups with their lag
 ``/groups``                 consumer groups with members online and total lag
@@ -47,9 +48,10 @@ from tidemq.admin.dashboard.topic_ops import (
     group_reset_topics,
     thousands,
 )
+from tidemq.admin.dashboard.topics_page import TopicPage, TopicQuery, load_topic_page
 from tidemq.errors import ConsumerNotOnlineError, NoRouteError, TideMQError
 from tidemq.protocol.message import MessageExt, MessageQueue
-from tidemq.protocol.topic import is_internal_topic, is_system_group
+from tidemq.protocol.topic import is_system_group
 
 __all__ = ["LagRecorder", "create_app"]
 
@@ -181,26 +183,15 @@ def create_app(
     ) -> Response:
         if request.method == "POST" and request.url.path == "/topics" and error is None and notice is None:
             return await create_topic_view(request, admin(), topics)
-        show_all = request.query_params.get("all") == "1"
         try:
-            info = await admin().examine_broker_cluster_info()
-            names = set(info.cluster_addr_table) | set(info.broker_addr_table)
-            listed = [
-                t for t in await admin().fetch_all_topic_list() if show_all or not is_internal_topic(t, names)
-            ]
-            rows = []
-            for t in listed:
-                stats = await admin().examine_topic_stats(t)
-                addrs = await admin().all_broker_addrs()
-                tps = 0.0
-                for addr in addrs.values():
-                    data = await admin().stats_data_or_zero(addr, "TOPIC_PUT_NUMS", t)
-                    tps += float(data["statsMinute"]["tps"])
-                total = sum(o.max_offset - o.min_offset for o in stats.offset_table.values())
-                rows.append({"topic": t, "queues": len(stats.offset_table), "messages": total, "tps": tps})
+            query = TopicQuery.parse(request.query_params)
+        except ValueError as exc:
+            error, status, query = str(exc), 400, TopicQuery()
+        try:
+            listing = await load_topic_page(admin(), query)
         except (TideMQError, TimeoutError) as exc:
-            return failed(request, "topics.html", exc, rows=[], show_all=show_all, notice=notice)
-        return page(request, "topics.html", status, rows=rows, show_all=show_all, error=error, notice=notice)
+            return failed(request, "topics.html", exc, listing=TopicPage(query), notice=notice)
+        return page(request, "topics.html", status, listing=listing, error=error, notice=notice)
 
     async def topic_delete(request: Request) -> Response:
         return await delete_topic_view(request, admin(), topics)
