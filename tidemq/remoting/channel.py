@@ -29,7 +29,14 @@ from tidemq.errors import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
-from tidemq.protocol.command import MAX_FRAME_SIZE, FrameDecoder, RemotingCommand, encode_command, next_opaque
+from tidemq.protocol.command import (
+    MAX_FRAME_SIZE,
+    RPC_ONEWAY,
+    FrameDecoder,
+    RemotingCommand,
+    encode_command,
+    next_opaque,
+)
 from tidemq.remoting.eager import start_eagerly
 from tidemq.remoting.log_limit import bad_frame_log
 from tidemq.remoting.processor import RequestDispatcher
@@ -244,7 +251,7 @@ class Channel:
         Raises:
             RemotingSendRequestError: the channel is closed.
         """
-        if request.is_oneway:
+        if request.flag & RPC_ONEWAY:
             return
         response.response_to(request)
         self.write_command(response)
@@ -258,7 +265,8 @@ class Channel:
             RemotingSendRequestError: the channel is closed.
             LocalProtocolError: ``cmd`` cannot be encoded or exceeds the frame cap.
         """
-        if not self.is_active:
+        transport = self._transport  # is_active, without a property call (every answer)
+        if transport is None or self._closed or transport.is_closing():
             raise RemotingSendRequestError(
                 f"channel to {self.remote_addr} is closed, cannot send code {cmd.code}"
             )

@@ -22,9 +22,9 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from tidemq.errors import LocalProtocolError, ProtocolError
+from tidemq.errors import LocalProtocolError, ProtocolError, RemotingSendRequestError
 from tidemq.protocol.codes import ResponseCode
-from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.command import RPC_ONEWAY, RemotingCommand
 from tidemq.remoting.log_limit import bad_request_log
 
 if TYPE_CHECKING:
@@ -130,15 +130,14 @@ class RequestDispatcher:
     async def process(self, channel: Channel, request: RemotingCommand) -> None:
         """Handle ``request`` and write its response on ``channel`` (unless oneway or deferred)."""
         response = await self.make_response(channel, request)
-        if response is None or request.is_oneway:
-            return
-        if not channel.is_active:
-            log.debug("%s: channel closed before the response to code %d", channel.remote_addr, request.code)
+        if response is None or request.flag & RPC_ONEWAY:
             return
         try:
             # answered within the request's read: with that read's other answers, in one write; later
             # (a SYNC_FLUSH send resumed by its fsync): at once, not one loop turn after
             channel.respond_now(request, response)
+        except RemotingSendRequestError:  # nothing written (asking is_active first costs every answer)
+            log.debug("%s: channel closed before the response to code %d", channel.remote_addr, request.code)
         except LocalProtocolError as exc:
             bad_request_log.log(
                 logging.ERROR,

@@ -205,7 +205,11 @@ class CommitLogDispatcher:
         arrivals = self._arrivals
         if len(queues) == 1:  # the usual: a put to one queue
             topic, queue_id, first, offsets, sizes, properties = queues[0]
-            tags = self._tags_codes(topic, properties, now)
+            if len(properties) == 1 and topic != SCHEDULE_TOPIC and topic != TIMER_TOPIC:
+                text = properties[0]  # one record (every single send): _tags_codes without its calls
+                tags = [self.tags_code(topic, text, now) if _TAGS_PAIR in text else 0]
+            else:
+                tags = self._tags_codes(topic, properties, now)
             self._find(topic, queue_id).put_entries(first, offsets, sizes, tags)
             arrivals.append((topic, queue_id, first + len(tags), tags[-1], now))
         else:

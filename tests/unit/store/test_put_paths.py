@@ -81,3 +81,28 @@ def test_single_put_stores_what_the_general_path_stores(tmp_path_factory: Any, m
         one.shutdown()
         general.shutdown()
         single.shutdown()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["T", "SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer"]), _PROPS), max_size=6
+    )
+)
+def test_one_record_dispatch_gives_each_entry_its_tags_code(tmp_path_factory: Any, puts: list[Any]) -> None:
+    """The one-record dispatch (every single send) writes the tag code the dispatcher's rule gives:
+    TAGS's hash, 0 without TAGS, a due time for the schedule and timer topics."""
+    store, _ = _open(tmp_path_factory.mktemp("tags"))
+    try:
+        for topic, pairs in puts:
+            text = "\x02".join(f"{k}\x01{v}" for k, v in pairs)
+            result = store.put_message_single(topic, 0, 0, 1234, "10.0.0.1:5000", 0, 0, b"b", text)
+            assert result.append_result is not None
+            store.dispatch_pending()
+            cq = store.find_consume_queue(topic, 0)
+            assert cq is not None
+            unit = cq.get_unit(result.append_result.logics_offset)
+            assert unit is not None
+            assert unit.tags_code == store.dispatcher.tags_code(topic, text, 1_700_000_000_000)
+    finally:
+        store.shutdown()
