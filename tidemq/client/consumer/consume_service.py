@@ -134,7 +134,7 @@ class ConsumeMessageConcurrentlyService:
             status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS
             and context is not None
             and context.ack_index >= len(msgs) - 1
-            and pq.commits_results
+            and (not pq.dropped or pq.handing_off)  # pq.commits_results, inline: per listener call
         ):  # the common case, acknowledged on this thread as RocketMQ's ConsumeRequest does
             self._ack_all(msgs, pq, mq)
             pq.end_listen()
@@ -237,7 +237,7 @@ class ConsumeMessageConcurrentlyService:
             if not done.done():
                 done.set_result(None)
             return
-        if done.done() or not pq.commits_results:  # cancelled by shutdown, or the queue was dropped
+        if done.done() or (pq.dropped and not pq.handing_off):  # cancelled by shutdown, or dropped
             if not done.done():
                 log.info("queue %s dropped while consuming; %d message(s) not committed", mq, len(msgs))
                 done.set_result(None)
