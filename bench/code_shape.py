@@ -1,8 +1,8 @@
 """The shape of tidemq's code (issue 29's goals): functions over 60 lines, classes over 30 methods,
 and runtime import cycles, counted from the source with ``ast`` (nothing is imported).
 
-* a function's length is its ``def`` line through its last line (decorators and docstring
-  included), nested functions counted on their own as well;
+* a function's length is its ``def`` line through its last line (docstring included, decorators
+  not: a click command's options are not its body), nested functions counted on their own as well;
 * a class's methods are the functions defined directly in its body;
 * a runtime import is a module-level ``import`` / ``from ... import`` of a ``tidemq`` module
   (inside ``if TYPE_CHECKING:`` or inside a function does not count); a cycle is a strongly
@@ -120,8 +120,7 @@ def measure(root: Path, limit: int = 60, max_methods: int = 30) -> dict[str, Any
         graph[module] = _runtime_imports(tree, module, path.name == "__init__.py")
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                length = (node.end_lineno or node.lineno) - first + 1
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
                 if length > limit:
                     long_functions.append((length, f"{path}:{node.lineno} {node.name}"))
             elif isinstance(node, ast.ClassDef):

@@ -395,69 +395,14 @@ def consume_command(
     selector = _selector(expression, sql)
     require_route(namesrv, topic)
     limit = _CountLimit(count)
-    out_lock = threading.Lock()
-
-    def show(event: dict[str, Any]) -> None:
-        with out_lock:
-            if as_json:
-                _emit(event)
-            elif event["event"] == "message":
-                click.echo(
-                    f"{event['topic']}[{event['queueId']}]@{event['queueOffset']} {event['msgId']} {event['body']}"
-                )
-            else:
-                queues = ", ".join(f"{q['topic']}/{q['brokerName']}/{q['queueId']}" for q in event["queues"])
-                click.echo(f"assignment: {queues or '(no queue)'}")
-
-    def listener(msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
-        if not limit.claim(len(msgs)):
-            limit.hold()  # returns only after shutdown, when this result is discarded
-            return ConsumeConcurrentlyStatus.RECONSUME_LATER
-        for m in msgs:
-            show(_message_event(m))
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    def orderly_listener(msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
-        if not limit.claim(len(msgs)):
-            limit.hold()
-            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-        for m in msgs:
-            show(_message_event(m))
-        return ConsumeOrderlyStatus.SUCCESS
-
-    def on_queues(t: str, mq_all: set[MessageQueue], mine: set[MessageQueue]) -> None:
-        show(
-            {
-                "event": "assignment",
-                "queues": [
-                    {"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id}
-                    for q in sorted(mine)
-                ],
-            }
-        )
-
-    cfw = {
-        "first": "CONSUME_FROM_FIRST_OFFSET",
-        "last": "CONSUME_FROM_LAST_OFFSET",
-        "timestamp": "CONSUME_FROM_TIMESTAMP",
-    }
-    extra: dict[str, Any] = {}
-    if count is not None:
-        extra = {"consume_thread_min": 1, "consume_thread_max": 1, "consume_message_batch_max_size": 1}
-    consumer = PushConsumer(
-        namesrv_addr=namesrv,
-        consumer_group=group,
-        message_model="BROADCASTING" if broadcast else "CLUSTERING",
-        consume_from_where=cfw[from_],
-        **extra,
-        **credentials(access_key, secret_key),
-    )
+    printer = _Printer(limit, as_json)
+    consumer = _push_consumer(namesrv, group, broadcast, from_, count, access_key, secret_key)
     consumer.subscribe(topic, selector)
     if orderly:
-        consumer.register_message_listener(orderly_listener, orderly=True)
+        consumer.register_message_listener(printer.orderly_listener, orderly=True)
     else:
-        consumer.register_message_listener(listener)
-    consumer.set_queue_listener(on_queues)
+        consumer.register_message_listener(printer.listener)
+    consumer.set_queue_listener(printer.on_queues)
     deadline = None if duration is None else time.monotonic() + duration
     stop = threading.Event()
     try:
@@ -474,6 +419,83 @@ def consume_command(
         with _quiet("tidemq.client.consumer.push") if limit.count is not None else contextlib.nullcontext():
             consumer.shutdown(timeout=1.0 if limit.count is not None else 10.0)
         limit.release()
+
+
+class _Printer:
+    """``consume``'s listeners: print each message (text or JSON lines) and each assignment change,
+    taking at most ``--count`` messages (``limit``)."""
+
+    def __init__(self, limit: _CountLimit, as_json: bool) -> None:
+        self.limit = limit
+        self.as_json = as_json
+        self._lock = threading.Lock()
+
+    def show(self, event: dict[str, Any]) -> None:
+        """Print one event (any listener thread)."""
+        with self._lock:
+            if self.as_json:
+                _emit(event)
+            elif event["event"] == "message":
+                click.echo(
+                    f"{event['topic']}[{event['queueId']}]@{event['queueOffset']} {event['msgId']} {event['body']}"
+                )
+            else:
+                queues = ", ".join(f"{q['topic']}/{q['brokerName']}/{q['queueId']}" for q in event["queues"])
+                click.echo(f"assignment: {queues or '(no queue)'}")
+
+    def listener(self, msgs: list[MessageExt], ctx: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        """Concurrent listener: messages past ``--count`` are held unacknowledged until shutdown."""
+        if not self.limit.claim(len(msgs)):
+            self.limit.hold()  # returns only after shutdown, when this result is discarded
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        for m in msgs:
+            self.show(_message_event(m))
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def orderly_listener(self, msgs: list[MessageExt], ctx: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        """Orderly listener, as :meth:`listener`."""
+        if not self.limit.claim(len(msgs)):
+            self.limit.hold()
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        for m in msgs:
+            self.show(_message_event(m))
+        return ConsumeOrderlyStatus.SUCCESS
+
+    def on_queues(self, topic: str, mq_all: set[MessageQueue], mine: set[MessageQueue]) -> None:
+        """Queue listener: print this member's queues."""
+        queues = [
+            {"topic": q.topic, "brokerName": q.broker_name, "queueId": q.queue_id} for q in sorted(mine)
+        ]
+        self.show({"event": "assignment", "queues": queues})
+
+
+def _push_consumer(
+    namesrv: str,
+    group: str,
+    broadcast: bool,
+    from_: str,
+    count: int | None,
+    access_key: str | None,
+    secret_key: str | None,
+) -> PushConsumer:
+    """``consume``'s PushConsumer (with ``--count``: one thread, one message per call, so "the
+    first N" is well defined)."""
+    cfw = {
+        "first": "CONSUME_FROM_FIRST_OFFSET",
+        "last": "CONSUME_FROM_LAST_OFFSET",
+        "timestamp": "CONSUME_FROM_TIMESTAMP",
+    }
+    extra: dict[str, Any] = {}
+    if count is not None:
+        extra = {"consume_thread_min": 1, "consume_thread_max": 1, "consume_message_batch_max_size": 1}
+    return PushConsumer(
+        namesrv_addr=namesrv,
+        consumer_group=group,
+        message_model="BROADCASTING" if broadcast else "CLUSTERING",
+        consume_from_where=cfw[from_],
+        **extra,
+        **credentials(access_key, secret_key),
+    )
 
 
 @contextlib.contextmanager
