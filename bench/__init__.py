@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import platform
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tidemq.remoting.client import RemotingClient
 
 
 def interpreter() -> dict[str, str]:
@@ -75,3 +80,41 @@ def loopback_round_trip_us(count: int = 3000) -> dict[str, float]:
         os.waitpid(pid, 0)  # the child ends once the connection is closed (or never made)
     q = statistics.quantiles(rtts, n=100)
     return {"p50_us": round(q[49], 1), "p99_us": round(q[98], 1)}
+
+
+def rss(pid: int) -> dict[str, float]:
+    """``VmRSS``, ``RssAnon``, ``RssFile`` of ``pid`` in MiB (Linux ``/proc``)."""
+    out: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            out[key] = round(int(value.split()[0]) / 1024, 1)
+    return out
+
+
+async def create_topic(
+    client: RemotingClient, addr: str, topic: str, queues: int, timeout: float = 10.0
+) -> None:
+    """UPDATE_AND_CREATE_TOPIC ``topic`` with ``queues`` read and write queues (perm RW) on the
+    broker at ``addr``, waiting at most ``timeout`` seconds.
+
+    Raises:
+        RuntimeError: the broker refused (its code and remark).
+        TideMQError, OSError: the request failed (timeout, connection).
+    """
+    from tidemq.protocol.codes import RequestCode, ResponseCode
+    from tidemq.protocol.command import RemotingCommand
+    from tidemq.protocol.headers import CreateTopicRequestHeader
+
+    h = CreateTopicRequestHeader(
+        topic=topic,
+        default_topic="TBW102",
+        read_queue_nums=queues,
+        write_queue_nums=queues,
+        perm=6,
+        topic_filter_type="SINGLE_TAG",
+    )
+    request = RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields())
+    r = await client.invoke(addr, request, timeout)
+    if r.code != ResponseCode.SUCCESS:
+        raise RuntimeError(f"create topic {topic} failed: {r.code} {r.remark}")

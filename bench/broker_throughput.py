@@ -28,10 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import create_topic
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import (
-    CreateTopicRequestHeader,
     PullMessageRequestHeader,
     PullSysFlag,
     SendMessageRequestHeader,
@@ -61,26 +61,10 @@ def batch_body(sender: int) -> bytes:
     return encode_batch_body(msgs)
 
 
-async def create_topic(client: RemotingClient, addr: str, queues: int) -> None:
-    h = CreateTopicRequestHeader(
-        topic=TOPIC,
-        default_topic="TBW102",
-        read_queue_nums=queues,
-        write_queue_nums=queues,
-        perm=6,
-        topic_filter_type="SINGLE_TAG",
-    )
-    r = await client.invoke(
-        addr, RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields()), 5
-    )
-    if r.code != ResponseCode.SUCCESS:
-        raise RuntimeError(f"create topic failed: {r.code} {r.remark}")
-
-
 async def produce(addr: str, args: argparse.Namespace) -> tuple[int, float]:
     """Send batches until ``args.messages`` are stored or ``args.seconds`` pass; returns (count, seconds)."""
     clients = [RemotingClient() for _ in range(args.connections)]
-    await create_topic(clients[0], addr, args.queues)
+    await create_topic(clients[0], addr, TOPIC, args.queues)
     stored = 0
     start = time.perf_counter()
     deadline = start + args.seconds

@@ -41,11 +41,13 @@ BODY = random.Random(24).randbytes(16 * 1024)
 
 
 def df_percent(path: Path) -> int:
+    """df's Use% of the file system holding ``path``."""
     out = subprocess.run(["df", "--output=pcent", str(path)], capture_output=True, text=True, check=True)
     return int(out.stdout.splitlines()[-1].strip().rstrip("%"))
 
 
 def fill_to(fs: Path, percent: float) -> None:
+    """Grow or shrink ``fs/ballast`` so the file system is ``percent`` used (df's definition)."""
     ballast = fs / "ballast"
     have = ballast.stat().st_size if ballast.exists() else 0
     usage = disk_usage(fs)
@@ -58,6 +60,7 @@ def fill_to(fs: Path, percent: float) -> None:
 
 
 def readable(cluster: Cluster, topic: str) -> list[bytes]:
+    """Every body a consumer of ``topic`` can read now, in queue order."""
     store = cluster.broker.store
     out: list[bytes] = []
     for qid in store.topics_and_queues().get(topic, []):

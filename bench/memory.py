@@ -20,21 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import rss
 from tidemq.client import Producer
 from tidemq.protocol.message import Message
 from tidemq.testing import ServeProcess
 
 MB = 1024 * 1024
-
-
-def rss(pid: int) -> dict[str, float]:
-    """``VmRSS``, ``RssAnon``, ``RssFile`` of ``pid`` in MiB (Linux ``/proc``)."""
-    out: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile"):
-            out[key] = round(int(value.split()[0]) / 1024, 1)
-    return out
 
 
 def main() -> None:

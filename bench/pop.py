@@ -36,10 +36,11 @@ import time
 import tracemalloc
 from typing import Any
 
+from bench import create_topic
 from tidemq.client import AsyncSimpleConsumer
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
-from tidemq.protocol.headers import CreateTopicRequestHeader, SendMessageRequestHeader
+from tidemq.protocol.headers import SendMessageRequestHeader
 from tidemq.protocol.message import Message
 from tidemq.protocol.message_codec import encode_batch_body
 from tidemq.remoting import RemotingClient
@@ -156,20 +157,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         async with run_cluster(tmp, revive_interval=3_600_000) as cluster:
             client = RemotingClient()
             try:
-                h = CreateTopicRequestHeader(
-                    topic=TOPIC,
-                    default_topic="TBW102",
-                    read_queue_nums=QUEUES,
-                    write_queue_nums=QUEUES,
-                    perm=6,
-                    topic_filter_type="SINGLE_TAG",
-                )
-                r = await client.invoke(
-                    cluster.broker_addr,
-                    RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields()),
-                    10,
-                )
-                assert r.code == ResponseCode.SUCCESS, r.remark
+                await create_topic(client, cluster.broker_addr, TOPIC, QUEUES)
                 await _fill(client, cluster.broker_addr, args.messages, "p")
                 pop, handles = await _pop_phase(cluster.broker, args.messages)
                 ack = await _ack_phase(cluster.broker, handles)

@@ -34,22 +34,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from bench import rss
 from tidemq.client.consumer.pull import PullConsumer
 from tidemq.client.producer.producer import AsyncProducer
 from tidemq.protocol.message import Message, MessageExt
 from tidemq.testing import ServeProcess
 
 TOPIC = "BenchTimers"
-
-
-def rss(pid: int) -> dict[str, float]:
-    """``VmRSS``, ``RssAnon``, ``RssFile`` of ``pid`` in MiB (Linux ``/proc``)."""
-    out: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile"):
-            out[key] = round(int(value.split()[0]) / 1024, 1)
-    return out
 
 
 def percentile(values: list[int], q: float) -> float | None:

@@ -114,3 +114,23 @@ async def start_push_consumer(
     consumer = push_consumer(namesrv_addr, group, topic, listener, expression, orderly=orderly, **config)
     await consumer.start()
     return consumer
+
+
+SQL92_SELECTOR = "a > 5 AND b = 'x'"
+"""The selector transactions.md §2.3's vectors are written for."""
+SQL92_VECTORS: list[tuple[str | None, str | None, str | None, bool]] = [
+    ("7", "x", None, True),
+    ("5", "x", None, False),
+    (None, "x", None, False),
+    ("abc", "x", None, False),
+    ("7.5", "x", None, False),
+    ("3000000000", "x", None, False),
+    ("9", "X", None, False),
+    ("9", "x", "another", True),
+]
+"""transactions.md §2.3's test vectors: ``(a, b, tag, matches SQL92_SELECTOR)``, None = absent."""
+
+
+def sql92_props(a: str | None, b: str | None) -> dict[str, str]:
+    """The user properties of one :data:`SQL92_VECTORS` row (absent ones left out)."""
+    return {k: v for k, v in (("a", a), ("b", b)) if v is not None}

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import orjson
 
+from bench import create_topic
 from bench.chaos.common import ScenarioResult, fd_count, kill_pid, poll, rss_mb
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import (
-    CreateTopicRequestHeader,
     PullMessageRequestHeader,
     PullSysFlag,
     SendMessageRequestHeader,
@@ -156,19 +156,7 @@ async def _warm_up(serve: ServeProcess) -> None:
     """Create the topic and touch every queue once, so the store's files are open before the baseline."""
     admin = RemotingClient()
     try:
-        h = CreateTopicRequestHeader(
-            topic=TOPIC,
-            default_topic="TBW102",
-            read_queue_nums=QUEUES,
-            write_queue_nums=QUEUES,
-            perm=6,
-            topic_filter_type="SINGLE_TAG",
-        )
-        await admin.invoke(
-            serve.broker_addr,
-            RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, h.to_ext_fields()),
-            10,
-        )
+        await create_topic(admin, serve.broker_addr, TOPIC, QUEUES)
         st = Stats()
         await _client(0, serve.broker_addr, None, 0.05, time.monotonic() + 2, st)  # every queue once
     finally:

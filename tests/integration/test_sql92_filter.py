@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.helpers import start_push_consumer, wait_for
+from tests.helpers import SQL92_SELECTOR, SQL92_VECTORS, sql92_props, start_push_consumer, wait_for
 from tests.integration.conftest import Wire
 from tidemq.client.consumer.listener import ConsumeConcurrentlyContext
 from tidemq.client.consumer.pull import AsyncPullConsumer
@@ -24,22 +24,9 @@ from tidemq.protocol.message import Message, MessageExt
 from tidemq.protocol.message_codec import decode_messages
 from tidemq.testing import Cluster, run_cluster
 
-SQL = "a > 5 AND b = 'x'"
-# (a, b, tag) -> matched?  transactions.md §2.3's test vectors
-VECTORS = [
-    ("7", "x", None, True),
-    ("5", "x", None, False),
-    (None, "x", None, False),
-    ("abc", "x", None, False),
-    ("7.5", "x", None, False),
-    ("3000000000", "x", None, False),
-    ("9", "X", None, False),
-    ("9", "x", "another", True),
-]
-
-
-def _props(a: str | None, b: str | None) -> dict[str, str]:
-    return {k: v for k, v in (("a", a), ("b", b)) if v is not None}
+SQL = SQL92_SELECTOR
+VECTORS = SQL92_VECTORS
+_props = sql92_props
 
 
 async def _sql_pull(

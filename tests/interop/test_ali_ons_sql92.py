@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import SQL92_VECTORS, sql92_props
 from tidemq.admin import AdminClient
 from tidemq.testing import ServeProcess
 
@@ -23,14 +24,7 @@ HERE = Path(__file__).parent
 SCRIPT = HERE / "ali_ons_sql92.js"
 # (a, b, tag, matches a > 5 AND b = 'x')
 VECTORS = [
-    ("7", "x", None, True),
-    ("5", "x", None, False),
-    (None, "x", None, False),
-    ("abc", "x", None, False),
-    ("7.5", "x", None, False),
-    ("3000000000", "x", None, False),
-    ("9", "X", None, False),
-    ("9", "x", "another", True),
+    *SQL92_VECTORS,
     ("100", "x", None, True),  # the end marker: the last message, and a match
 ]
 
@@ -55,8 +49,7 @@ def _run(node: str, serve: ServeProcess, tmp_path: Path, topic: str, expression:
     with AdminClient(namesrv_addr=serve.namesrv_addr) as admin:
         admin.create_topic(topic, 1)  # one queue: ali-ons then consumes in send order
     messages = [
-        {"body": f"m{i}", "tag": tag, "props": {k: v for k, v in (("a", a), ("b", b)) if v is not None}}
-        for i, (a, b, tag, _) in enumerate(VECTORS)
+        {"body": f"m{i}", "tag": tag, "props": sql92_props(a, b)} for i, (a, b, tag, _) in enumerate(VECTORS)
     ]
     (tmp_path / "messages.json").write_text(json.dumps(messages))
     run = subprocess.run(

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from bench.disk_full import df_percent, fill_to, readable
 from tests.helpers import wait_for
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.broker.processor.admin_runtime import BrokerRuntimeProcessor
@@ -57,40 +58,6 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def df_percent(path: Path) -> int:
-    """df's Use% of the file system holding ``path``."""
-    out = subprocess.run(["df", "--output=pcent", str(path)], capture_output=True, text=True, check=True)
-    return int(out.stdout.splitlines()[-1].strip().rstrip("%"))
-
-
-def fill_to(fs: Path, percent: float) -> None:
-    """Grow or shrink ``fs/ballast`` so the file system is ``percent`` used (df's definition)."""
-    ballast = fs / "ballast"
-    have = ballast.stat().st_size if ballast.exists() else 0
-    usage = disk_usage(fs)
-    want = max(0, have + int((usage.used + usage.available) * percent / 100) - usage.used)
-    with open(ballast, "ab") as f:
-        f.truncate(min(have, want))
-        f.seek(0, os.SEEK_END)
-        while f.tell() < want:
-            f.write(b"\xff" * min(1 << 20, want - f.tell()))
-
-
-def readable(cluster: Cluster, topic: str) -> list[bytes]:
-    """Every body a consumer of ``topic`` can read now, in queue order."""
-    store = cluster.broker.store
-    out: list[bytes] = []
-    for qid in store.topics_and_queues().get(topic, []):
-        offset = store.get_min_offset_in_queue(topic, qid)
-        while True:
-            result = store.get_message("g", topic, qid, offset, 32, None)
-            if not result.message_count:
-                break
-            out += [m.body for buf in result.message_buffers for m in decode_messages(buf)]
-            offset = result.next_begin_offset
-    return out
 
 
 async def fill_with_sends(

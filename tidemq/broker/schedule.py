@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tidemq.protocol.filter import tags_hash
+from tidemq.broker.tasks import cancel_and_wait, set_threadsafe
 from tidemq.protocol.message import MessageConst
 from tidemq.store.config_file import atomic_write_json, load_json
 from tidemq.store.message_store import SCHEDULE_TOPIC, MessageStore
@@ -91,19 +91,7 @@ def restore_real_message(msg: Any) -> MessageExtBrokerInner:
     topic = props.pop(MessageConst.PROPERTY_REAL_TOPIC, msg.topic)
     queue_id = int(props.pop(MessageConst.PROPERTY_REAL_QUEUE_ID, "0") or 0)
     props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
-    out = MessageExtBrokerInner(
-        topic,
-        msg.body,
-        flag=msg.flag,
-        properties=props,
-        queue_id=queue_id,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        reconsume_times=msg.reconsume_times,
-        tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
-    )
-    return out
+    return MessageExtBrokerInner.copy_of(msg, topic, props, queue_id=queue_id)
 
 
 def _now_ms() -> int:
@@ -239,12 +227,7 @@ class ScheduleMessageService:
         if not self._started:
             return
         self._started = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        self._tasks.clear()
+        await cancel_and_wait(self._tasks)
         try:
             self.persist()
         except Exception:
@@ -259,10 +242,7 @@ class ScheduleMessageService:
         loop = self._loop
         if event is None or loop is None or not self._started:
             return
-        if threading.get_ident() == self._loop_thread:
-            event.set()
-        else:
-            loop.call_soon_threadsafe(event.set)
+        set_threadsafe(event, loop, self._loop_thread)
 
     def wakeup(self) -> None:
         """Re-check every level now."""

@@ -27,6 +27,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from tidemq.broker.tasks import cancel_and_wait, set_threadsafe
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.message import MessageConst
@@ -211,12 +212,7 @@ class TimerMessageService:
         if not self._started:
             return
         self._started = False
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(BaseException):
-                await task
-        self._tasks.clear()
+        await cancel_and_wait(self._tasks)
         self.timer_store.store.retention.offset_providers.pop(RETENTION_NAME, None)
         if self._busy is not None and not self._busy.done():
             await asyncio.wait([self._busy])
@@ -230,10 +226,7 @@ class TimerMessageService:
         event, loop = self._event, self._loop
         if event is None or loop is None or not self._started:
             return
-        if threading.get_ident() == self._loop_thread:
-            event.set()
-        else:
-            loop.call_soon_threadsafe(event.set)
+        set_threadsafe(event, loop, self._loop_thread)
 
     async def _run_enqueue(self) -> None:
         event = self._event

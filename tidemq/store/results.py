@@ -10,7 +10,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidemq.protocol.message import MessageExt, properties_to_string
+from tidemq.protocol.filter import tags_hash
+from tidemq.protocol.message import MessageConst, MessageExt, properties_to_string
 
 
 class MessageExtBrokerInner(MessageExt):
@@ -40,6 +41,37 @@ class MessageExtBrokerInner(MessageExt):
         super().__init__(topic, body, **kwargs)
         self.properties_string = properties_string
         self.tags_code = tags_code
+
+    @classmethod
+    def copy_of(
+        cls,
+        msg: MessageExt,
+        topic: str,
+        properties: dict[str, str],
+        *,
+        queue_id: int = 0,
+        reconsume_times: int | None = None,
+    ) -> MessageExtBrokerInner:
+        """A stored message put again as a new one: to ``topic`` / ``queue_id`` (default 0) with
+        ``properties`` (used as given, not copied), ``reconsume_times`` (default: ``msg``'s) and
+        ``msg``'s body, flag, sys flag, born time and born host; ``tags_code`` from ``TAGS``.
+
+        What RocketMQ builds by hand wherever a message is moved (``ScheduleMessageService.
+        messageTimeup``, ``TimerMessageStore.convert``, ``SendMessageProcessor.consumerSendMsgBack``,
+        ``PopReviveService``'s re-put): the store assigns the new offsets and store time.
+        """
+        return cls(
+            topic,
+            msg.body,
+            flag=msg.flag,
+            properties=properties,
+            queue_id=queue_id,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            reconsume_times=msg.reconsume_times if reconsume_times is None else reconsume_times,
+            tags_code=tags_hash(properties.get(MessageConst.PROPERTY_TAGS)),
+        )
 
     def stored_properties_string(self) -> str:
         """The properties text the store will write."""

@@ -44,7 +44,6 @@ from tidemq.broker.pop.records import (
     OrderCheckPoint,
 )
 from tidemq.broker.pop.result import PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK
-from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message import MessageConst, MessageExt
 from tidemq.protocol.message_codec import decode_message
 from tidemq.protocol.topic import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
@@ -398,18 +397,7 @@ class PopReviveService:
 
     def _put_copy(self, topic: str, props: dict[str, str], msg: MessageExt, reconsume_times: int) -> None:
         self.broker.topic_config_manager.create_topic_in_send_message_back_method(topic, 1, PERM_RW, 0)
-        inner = MessageExtBrokerInner(
-            topic,
-            msg.body,
-            flag=msg.flag,
-            properties=props,
-            queue_id=0,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            reconsume_times=reconsume_times,
-            tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
-        )
+        inner = MessageExtBrokerInner.copy_of(msg, topic, props, reconsume_times=reconsume_times)
         result = self.broker.store.put_message(inner)
         if not result.is_ok:
             raise RuntimeError(f"re-putting a popped message to {topic} failed: {result.status.value}")

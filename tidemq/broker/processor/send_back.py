@@ -31,7 +31,6 @@ from tidemq.broker.names import check_retry_topic_of
 from tidemq.broker.processor.send import CLIENT_VERSION_WITH_MAX_RECONSUME, FAQ_NO_TOPIC, PERM_RW, error
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
-from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.headers import ConsumerSendMsgBackRequestHeader, HeaderError
 from tidemq.protocol.message import MessageConst
 from tidemq.protocol.topic import dlq_topic, retry_topic
@@ -137,17 +136,8 @@ class SendMessageBackProcessor:
             props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
         if not props.get(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID):
             props[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = msg.offset_msg_id
-        inner = MessageExtBrokerInner(
-            new_topic,
-            msg.body,
-            flag=msg.flag,
-            properties=props,
-            queue_id=queue_id,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            reconsume_times=msg.reconsume_times + 1,
-            tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
+        inner = MessageExtBrokerInner.copy_of(
+            msg, new_topic, props, queue_id=queue_id, reconsume_times=msg.reconsume_times + 1
         )
         result = broker.store.put_message(inner)
         if result.status is PutMessageStatus.PUT_OK:

@@ -87,7 +87,7 @@ def compile_node(node: Node, getters: dict[str, Getter]) -> Fn:
         return _in(getters[node.operand.name], node.values, node.negated)
     if isinstance(node, Logic):
         left, right = compile_node(node.left, getters), compile_node(node.right, getters)
-        return _and(left, right) if node.op == "AND" else _or(left, right)
+        return _logic(left, right, node.op != "AND")
     return _compare(node, getters)
 
 
@@ -107,28 +107,20 @@ def _in(get: Getter, items: frozenset[str], negated: bool) -> Fn:
     return fn
 
 
-def _and(left: Fn, right: Fn) -> Fn:
+def _logic(left: Fn, right: Fn, decisive: bool) -> Fn:
+    """AND (``decisive`` False) or OR (True) in three-valued logic: ``decisive`` as soon as one side
+    is, else null when a side is null, else ``not decisive``; ``right`` not evaluated when ``left``
+    decides."""
+    other = not decisive
+
     def fn(v: Values) -> Value:
         lv = left(v)
-        if lv is False:
-            return False
+        if lv is decisive:
+            return decisive
         rv = right(v)
-        if rv is False:
-            return False
-        return None if lv is None or rv is None else True
-
-    return fn
-
-
-def _or(left: Fn, right: Fn) -> Fn:
-    def fn(v: Values) -> Value:
-        lv = left(v)
-        if lv is True:
-            return True
-        rv = right(v)
-        if rv is True:
-            return True
-        return None if lv is None or rv is None else False
+        if rv is decisive:
+            return decisive
+        return None if lv is None or rv is None else other
 
     return fn
 

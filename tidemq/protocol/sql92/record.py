@@ -86,21 +86,10 @@ def _span(buf: bytes, pos: int) -> tuple[int, int]:
 
 def _record_getter(name: str) -> Callable[[tuple[bytes, int, int]], str | None]:
     """:func:`property_lookup` taking the evaluation context ``(buf, start, end)`` as one tuple."""
-    key = name.encode()
-    needle, head = b"\x02" + key + b"\x01", key + b"\x01"
-    skip_needle, skip_head = len(needle), len(head)
+    lookup = property_lookup(name)
 
     def get(ctx: tuple[bytes, int, int]) -> str | None:
-        buf, start, end = ctx
-        i = buf.rfind(needle, start, end)
-        if i >= 0:
-            i += skip_needle
-        elif buf.startswith(head, start, end):
-            i = start + skip_head
-        else:
-            return None
-        j = buf.find(b"\x02", i, end)
-        return buf[i : j if j >= 0 else end].decode("utf-8", "replace")
+        return lookup(*ctx)
 
     return get
 

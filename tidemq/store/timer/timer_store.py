@@ -34,7 +34,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message import MessageConst
 from tidemq.protocol.topic import TIMER_TOPIC
 from tidemq.store.config_file import atomic_write_json, load_json
@@ -100,18 +99,7 @@ def convert_message(msg: MessageExt, now_ms: int) -> MessageExtBrokerInner:
     queue_id = int(props.pop(_REAL_QID, "0") or 0)
     props[MessageConst.PROPERTY_TIMER_ENQUEUE_MS] = str(msg.store_timestamp)
     props[MessageConst.PROPERTY_TIMER_DEQUEUE_MS] = str(now_ms)
-    return MessageExtBrokerInner(
-        topic,
-        msg.body,
-        flag=msg.flag,
-        properties=props,
-        queue_id=queue_id,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        reconsume_times=msg.reconsume_times,
-        tags_code=tags_hash(props.get(MessageConst.PROPERTY_TAGS)),
-    )
+    return MessageExtBrokerInner.copy_of(msg, topic, props, queue_id=queue_id)
 
 
 def roll_message(msg: MessageExt) -> MessageExtBrokerInner:
@@ -126,17 +114,7 @@ def roll_message(msg: MessageExt) -> MessageExtBrokerInner:
     props[MessageConst.PROPERTY_TIMER_ROLL_TIMES] = str(
         int(props.get(MessageConst.PROPERTY_TIMER_ROLL_TIMES, "0")) + 1
     )
-    return MessageExtBrokerInner(
-        TIMER_TOPIC,
-        msg.body,
-        flag=msg.flag,
-        properties=props,
-        queue_id=0,
-        sys_flag=msg.sys_flag,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        reconsume_times=msg.reconsume_times,
-    )
+    return MessageExtBrokerInner.copy_of(msg, TIMER_TOPIC, props)
 
 
 class TimerMessageStore:
