@@ -147,6 +147,13 @@ class MappedFile:
             while done < len(view):
                 done += os.pwrite(self._fd, view[done:], pos + done)
 
+    def unmap(self) -> None:
+        """Drop the shared map (a full segment, written no more): its pages leave the process's
+        resident set; a later write (recovery truncating it) takes the ``pwrite`` path."""
+        mm, self._mm = self._mm, None
+        if mm is not None:
+            mm.close()
+
     def read(self, pos: int, size: int) -> bytes:
         """``size`` bytes at in-file ``pos`` (caller holds a reference)."""
         data = os.pread(self._fd, size, pos)
@@ -288,6 +295,8 @@ class MappedFileQueue:
             if self.allocator is not None:
                 self.allocator.take(path)  # the warm file, when ready, becomes the segment
             mf = MappedFile(path, self.mapped_file_size)
+            if last is not None:
+                last.unmap()  # full: written no more, read with pread
             self.files = [*self.files, mf]
             self.request_next()
             return mf

@@ -106,3 +106,17 @@ def test_a_write_after_the_last_release_fails_as_an_oserror(tmp_path: Path) -> N
     mf.destroy()
     with pytest.raises(OSError):
         mf.write(3, b"def")
+
+
+def test_a_full_segment_is_unmapped_when_the_next_one_starts(tmp_path: Path) -> None:
+    queue = mapped_file.MappedFileQueue(tmp_path, 4096)
+    first = queue.get_last_mapped_file()
+    assert first is not None
+    first.write(0, b"a" * 4096)
+    second = queue.get_last_mapped_file()
+    assert second is not first and first._mm is None and second is not None and second._mm is not None
+    assert first.read(4000, 96) == b"a" * 96
+    first.zero_from(4000)  # recovery truncating it: the pwrite path
+    first.write(4000, b"b" * 96)
+    assert first.read(3999, 97) == b"a" + b"b" * 96
+    queue.close()
