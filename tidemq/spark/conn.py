@@ -309,22 +309,36 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
     """
     if rng.size <= 0:
         return
-    conns = connections()
-    expression = settings.sub_expression or SUB_ALL
-    builder = RecordBatchBuilder(
-        rng.mq.broker_name,
-        tag_predicate(expression) if settings.expression_type == "TAG" else None,
-        include_properties=settings.include_properties,
-        columns=settings.columns,
-    )
-    addr = rng.broker_addr
-    timeout = settings.pull_timeout
+    yield from _RangeReader(rng, settings).read()
 
-    async def resolve_addr() -> str:
-        return await conns.admin(settings.namesrv).broker_addr(rng.mq.broker_name, topic=rng.mq.topic)
 
-    def request(offset: int) -> RemotingCommand:
-        return conns.api.build_pull_message_request(
+class _RangeReader:
+    """The pulls of one :class:`QueueRange`, with a window of pulls in flight on one
+    :class:`PullSocket`: the next ones start where the previous would end if it returns a full
+    batch (the usual case), so the broker always has a request queued while this thread decodes. A
+    result is used only when it starts exactly where the previous one ended; after a short answer
+    (tag filter, byte cap, data loss) the window is dropped and refilled from there."""
+
+    def __init__(self, rng: QueueRange, settings: ReadSettings) -> None:
+        self.rng, self.settings = rng, settings
+        self.conns = connections()
+        self.expression = settings.sub_expression or SUB_ALL
+        self.builder = RecordBatchBuilder(
+            rng.mq.broker_name,
+            tag_predicate(self.expression) if settings.expression_type == "TAG" else None,
+            include_properties=settings.include_properties,
+            columns=settings.columns,
+        )
+        self.addr = rng.broker_addr
+        self.timeout = settings.pull_timeout
+        self.window: collections.deque[tuple[int, int]] = collections.deque()  # (offset, opaque)
+        self.depth = max(1, settings.pulls_in_flight)
+        self.step = settings.pull_batch_size
+        self.sock: PullSocket | None = None
+
+    def _request(self, offset: int) -> RemotingCommand:
+        rng, settings = self.rng, self.settings
+        return self.conns.api.build_pull_message_request(
             consumer_group=settings.group,
             mq=rng.mq,
             queue_offset=offset,
@@ -332,117 +346,110 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
             sys_flag=_READ_FLAG,
             commit_offset=0,
             suspend_timeout_millis=0,
-            subscription=expression,
+            subscription=self.expression,
             sub_version=0,
             expression_type=settings.expression_type,
         )
 
-    # A window of pulls in flight: the next ones start where the previous would end if it returns a
-    # full batch (the usual case), so the broker always has a request queued while this thread
-    # decodes. A result is used only when it starts exactly where the previous one ended; after a
-    # short answer (tag filter, byte cap, data loss) the window is dropped and refilled from there.
-    window: collections.deque[tuple[int, int]] = collections.deque()  # (offset, opaque)
-    depth = max(1, settings.pulls_in_flight)
-    step = settings.pull_batch_size
-    sock: PullSocket | None = None
-
-    def fill(after: int) -> None:
+    def _fill(self, after: int) -> None:
+        sock, window = self.sock, self.window
         assert sock is not None
-        while len(window) < depth and after < rng.end:
-            pull = request(after)
-            sock.send(pull, timeout)
+        while len(window) < self.depth and after < self.rng.end:
+            pull = self._request(after)
+            sock.send(pull, self.timeout)
             window.append((after, pull.opaque))
-            after += step
+            after += self.step
 
-    def drop_window() -> None:
-        assert sock is not None
-        while window:
-            sock.read(window.popleft()[1], timeout)  # answers nobody uses: read past them
+    def _drop_window(self) -> None:
+        assert self.sock is not None
+        while self.window:
+            self.sock.read(self.window.popleft()[1], self.timeout)  # answers nobody uses: read past them
 
-    def restart(offset: int, resolve: bool) -> None:
+    def _restart(self, offset: int, resolve: bool) -> None:
         """A new connection (the broker's address resolved again if ``resolve``), the window
         refilled from ``offset``."""
-        nonlocal sock, addr
-        if sock is not None:
-            sock.close()
-        sock = None
-        window.clear()
-        if resolve or not addr:
-            addr = conns.loop.run(resolve_addr(), timeout * 3)
-        sock = _pull_socket(conns, addr, timeout)
-        fill(offset)
+        if self.sock is not None:
+            self.sock.close()
+        self.sock = None
+        self.window.clear()
+        if resolve or not self.addr:
+            mq, namesrv = self.rng.mq, self.settings.namesrv
+            resolving = self.conns.admin(namesrv).broker_addr(mq.broker_name, topic=mq.topic)
+            self.addr = self.conns.loop.run(resolving, self.timeout * 3)
+        self.sock = _pull_socket(self.conns, self.addr, self.timeout)
+        self._fill(offset)
 
-    offset = rng.start
-    try:
+    def _answer(self, offset: int) -> tuple[RemotingCommand, memoryview]:
+        """The answer to the pull at ``offset`` (sent now unless the window starts there); a transport
+        failure is retried once on a new connection to the address resolved again."""
+        window = self.window
         try:
-            restart(offset, False)
+            if not window or window[0][0] != offset:
+                self._drop_window()
+                self._fill(offset)
+            _, opaque = window.popleft()
+            assert self.sock is not None
+            return self.sock.read(opaque, self.timeout)
         except RemotingError:
-            # the broker may have moved: resolve its address again once
-            restart(offset, True)
-        while offset < rng.end:
-            assert sock is not None
+            self._restart(offset, True)  # once; a second failure of this pull raises
+            _, opaque = window.popleft()
+            assert self.sock is not None
+            return self.sock.read(opaque, self.timeout)
+
+    def _next(self, offset: int, result: PullResult) -> int:
+        """Where the range goes on after ``result``, the answer to the pull at ``offset``; a range
+        the queue no longer holds is data loss (raised or logged, ``failOnDataLoss``)."""
+        rng, status = self.rng, result.pull_status
+        if status is PullStatus.FOUND:
+            return max(result.next_begin_offset, offset + 1)
+        if status is PullStatus.NO_MATCHED_MSG:
+            return max(result.next_begin_offset, offset + 1) if result.next_begin_offset > offset else rng.end
+        if status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
+            lost_to = min(result.min_offset, rng.end)
+            _data_loss(
+                rng, offset, lost_to, f"the queue's min offset is now {result.min_offset}", self.settings
+            )
+            return lost_to
+        # NO_NEW_MSG or OFFSET_ILLEGAL above the max: the queue is shorter than planned
+        reason = f"the queue's max offset is {result.max_offset}, below the range's end"
+        _data_loss(rng, offset, rng.end, reason, self.settings)
+        return rng.end
+
+    def read(self) -> Iterator[pa.RecordBatch]:
+        """The range's RecordBatches (one per pull body, up to ``pullBatchSize`` rows)."""
+        rng, window, builder = self.rng, self.window, self.builder
+        offset = rng.start
+        try:
             try:
-                if not window or window[0][0] != offset:
-                    drop_window()
-                    fill(offset)
-                _, opaque = window.popleft()
-                response, answer = sock.read(opaque, timeout)
+                self._restart(offset, False)
             except RemotingError:
-                restart(offset, True)  # once; a second failure of this pull raises
-                _, opaque = window.popleft()
-                response, answer = sock.read(opaque, timeout)
-            result = ClientAPI.parse_pull_message_response(response, offset, addr)
-            status = result.pull_status
-            body: memoryview | None = None
-            if status is PullStatus.FOUND:
-                body = answer
-                nxt = max(result.next_begin_offset, offset + 1)
-            elif status is PullStatus.NO_MATCHED_MSG:
-                nxt = (
-                    max(result.next_begin_offset, offset + 1)
-                    if result.next_begin_offset > offset
-                    else rng.end
-                )
-            elif status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
-                _data_loss(
-                    rng,
-                    offset,
-                    min(result.min_offset, rng.end),
-                    f"the queue's min offset is now {result.min_offset}",
-                    settings,
-                )
-                nxt = min(result.min_offset, rng.end)
-            else:  # NO_NEW_MSG or OFFSET_ILLEGAL above the max: the queue is shorter than planned
-                _data_loss(
-                    rng,
-                    offset,
-                    rng.end,
-                    f"the queue's max offset is {result.max_offset}, below the range's end",
-                    settings,
-                )
-                nxt = rng.end
-            try:
-                if window and window[0][0] != nxt:
-                    drop_window()
-                fill(window[-1][0] + step if window else nxt)  # keep the broker busy while this is decoded
-            except RemotingError:
-                pass  # the connection is closed: the next pull starts over on a new one
-            if body:
-                builder.add_body(body, rng.end)  # one RecordBatch per pull body (up to pullBatchSize rows)
-                batch = builder.flush()
-                if batch is not None:
-                    yield batch
-            offset = nxt
-    finally:
-        if sock is not None:
-            if window:  # left early (an error, or the consumer stopped reading): answers still due
-                sock.close()
-            else:
-                _release(conns, sock)
-    _settle()
-    batch = builder.flush()
-    if batch is not None:
-        yield batch
+                self._restart(offset, True)  # the broker may have moved: resolve its address again once
+            while offset < rng.end:
+                response, answer = self._answer(offset)
+                result = ClientAPI.parse_pull_message_response(response, offset, self.addr)
+                nxt = self._next(offset, result)
+                try:
+                    if window and window[0][0] != nxt:
+                        self._drop_window()
+                    self._fill(window[-1][0] + self.step if window else nxt)  # the broker works meanwhile
+                except RemotingError:
+                    pass  # the connection is closed: the next pull starts over on a new one
+                if result.pull_status is PullStatus.FOUND and answer:
+                    builder.add_body(answer, rng.end)
+                    batch = builder.flush()
+                    if batch is not None:
+                        yield batch
+                offset = nxt
+        finally:
+            if self.sock is not None:
+                if window:  # left early (an error, or the consumer stopped reading): answers still due
+                    self.sock.close()
+                else:
+                    _release(self.conns, self.sock)
+        _settle()
+        batch = builder.flush()
+        if batch is not None:
+            yield batch
 
 
 def store_timestamp_at(mq: MessageQueue, broker_addr: str, offset: int, settings: ReadSettings) -> int | None:
