@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -298,7 +298,24 @@ def _num(text: str | None) -> float:
 
 
 def exporter_families(s: ExporterSnapshot) -> Iterator[Metric]:
-    """The metric families of :data:`EXPORTED` from one snapshot."""
+    """The metric families of :data:`EXPORTED` from one snapshot, in rocketmq-exporter's order."""
+    yield from _runtime_families(s)
+    yield from _group_families(s)
+    yield from _client_families(s)
+
+
+def _gauge(
+    name: str, doc: str, labels: list[str], rows: Iterable[tuple[list[str], float]]
+) -> GaugeMetricFamily:
+    """One gauge family with a sample per ``(label values, value)`` of ``rows``."""
+    family = GaugeMetricFamily(name, doc, labels=labels)
+    for values, value in rows:
+        family.add_metric(values, float(value))
+    return family
+
+
+def _runtime_families(s: ExporterSnapshot) -> Iterator[Metric]:
+    """``rocketmq_brokeruntime_*`` (runtime figures, TPS windows, commit-log disk) and the slaves' lag."""
     rt = s.runtime
     labels = [
         s.cluster,
@@ -310,9 +327,7 @@ def exporter_families(s: ExporterSnapshot) -> Iterator[Metric]:
     ]
 
     def runtime(suffix: str, doc: str, value: float) -> GaugeMetricFamily:
-        family = GaugeMetricFamily(f"rocketmq_brokeruntime_{suffix}", doc, labels=RUNTIME_LABELS)
-        family.add_metric(labels, float(value))
-        return family
+        return _gauge(f"rocketmq_brokeruntime_{suffix}", doc, RUNTIME_LABELS, [(labels, value)])
 
     for suffix, key in RUNTIME_SERIES.items():
         yield runtime(suffix, key, _num(rt.get(key)))
@@ -323,58 +338,70 @@ def exporter_families(s: ExporterSnapshot) -> Iterator[Metric]:
     yield runtime("commitlogdir_capacity_total", "commit-log disk size (bytes)", s.disk_total)
     yield runtime("commitlogdir_capacity_free", "commit-log disk free (bytes)", s.disk_free)
     yield runtime("remain_howmanydata_toflush", "commit-log bytes written but not fsynced", s.unflushed)
-    family = GaugeMetricFamily(
+    diff = [] if s.commitlog_diff is None else [([s.cluster, s.addr, s.broker], s.commitlog_diff)]
+    yield _gauge(
         "rocketmq_broker_commitlog_diff",
         "bytes the slaves are behind the master",
-        labels=["cluster", "brokerIP", "broker"],
+        ["cluster", "brokerIP", "broker"],
+        diff,
     )
-    if s.commitlog_diff is not None:
-        family.add_metric([s.cluster, s.addr, s.broker], float(s.commitlog_diff))
-    yield family
+
+
+def _group_families(s: ExporterSnapshot) -> Iterator[Metric]:
+    """Consumer-group figures: retry and DLQ backlogs and offsets, consumed offsets and TPS, members."""
     dl = ["group", "topic", "countOfOnlineConsumers", "msgModel"]
     for name, doc, rows in (
         ("rocketmq_group_retrydiff", "GroupRetryDiff: retry messages not yet consumed", s.retry_diff),
         ("rocketmq_group_dlqdiff", "GroupDLQDiff: messages in the dead-letter topic", s.dlq_diff),
     ):
-        family = GaugeMetricFamily(name, doc, labels=dl)
-        for group, topic, online, model, diff in rows:
-            family.add_metric([group, topic, str(online), model], float(diff))
-        yield family
-    family = GaugeMetricFamily(
-        "rocketmq_topic_retry_offset", "TopicRetryOffset", labels=["cluster", "broker", "topic"]
+        yield _gauge(name, doc, dl, (([g, t, str(online), model], d) for g, t, online, model, d in rows))
+    cb = [s.cluster, s.broker]
+    yield _gauge(
+        "rocketmq_topic_retry_offset",
+        "TopicRetryOffset",
+        ["cluster", "broker", "topic"],
+        (([*cb, topic], offset) for topic, offset in sorted(s.retry_offset.items())),
     )
-    for topic, offset in sorted(s.retry_offset.items()):
-        family.add_metric([s.cluster, s.broker, topic], float(offset))
-    yield family
-    family = GaugeMetricFamily(
-        "rocketmq_topic_dlq_offset", "TopicDLQOffset", labels=["cluster", "broker", "group"]
+    yield _gauge(
+        "rocketmq_topic_dlq_offset",
+        "TopicDLQOffset",
+        ["cluster", "broker", "group"],
+        (([*cb, group], offset) for group, offset in sorted(s.dlq_offset.items())),
     )
-    for group, offset in sorted(s.dlq_offset.items()):
-        family.add_metric([s.cluster, s.broker, group], float(offset))
-    yield family
     gl = ["cluster", "broker", "topic", "group"]
-    total = GaugeMetricFamily("rocketmq_group_consume_total_offset", "GroupConsumeTotalOffset", labels=gl)
-    tps = GaugeMetricFamily("rocketmq_group_consume_tps", "GroupConsumeTPS (last minute)", labels=gl)
-    for topic, group, committed, rate in s.group_consume:
-        total.add_metric([s.cluster, s.broker, topic, group], float(committed))
-        tps.add_metric([s.cluster, s.broker, topic, group], rate)
-    yield total
-    yield tps
-    family = GaugeMetricFamily(
-        "rocketmq_group_count", "online consumers of a group", labels=["caddr", "localaddr", "group"]
+    yield _gauge(
+        "rocketmq_group_consume_total_offset",
+        "GroupConsumeTotalOffset",
+        gl,
+        (([*cb, topic, group], committed) for topic, group, committed, _ in s.group_consume),
     )
-    for caddr, local, group, count in s.group_count:
-        family.add_metric([caddr, local, group], float(count))
-    yield family
+    yield _gauge(
+        "rocketmq_group_consume_tps",
+        "GroupConsumeTPS (last minute)",
+        gl,
+        (([*cb, topic, group], rate) for topic, group, _, rate in s.group_consume),
+    )
+    yield _gauge(
+        "rocketmq_group_count",
+        "online consumers of a group",
+        ["caddr", "localaddr", "group"],
+        (([caddr, local, group], count) for caddr, local, group, count in s.group_count),
+    )
+
+
+def _client_families(s: ExporterSnapshot) -> Iterator[Metric]:
+    """Figures the clients report (``rocketmq_client_*``) and producer counts by group."""
     for name, key in CLIENT_SERIES.items():
-        family = GaugeMetricFamily(name, key, labels=["clientAddr", "clientId", "group", "topic"])
-        for addr, client_id, group, topic, status in s.clients:
-            if key in status:  # tidemq's clients leave out what they do not measure
-                family.add_metric([addr, client_id, group, topic], status[key])
-        yield family
-    family = GaugeMetricFamily(
-        "rocketmq_producer_count", "producer instance counter", labels=["cluster", "broker", "group"]
+        yield _gauge(
+            name,
+            key,
+            ["clientAddr", "clientId", "group", "topic"],
+            # tidemq's clients leave out what they do not measure
+            (([addr, cid, group, topic], st[key]) for addr, cid, group, topic, st in s.clients if key in st),
+        )
+    yield _gauge(
+        "rocketmq_producer_count",
+        "producer instance counter",
+        ["cluster", "broker", "group"],
+        (([s.cluster, s.broker, group], count) for group, count in sorted(s.producer_count.items())),
     )
-    for group, count in sorted(s.producer_count.items()):
-        family.add_metric([s.cluster, s.broker, group], float(count))
-    yield family

@@ -20,12 +20,12 @@ import asyncio
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tidemq.broker.tasks import cancel_and_wait, set_threadsafe
+from tidemq.clock import now_ms
 from tidemq.protocol.message import MessageConst
 from tidemq.store.config_file import atomic_write_json, load_json
 from tidemq.store.message_store import SCHEDULE_TOPIC, MessageStore
@@ -94,10 +94,6 @@ def restore_real_message(msg: Any) -> MessageExtBrokerInner:
     return MessageExtBrokerInner.copy_of(msg, topic, props, queue_id=queue_id)
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class ScheduleMessageService:
     """Delivers delayed messages when due. Mirrors RocketMQ's ``ScheduleMessageService``.
 
@@ -134,7 +130,7 @@ class ScheduleMessageService:
         self.flush_delay_offset_interval = flush_delay_offset_interval
         self.on_delivered = on_delivered
         self.offset_table: dict[int, int] = {}
-        self.clock_ms: Callable[[], int] = _now_ms
+        self.clock_ms: Callable[[], int] = now_ms
         self.delivered = 0
         self._events: dict[int, asyncio.Event] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -147,7 +143,8 @@ class ScheduleMessageService:
         self.moved_aside = 0
         self.disk_full_waits = 0
         """Delivery attempts refused for a full disk (the message waited, nothing was lost)."""
-        """Due messages moved to :data:`UNDELIVERABLE_TOPIC` (or skipped) because they could not be delivered."""
+        """Due messages moved to :data:`UNDELIVERABLE_TOPIC` (or skipped) because they could not be delivered.
+        """
 
     # -- persistence ----------------------------------------------------------------------------
 

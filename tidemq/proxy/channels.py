@@ -50,6 +50,7 @@ class ClientRegistry:
         return state
 
     def remove(self, client_id: str) -> ClientState | None:
+        """Forget ``client_id``; its state, or None when unknown."""
         return self.clients.pop(client_id, None)
 
     def producers_of(self, topic: str) -> list[ClientState]:

@@ -75,6 +75,7 @@ class ClusterBackend:
         self._broker_addrs: dict[str, str] = {}
 
     async def close(self) -> None:
+        """See :meth:`Backend.close <tidemq.proxy.backend.Backend.close>`."""
         await self.remoting.close()
 
     async def _route_from_namesrv(self, topic: str) -> Any:
@@ -114,6 +115,7 @@ class ClusterBackend:
         return table
 
     async def topic_route(self, topic: str) -> TopicRoute | None:
+        """See :meth:`Backend.topic_route <tidemq.proxy.backend.Backend.topic_route>`."""
         now = time.monotonic()
         cached = self._routes.get(topic)
         if cached is not None and now - cached[0] < self.route_ttl:
@@ -188,6 +190,7 @@ class ClusterBackend:
         expression_type: str,
         expression: str,
     ) -> list[MessageExt]:
+        """See :meth:`Backend.pop <tidemq.proxy.backend.Backend.pop>`."""
         from tidemq.proxy import cluster_pop
 
         return await cluster_pop.pop(
@@ -196,6 +199,7 @@ class ClusterBackend:
         )  # fmt: skip
 
     async def ack(self, broker_name: str, group: str, topic: str, handle: str) -> None:
+        """See :meth:`Backend.ack <tidemq.proxy.backend.Backend.ack>`."""
         from tidemq.proxy import cluster_pop
 
         await cluster_pop.ack(self, broker_name, group, topic, handle)
@@ -203,6 +207,7 @@ class ClusterBackend:
     async def change_invisible_time(
         self, broker_name: str, group: str, topic: str, handle: str, invisible_ms: int
     ) -> str:
+        """See :meth:`Backend.change_invisible_time <tidemq.proxy.backend.Backend.change_invisible_time>`."""
         from tidemq.proxy import cluster_pop
 
         return await cluster_pop.change_invisible_time(self, broker_name, group, topic, handle, invisible_ms)
@@ -210,6 +215,7 @@ class ClusterBackend:
     async def forward_to_dlq(
         self, broker_name: str, group: str, topic: str, handle: str, message_id: str
     ) -> None:
+        """See :meth:`Backend.forward_to_dlq <tidemq.proxy.backend.Backend.forward_to_dlq>`."""
         from tidemq.proxy import cluster_pop
 
         await cluster_pop.forward_to_dlq(self, broker_name, group, topic, handle, message_id)
@@ -217,6 +223,7 @@ class ClusterBackend:
     async def invoke(
         self, broker_name: str, request: RemotingCommand, timeout: float, client: str, remote_addr: str = ""
     ) -> RemotingCommand:
+        """See :meth:`Backend.invoke <tidemq.proxy.backend.Backend.invoke>`."""
         addr = self._broker_addrs.get(broker_name)
         if addr is None:
             raise codes.ProxyError(
@@ -232,4 +239,5 @@ class ClusterBackend:
             ) from None
 
     def close_client(self, client: str) -> None:
+        """See :meth:`Backend.close_client <tidemq.proxy.backend.Backend.close_client>`."""
         return None

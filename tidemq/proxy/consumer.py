@@ -21,12 +21,12 @@ Mirrors RocketMQ 5's ``ReceiveMessageActivity``, ``AckMessageActivity``,
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidemq.broker.pop.extra_info import ExtraInfoError, parse_extra_info
+from tidemq.clock import now_ms
 from tidemq.proxy import codes
 from tidemq.proxy.convert import to_v5
 from tidemq.proxy.names import resource_name
@@ -69,10 +69,6 @@ def _duration_ms(duration: Any) -> int:
     return int(duration.seconds) * 1000 + int(duration.nanos) // 1_000_000
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def check_handle(handle: str) -> tuple[str, int]:
     """The broker name of a receipt handle and when it expires (ms).
 
@@ -83,7 +79,7 @@ def check_handle(handle: str) -> tuple[str, int]:
         info = parse_extra_info(handle)
     except ExtraInfoError as exc:
         raise codes.ProxyError(codes.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {exc}") from None
-    if info.visible_at <= _now_ms():
+    if info.visible_at <= now_ms():
         raise codes.ProxyError(codes.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
     return info.broker_name, info.visible_at
 
@@ -173,7 +169,7 @@ class ConsumerActivity:
         # when the messages left the server: the Python PushConsumer computes its receive latency
         # from it and fails the whole batch without it (rocketmq-python-client 5.1.2)
         stamp = s.ReceiveMessageResponse()
-        stamp.delivery_timestamp.FromMilliseconds(_now_ms())
+        stamp.delivery_timestamp.FromMilliseconds(now_ms())
         yield stamp
         for msg in messages:
             yield s.ReceiveMessageResponse(message=to_v5(msg, ctx.namespace))

@@ -45,40 +45,51 @@ class LocalChannel:
 
     @property
     def is_active(self) -> bool:
+        """True until :meth:`close`."""
         return not self._closed
 
     @property
     def pending_count(self) -> int:
+        """Always 0: nothing is queued on an in-process channel."""
         return 0
 
     def expect(self, request: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+        """A future the broker's answer to ``request`` (by its opaque) will complete (:meth:`respond_now`)."""
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         self._waiting[request.opaque] = fut
         return fut
 
     def forget(self, request: RemotingCommand) -> None:
+        """Drop the future of ``request`` (its answer came, or the caller gave up)."""
         self._waiting.pop(request.opaque, None)
 
     def respond_now(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Complete the future waiting for ``request`` with ``response`` (no-op when none waits)."""
         fut = self._waiting.pop(request.opaque, None)
         if fut is not None and not fut.done():
             fut.set_result(response)
 
     async def send_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """The broker's answer: :meth:`respond_now`."""
         self.respond_now(request, response)
 
     def write_command(self, cmd: RemotingCommand) -> None:
+        """A request from the broker to the client (a transaction check, a reply): handed to
+        ``on_request``."""
         if self.on_request is not None:
             self.on_request(cmd)
 
     async def invoke_oneway(self, request: RemotingCommand) -> None:
+        """A oneway request from the broker: :meth:`write_command`."""
         self.write_command(request)
 
     async def invoke(self, request: RemotingCommand, timeout: float, **_: Any) -> RemotingCommand:
+        """A two-way request from the broker: handed to ``on_request`` and answered SUCCESS at once."""
         self.write_command(request)
         return RemotingCommand.create_response(ResponseCode.SUCCESS, None)
 
     def close(self, reason: str | None = None) -> None:
+        """Mark the channel closed and cancel the futures still waiting."""
         self._closed = True
         for fut in self._waiting.values():
             if not fut.done():
@@ -86,9 +97,11 @@ class LocalChannel:
         self._waiting.clear()
 
     def abort(self) -> None:
+        """As :meth:`close`."""
         self.close()
 
     async def wait_closed(self) -> None:
+        """Returns at once (nothing to drain)."""
         return None
 
     def __repr__(self) -> str:
@@ -125,6 +138,7 @@ class LocalBackend:
         return ch
 
     async def topic_route(self, topic: str) -> TopicRoute | None:
+        """See :meth:`Backend.topic_route <tidemq.proxy.backend.Backend.topic_route>`."""
         broker = self.broker
         tcm = broker.topic_config_manager
         tc = tcm.select_topic_config(topic)
@@ -145,6 +159,7 @@ class LocalBackend:
         return TopicRoute(queues, {name: broker.addr}, accepted_types(getattr(tc, "attributes", None)))
 
     async def group_info(self, group: str) -> GroupInfo:
+        """See :meth:`Backend.group_info <tidemq.proxy.backend.Backend.group_info>`."""
         sgc = self.broker.subscription_group_manager.find_subscription_group_config(group)
         if sgc is None:
             return GroupInfo()
@@ -153,6 +168,7 @@ class LocalBackend:
     async def invoke(
         self, broker_name: str, request: RemotingCommand, timeout: float, client: str, remote_addr: str = ""
     ) -> RemotingCommand:
+        """See :meth:`Backend.invoke <tidemq.proxy.backend.Backend.invoke>`."""
         processor = self.broker.remoting_server.processor_for(request.code)
         if processor is None:
             return RemotingCommand.create_response(
@@ -186,6 +202,7 @@ class LocalBackend:
         expression_type: str,
         expression: str,
     ) -> list[MessageExt]:
+        """See :meth:`Backend.pop <tidemq.proxy.backend.Backend.pop>`."""
         from tidemq.broker.pop.result import PopError
 
         try:
@@ -205,6 +222,7 @@ class LocalBackend:
         return result.decode_messages()
 
     async def ack(self, broker_name: str, group: str, topic: str, handle: str) -> None:
+        """See :meth:`Backend.ack <tidemq.proxy.backend.Backend.ack>`."""
         from tidemq.broker.pop.result import PopError
 
         try:
@@ -215,6 +233,7 @@ class LocalBackend:
     async def change_invisible_time(
         self, broker_name: str, group: str, topic: str, handle: str, invisible_ms: int
     ) -> str:
+        """See :meth:`Backend.change_invisible_time <tidemq.proxy.backend.Backend.change_invisible_time>`."""
         from tidemq.broker.pop.result import PopError
 
         try:
@@ -225,11 +244,13 @@ class LocalBackend:
     async def forward_to_dlq(
         self, broker_name: str, group: str, topic: str, handle: str, message_id: str
     ) -> None:
+        """See :meth:`Backend.forward_to_dlq <tidemq.proxy.backend.Backend.forward_to_dlq>`."""
         from tidemq.proxy.dlq import forward_local
 
         await forward_local(self, group, topic, handle, message_id)
 
     def close_client(self, client: str) -> None:
+        """See :meth:`Backend.close_client <tidemq.proxy.backend.Backend.close_client>`."""
         ch = self.channels.pop(client, None)
         if ch is not None:
             ch.close()

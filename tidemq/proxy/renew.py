@@ -13,20 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tidemq.clock import now_ms
 from tidemq.proxy import codes
 
 if TYPE_CHECKING:
     from tidemq.proxy.backend import Backend
 
 log = logging.getLogger(__name__)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -77,7 +73,7 @@ class HandleRenewer:
         self, client: str, broker_name: str, group: str, topic: str, handle: str, visible_at: int
     ) -> None:
         """Keep the message of ``handle`` invisible for ``client`` (starts the renewal task)."""
-        self.entries[handle] = Renewing(client, broker_name, group, topic, handle, visible_at, _now_ms())
+        self.entries[handle] = Renewing(client, broker_name, group, topic, handle, visible_at, now_ms())
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run(), name="grpc-handle-renewer")
 
@@ -94,7 +90,7 @@ class HandleRenewer:
 
     async def renew_due(self) -> int:
         """Renew every handle expiring within ``renew_ahead_ms``; returns how many were renewed."""
-        now = _now_ms()
+        now = now_ms()
         renewed = 0
         for key, entry in list(self.entries.items()):
             if entry.visible_at - now > self.renew_ahead_ms:
@@ -113,7 +109,7 @@ class HandleRenewer:
                 self.entries.pop(key, None)
                 continue
             if key in self.entries:  # not acked meanwhile
-                entry.handle, entry.visible_at = handle, _now_ms() + self.invisible_ms
+                entry.handle, entry.visible_at = handle, now_ms() + self.invisible_ms
                 renewed += 1
         return renewed
 

@@ -279,6 +279,8 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
             yield item
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
+        """rpc AckMessage: ack each entry's receipt handle; one status per entry."""
+
         async def run(ctx: RequestContext) -> Any:
             self._check(
                 ctx,
@@ -290,6 +292,9 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
         return await self._unary(context, s.AckMessageResponse, run)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        """rpc ChangeInvisibleDuration: a new invisible time (from now) for one receipt handle; the new
+        handle."""
+
         async def run(ctx: RequestContext) -> Any:
             self._check(
                 ctx,
@@ -301,6 +306,9 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
         return await self._unary(context, s.ChangeInvisibleDurationResponse, run)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        """rpc ForwardMessageToDeadLetterQueue: move one received message to ``%DLQ%<group>``
+        (CONSUMER_SEND_MSG_BACK with max reconsume times reached)."""
+
         async def run(ctx: RequestContext) -> Any:
             self._check(
                 ctx,

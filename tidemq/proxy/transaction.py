@@ -72,6 +72,8 @@ class TransactionActivity:
         self.pending: OrderedDict[tuple[str, str], HalfMessage] = OrderedDict()
 
     def remember(self, topic: str, transaction_id: str, half: HalfMessage) -> None:
+        """Keep ``half`` for the EndTransaction of ``(topic, transaction_id)``; the oldest beyond
+        ``MAX_PENDING`` are forgotten."""
         self.pending[(topic, transaction_id)] = half
         while len(self.pending) > MAX_PENDING:
             self.pending.popitem(last=False)

@@ -61,9 +61,11 @@ class LostRange:
 
     @property
     def count(self) -> int:
+        """How many messages the range holds (``last - first + 1``)."""
         return self.last - self.first + 1
 
     def describe(self) -> str:
+        """One line for the log: topic, queue, offsets, count and the consumers behind."""
         return (
             f"{self.topic} queue {self.queue_id} offsets {self.first}..{self.last} "
             f"({self.count} message(s); consumers {', '.join(self.consumers)})"

@@ -6,7 +6,6 @@ writes a new check-point for the message, then acks the old one."""
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from tidemq.broker.pop.extra_info import (
@@ -19,15 +18,12 @@ from tidemq.broker.pop.extra_info import (
 )
 from tidemq.broker.pop.records import TAG_ACK, TAG_BATCH_ACK, TAG_CK, AckRecord, CheckPoint
 from tidemq.broker.pop.result import PopError
+from tidemq.clock import now_ms
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.topic import RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
     from tidemq.broker.pop.service import PopService
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class PopAcks:

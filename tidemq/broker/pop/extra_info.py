@@ -47,6 +47,8 @@ def pop_retry_topic(topic: str, group: str, v2: bool = False) -> str:
 
 
 def is_pop_retry_topic_v2(topic: str) -> bool:
+    """Whether ``topic`` is a POP retry topic of the V2 form (``%RETRY%<group>+<topic>``, RocketMQ 5's
+    ``KeyBuilder.isPopRetryTopicV2``)."""
     return topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and POP_RETRY_SEPARATOR_V2 in topic
 
 
@@ -89,6 +91,8 @@ class ExtraInfo:
 
     @property
     def is_order(self) -> bool:
+        """Whether the handle came from a FIFO (``order``) pop: its revive queue id is
+        :data:`POP_ORDER_REVIVE_QUEUE` (``ExtraInfoUtil.isOrder``)."""
         return self.revive_qid == POP_ORDER_REVIVE_QUEUE
 
     @property

@@ -30,6 +30,7 @@ from tidemq.broker.pop.extra_info import (
 )
 from tidemq.broker.pop.records import TAG_ORDER_ACK, TAG_ORDER_CK, OrderAck, OrderCheckPoint
 from tidemq.broker.pop.result import PopError, PoppedMessage
+from tidemq.clock import now_ms
 from tidemq.protocol.codes import ResponseCode
 from tidemq.store.results import GetMessageStatus
 
@@ -65,6 +66,7 @@ class OrderPopManager:
         return sum(len(b.unacked()) for b in self.batches.values())
 
     def in_flight_by_group(self) -> dict[tuple[str, str], int]:
+        """Un-acked offsets of the FIFO batches held, by ``(group, popped topic)`` (for metrics)."""
         out: dict[tuple[str, str], int] = {}
         for (group, topic, _q), batch in self.batches.items():
             out[(group, topic)] = out.get((group, topic), 0) + len(batch.unacked())
@@ -161,7 +163,7 @@ class OrderPopManager:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        delay = max(0.0, (batch.visible_at - _now_ms()) / 1000.0)
+        delay = max(0.0, (batch.visible_at - now_ms()) / 1000.0)
         self._timers[key] = loop.call_later(delay, self._visible, key, batch.topic)
 
     def _visible(self, key: OrderKey, topic: str) -> None:
@@ -175,7 +177,7 @@ class OrderPopManager:
         rest = None
         if ahead:
             rest = OrderCheckPoint(
-                batch.group, batch.topic, batch.queue_id, [], [], batch.next_offset, _now_ms(), 0, ahead
+                batch.group, batch.topic, batch.queue_id, [], [], batch.next_offset, now_ms(), 0, ahead
             )
             self.service.put_revive_record(self.revive_qid_of(key), TAG_ORDER_CK, rest.encode())
         self._commit(batch.group, batch.topic, batch.queue_id, batch.next_offset)
@@ -279,9 +281,3 @@ class OrderPopManager:
         """After recovery: wake pops when each recovered batch becomes visible."""
         for key, batch in list(self.batches.items()):
             self._hold(key, batch)
-
-
-def _now_ms() -> int:
-    import time
-
-    return time.time_ns() // 1_000_000

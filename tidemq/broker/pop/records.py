@@ -69,17 +69,21 @@ class CheckPoint:
 
     @property
     def key(self) -> CkKey:
+        """``(group, topic, queue_id, start_offset, pop_time)``: what names a check-point and its acks."""
         return (self.group, self.topic, self.queue_id, self.start_offset, self.pop_time)
 
     @property
     def revive_time(self) -> int:
+        """When the un-acked messages come back (ms since the epoch): ``pop_time + invisible_time``."""
         return self.pop_time + self.invisible_time
 
     @property
     def num(self) -> int:
+        """How many messages the check-point holds."""
         return len(self.diffs)
 
     def all_acked(self) -> bool:
+        """Whether every message of the check-point is acked (its bitmap full)."""
         return self.bitmap == (1 << len(self.diffs)) - 1
 
     def index_of(self, queue_offset: int) -> int:
@@ -91,6 +95,8 @@ class CheckPoint:
             return -1
 
     def encode(self) -> bytes:
+        """The revive-log body (JSON with ``PopCheckPoint``'s short keys:
+        ``so pt it bm n q t c ro d bn rq nb``)."""
         return orjson.dumps(
             {
                 "so": self.start_offset,
@@ -144,9 +150,12 @@ class AckRecord:
 
     @property
     def key(self) -> CkKey:
+        """The :attr:`CheckPoint.key` of the check-point this ack belongs to."""
         return (self.group, self.topic, self.queue_id, self.start_offset, self.pop_time)
 
     def encode(self) -> bytes:
+        """The revive-log body (JSON, ``AckMsg`` / ``BatchAckMsg`` keys: ``ao`` for one offset, ``aol`` for
+        several)."""
         obj: dict[str, Any] = {
             "so": self.start_offset,
             "c": self.group,
@@ -163,6 +172,11 @@ class AckRecord:
 
     @classmethod
     def decode(cls, body: bytes) -> AckRecord:
+        """The record of a revive-log body written by :meth:`encode`.
+
+        Raises:
+            orjson.JSONDecodeError, KeyError, ValueError, TypeError: a malformed body.
+        """
         o = orjson.loads(body)
         offsets = [int(x) for x in o["aol"]] if "aol" in o else ([int(o["ao"])] if "ao" in o else [])
         return cls(
@@ -203,6 +217,7 @@ class OrderCheckPoint:
 
     @property
     def visible_at(self) -> int:
+        """When the batch's un-acked messages may be popped again (ms since the epoch)."""
         return self.pop_time + self.invisible_time
 
     def commit_offset(self) -> int:
@@ -228,12 +243,14 @@ class OrderCheckPoint:
         return any(o >= committed for o in self.unacked()) or any(o >= committed for o in self.acked_ahead())
 
     def count_of(self, offset: int) -> int:
+        """How many times ``offset`` was delivered before this batch (0 when it is not in the batch)."""
         try:
             return self.counts[self.offsets.index(offset)]
         except ValueError:
             return 0
 
     def encode(self) -> bytes:
+        """The revive-log body (JSON, short keys ``c t q d cnt nb pt it ak``)."""
         return orjson.dumps(
             {
                 "c": self.group,
@@ -250,6 +267,11 @@ class OrderCheckPoint:
 
     @classmethod
     def decode(cls, body: bytes) -> OrderCheckPoint:
+        """The record of a revive-log body written by :meth:`encode`.
+
+        Raises:
+            orjson.JSONDecodeError, KeyError, ValueError, TypeError: a malformed body.
+        """
         o = orjson.loads(body)
         return cls(
             str(o["c"]),
@@ -277,6 +299,7 @@ class OrderAck:
     commit: int
 
     def encode(self) -> bytes:
+        """The revive-log body (JSON, short keys ``c t q o pt co``)."""
         return orjson.dumps(
             {
                 "c": self.group,
@@ -290,5 +313,10 @@ class OrderAck:
 
     @classmethod
     def decode(cls, body: bytes) -> OrderAck:
+        """The record of a revive-log body written by :meth:`encode`.
+
+        Raises:
+            orjson.JSONDecodeError, KeyError, ValueError, TypeError: a malformed body.
+        """
         o = orjson.loads(body)
         return cls(str(o["c"]), str(o["t"]), int(o["q"]), int(o["o"]), int(o["pt"]), int(o["co"]))

@@ -90,6 +90,7 @@ class PopResult:
 
     @property
     def found(self) -> bool:
+        """Whether the pop returned at least one message (``PopStatus.FOUND``)."""
         return bool(self.messages)
 
     def body(self) -> bytes:

@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import heapq
 import logging
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -44,6 +43,7 @@ from tidemq.broker.pop.records import (
     OrderCheckPoint,
 )
 from tidemq.broker.pop.result import PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK
+from tidemq.clock import now_ms
 from tidemq.protocol.message import MessageConst, MessageExt
 from tidemq.protocol.message_codec import decode_message
 from tidemq.protocol.topic import RETRY_GROUP_TOPIC_PREFIX, dlq_topic
@@ -57,10 +57,6 @@ log = logging.getLogger(__name__)
 PERM_RW = 6
 SCAN_BUDGET = 4096
 """Revive-log records read per queue per step (the loop is given back between steps)."""
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -133,6 +129,7 @@ class PopReviveService:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="pop-revive")
 
     async def shutdown(self) -> None:
+        """Stop the revive task (check-points held stay in the revive log and are read again at start)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -171,6 +168,7 @@ class PopReviveService:
             self._wake.set()
 
     def next_due_ms(self) -> int | None:
+        """When the earliest held check-point comes back (ms since the epoch), or None when none is held."""
         dues = [q.due[0][0] for q in self.queues if q.due]
         return min(dues) if dues else None
 

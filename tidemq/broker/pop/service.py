@@ -28,7 +28,6 @@ import asyncio
 import logging
 import random
 import struct
-import time
 from typing import TYPE_CHECKING
 
 from tidemq.broker.pop.ack import PopAcks
@@ -47,6 +46,7 @@ from tidemq.broker.pop.records import TAG_CK, CheckPoint
 from tidemq.broker.pop.result import PROPERTY_POP_CK, PopError, PoppedMessage, PopResult
 from tidemq.broker.pop.revive import PopReviveService
 from tidemq.broker.pop.stats import PopStats
+from tidemq.clock import now_ms
 from tidemq.protocol.body import EXPRESSION_TYPE_TAG
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.filter import SUB_ALL
@@ -83,10 +83,6 @@ _MOVED = frozenset(
     }
 )
 """Store statuses after which the group's offset moves to ``next_begin_offset`` without a message."""
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 _I32 = struct.Struct(">i")

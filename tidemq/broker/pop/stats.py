@@ -41,15 +41,19 @@ class PopStats:
         return counters
 
     def on_pop(self, group: str, topic: str, n: int) -> None:
+        """Count ``n`` messages popped by ``group`` from ``topic``."""
         self._get(group, topic).popped += n
 
     def on_ack(self, group: str, topic: str, n: int) -> None:
+        """Count ``n`` messages acked by ``group`` on ``topic``."""
         self._get(group, topic).acked += n
 
     def on_revive(self, group: str, topic: str, n: int) -> None:
+        """Count ``n`` un-acked messages of ``group`` on ``topic`` put back for another delivery."""
         self._get(group, topic).revived += n
 
     def on_dead_letter(self, group: str, topic: str, n: int) -> None:
+        """Count ``n`` messages of ``group`` on ``topic`` moved to ``%DLQ%<group>``."""
         self._get(group, topic).dead_lettered += n
 
     def snapshot(self) -> dict[tuple[str, str], PopCounters]:

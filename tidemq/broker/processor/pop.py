@@ -63,6 +63,8 @@ class PopMessageProcessor:
         self.broker = broker
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """Handle one POP_MESSAGE (200050): the messages and the ``PopMessageResponseHeader``, or an error
+        code with a remark (a long-polled pop answers later)."""
         try:
             header = PopMessageRequestHeader.from_command(request)
         except HeaderError as exc:
@@ -109,6 +111,8 @@ class AckMessageProcessor:
         self.broker = broker
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """Handle one ACK_MESSAGE (200051) or BATCH_ACK_MESSAGE (200151); SUCCESS, or an error code with a
+        remark."""
         if request.code == RequestCode.BATCH_ACK_MESSAGE:
             return self._batch(request)
         try:
@@ -155,6 +159,8 @@ class ChangeInvisibleTimeProcessor:
         self.broker = broker
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """Handle one CHANGE_MESSAGE_INVISIBLETIME (200053): the new handle's fields in a
+        ``ChangeInvisibleTimeResponseHeader``, or an error code with a remark."""
         try:
             header = ChangeInvisibleTimeRequestHeader.from_command(request)
         except HeaderError as exc:

@@ -21,9 +21,9 @@ The answer carries ``MSG_REGION`` and ``TRACE_ON`` like every send answer.
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, ClassVar, Final
 
+from tidemq.clock import now_ms
 from tidemq.errors import ProtocolError, TideMQError
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -68,10 +68,6 @@ _STORED_OK = frozenset(
 def reply_topic(cluster: str) -> str:
     """``MixAll.getReplyTopic``: ``"<cluster>_REPLY_TOPIC"``."""
     return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class ReplyMessageProcessor:
@@ -155,7 +151,7 @@ class ReplyMessageProcessor:
             log.warning("%s (reply from %s dropped)", remark, channel.remote_addr)
             self.dropped += 1
             return False, remark
-        props[PROPERTY_PUSH_REPLY_TIME] = str(_now_ms())
+        props[PROPERTY_PUSH_REPLY_TIME] = str(now_ms())
         push = RemotingCommand.create_request(
             PUSH_REPLY_MESSAGE_TO_CLIENT, self._push_fields(channel, header, props), body
         )
@@ -190,7 +186,7 @@ class ReplyMessageProcessor:
             "unitMode": str(header.unit_mode).lower(),
             "bornHost": channel.remote_addr,
             "storeHost": self.broker.addr,
-            "storeTimestamp": str(_now_ms()),
+            "storeTimestamp": str(now_ms()),
         }
         return fields
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,6 +45,7 @@ from tidemq.broker.transaction.bridge import (
     parse_op_body,
 )
 from tidemq.broker.transaction.check import TransactionChecker
+from tidemq.clock import now_ms
 from tidemq.protocol.message import MessageConst, MessageExt
 from tidemq.protocol.message_codec import MessageSysFlag
 from tidemq.protocol.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
@@ -67,10 +67,6 @@ log = logging.getLogger(__name__)
 
 IMAGE_CACHE_MAX = 8192
 """Half records kept decoded in memory for their END (the newest pending ones; others are read)."""
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -163,11 +159,15 @@ class TransactionalMessageService:
     # -- loading --------------------------------------------------------------------------------
 
     def queue_offset(self, topic: str, cq: ConsumeQueue) -> int:
+        """Where the check service resumes in ``topic``'s queue 0: the ``CID_RMQ_SYS_TRANS`` offset, clamped
+        to the queue's ``[min, max]``."""
         stored = self.broker.consumer_offset_manager.query_offset(CID_SYS_TRANS, topic, 0)
         low, high = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
         return min(max(stored, low), high)
 
     def read(self, cq: ConsumeQueue, offset: int) -> MessageExt | None:
+        """The message at queue ``offset`` of ``cq`` (its ``queue_offset`` set), or None when the entry or its
+        commit-log record is gone."""
         unit = cq.get_unit(offset)
         if unit is None or not unit.is_valid:
             return None

@@ -218,6 +218,8 @@ class ReplyMessageProcessor:
     """
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        """Handle one PUSH_REPLY_MESSAGE_TO_CLIENT (326): complete the matching request; SUCCESS (also for a
+        reply nobody waits for) or SYSTEM_ERROR when the push cannot be read."""
         receive_ms = time.time_ns() // 1_000_000
         try:
             msg = self.decode_reply(request, receive_ms)

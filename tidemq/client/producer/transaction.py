@@ -374,6 +374,7 @@ class TransactionProducer(Producer):
 
     @property
     def transaction_listener(self) -> TransactionListener:
+        """The listener that runs local transactions and answers the broker's checks."""
         return self._core.transaction_listener
 
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tidemq.client.trace.encoder import ConsumeReturnType, MessageType, TraceBean, TraceContext, TraceType
+from tidemq.clock import now_ms
 from tidemq.protocol.message import Message, MessageConst, MessageExt, SendResult
 from tidemq.protocol.message_codec import create_unique_id
 
@@ -36,10 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["SendTraceHook", "record_polled", "trace_listener"]
 
 _OK_RESULTS = frozenset({None, "CONSUME_SUCCESS", "SUCCESS", "COMMIT"})
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _msg_type(msg: Message) -> MessageType:
@@ -66,7 +62,7 @@ class SendTraceHook:
         """Record a send the broker answered (any thread)."""
         if msg.topic.startswith(self.dispatcher.trace_topic) or not result.trace_on:
             return
-        now = _now_ms()
+        now = now_ms()
         ctx = TraceContext(
             TraceType.Pub,
             time_stamp=header.born_timestamp,
@@ -105,7 +101,7 @@ class SendTraceHook:
             return
         ctx = TraceContext(
             TraceType.EndTransaction,
-            time_stamp=_now_ms(),
+            time_stamp=now_ms(),
             region_id=msg.get_property(MessageConst.PROPERTY_MSG_REGION) or "DefaultRegion",
             group_name=self.group,
         )
@@ -145,7 +141,7 @@ def _before(dispatcher: AsyncTraceDispatcher, group: str, msgs: list[MessageExt]
         )
     if not ctx.trace_beans:
         return None
-    ctx.time_stamp = _now_ms()
+    ctx.time_stamp = now_ms()
     dispatcher.append(ctx)
     return ctx
 
@@ -154,7 +150,7 @@ def _after(
     dispatcher: AsyncTraceDispatcher, before: TraceContext, count: int, code: ConsumeReturnType
 ) -> None:
     """``consumeMessageAfter``: the SubAfter context of ``before``."""
-    now = _now_ms()
+    now = now_ms()
     dispatcher.append(
         TraceContext(
             TraceType.SubAfter,

@@ -60,6 +60,7 @@ class ConsumeStep:
     return_type: str
 
     def to_json(self) -> dict[str, Any]:
+        """The step as a JSON-ready dict (camelCase keys, times in ms)."""
         return {
             "consumerGroup": self.group_name,
             "clientHost": self.client_host,
@@ -89,9 +90,11 @@ class MessageTrace:
 
     @property
     def found(self) -> bool:
+        """Whether any trace record of the message was found."""
         return bool(self.pubs or self.consumes or self.transactions)
 
     def to_json(self) -> dict[str, Any]:
+        """The trace as a JSON-ready dict (camelCase keys, times in ms)."""
         return {
             "msgId": self.msg_id,
             "storeTime": self.store_time,

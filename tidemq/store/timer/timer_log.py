@@ -152,6 +152,7 @@ class TimerLog:
         return last.file_from_offset + end
 
     def close(self) -> None:
+        """Unmap and close the segments (no flush: :meth:`flush` first)."""
         self.queue.close()
 
     @property

@@ -28,12 +28,12 @@ synced) messages delivered since the last sync may be delivered again: at-least-
 from __future__ import annotations
 
 import logging
-import time
 from array import array
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tidemq.clock import now_ms
 from tidemq.protocol.message import MessageConst
 from tidemq.protocol.topic import TIMER_TOPIC
 from tidemq.store.config_file import atomic_write_json, load_json
@@ -76,10 +76,6 @@ _REBUILD_FLUSH_SLOTS = 65_536
 _PERMANENT = frozenset({PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED})
 _REAL_TOPIC = MessageConst.PROPERTY_REAL_TOPIC
 _REAL_QID = MessageConst.PROPERTY_REAL_QUEUE_ID
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def convert_message(msg: MessageExt, now_ms: int) -> MessageExtBrokerInner:
@@ -153,7 +149,7 @@ class TimerMessageStore:
         self.wheel = TimerWheel(self.root / "timerwheel", slots, self.precision_ms)
         self.window_ms = slots * self.precision_ms
         self.checkpoint_path = self.root / "timercheck.json"
-        self.clock_ms: Callable[[], int] = _now_ms
+        self.clock_ms: Callable[[], int] = now_ms
         self.read_time_ms = 0
         self.enqueue_offset = 0
         self.delivered = self.skipped = self.rolled = self.enqueued = 0

@@ -121,6 +121,7 @@ class TimerWheel:
         os.fdatasync(self._fd)
 
     def close(self) -> None:
+        """Unmap and close the wheel file (no flush: :meth:`flush` first)."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
