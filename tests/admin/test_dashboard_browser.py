@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from tidemq.admin import AdminClient
@@ -124,6 +126,7 @@ def test_dashboard_in_chromium(tmp_path: Path, browser: Any) -> None:
             assert admin.consumer_progress("billing", "OrderEvents")[0].lag == 0
 
             _issue_31_pages(page, base, admin, proc.namesrv_addr, tmp_path)
+            _pop_pages(page, base, admin, proc.namesrv_addr, tmp_path)
             _topic_pages(page, base, admin, tmp_path)
 
             page.goto(f"{base}/topics/NoSuchTopic")
@@ -219,3 +222,66 @@ def _topic_pages(page: Any, base: str, admin: AdminClient, tmp_path: Path) -> No
     _shot(page, tmp_path, "dashboard-topics-filter", full_page=False)
     page.goto(f"{base}/topics?page=zero")
     assert "page must be a whole number" in page.locator("#error").inner_text()
+
+
+def _until(what: Any, timeout: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+def _pop_pages(page: Any, base: str, admin: AdminClient, namesrv: str, tmp_path: Path) -> None:
+    """A POP group with one message acked, one redelivered and popped again (in flight): the figures
+    in `tidemq admin popStatus`, on the POP groups page and on the group's page (issue 27)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from click.testing import CliRunner
+
+    from tidemq.admin.cli import admin_group
+    from tidemq.client import SimpleConsumer
+
+    admin.create_topic("PopOrders", 1)
+    admin.wait_for_route("PopOrders")
+    for i in range(2):
+        admin.send_message("PopOrders", f"pop {i}".encode())
+    consumer = SimpleConsumer(namesrv_addr=namesrv, consumer_group="pop-billing", await_duration=1.0)
+    consumer.subscribe("PopOrders")
+    consumer.start()
+    try:
+        got: list[Any] = []
+        _until(lambda: got.extend(consumer.receive(2, 60)) or len(got) == 2)
+        first, second = sorted(got, key=lambda m: m.queue_offset)
+        consumer.ack(first)
+        consumer.change_invisible_duration(second, 0.2)  # visible again soon: a redelivery
+        again = _until(lambda: consumer.receive(1, 300))  # popped again, left un-acked: in flight
+        assert [m.body for m in again] == [b"pop 1"]
+        expected = {"inFlight": 1, "popped": 3, "acked": 1, "redelivered": 1, "deadLettered": 0}
+
+        def figures() -> dict[str, int] | None:
+            rows = [r.to_json() for r in admin.pop_status("pop-billing")]
+            return {k: rows[0][k] for k in expected} if len(rows) == 1 else None
+
+        _until(lambda: figures() == expected)  # acks reach the in-flight count within reviveInterval
+        args = ["popStatus", "-n", namesrv, "-g", "pop-billing", "--json"]
+        with ThreadPoolExecutor(1) as pool:  # off this thread: Playwright's loop runs on it
+            result = pool.submit(CliRunner().invoke, admin_group, args).result()
+        assert result.exit_code == 0, result.output
+        (row,) = orjson.loads(result.output)
+        assert (row["group"], row["topic"]) == ("pop-billing", "PopOrders") and row | expected == row
+
+        page.goto(f"{base}/pop")
+        row_ = page.locator("#pop tbody tr", has_text="pop-billing")
+        cells = {
+            c: row_.locator(f"td.{c}").inner_text() for c in ("inflight", "popped", "acked", "redelivered")
+        }
+        assert cells == {"inflight": "1", "popped": "3", "acked": "1", "redelivered": "1"}
+        _shot(page, tmp_path, "dashboard-pop", full_page=False)
+        page.goto(f"{base}/groups/pop-billing")
+        assert page.locator("#group-pop td.inflight").inner_text() == "1"
+        assert page.locator("#group-pop td.redelivered").inner_text() == "1"
+    finally:
+        consumer.shutdown()

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from tidemq.admin.core import AdminCore, QueueProgress
 from tidemq.admin.ops_broker import BrokerRow
 from tidemq.admin.ops_message import MessageOps
+from tidemq.admin.pop_status import PopGroupRow, pop_status
 from tidemq.protocol.body import (
     ClusterInfo,
     ConsumerConnection,
@@ -48,6 +49,15 @@ class AsyncAdminClient(MessageOps):
         remoting: a shared transport; by default the client owns one and closes it in :meth:`close`.
         access_key / secret_key: ACL credentials (both or neither) for an ACL broker.
     """
+
+    async def pop_status(
+        self, group: str | None = None, topic: str | None = None, broker_addrs: list[str] | None = None
+    ) -> list[PopGroupRow]:
+        """POP groups' in-flight count, pops, acks, redeliveries and dead letters per (group, topic) and
+        broker, from each master's GET_BROKER_RUNTIME_INFO ``popGroupStats`` (tidemq's own key; see
+        :func:`tidemq.admin.pop_status.pop_status`). Raises TideMQError when a broker cannot be asked.
+        """
+        return await pop_status(self, group, topic, broker_addrs)
 
 
 class AdminClient:
@@ -230,6 +240,12 @@ class AdminClient:
     def query_message_by_key(self, topic: str, key: str, max_num: int = 64) -> list[MessageExt]:
         """See :meth:`AsyncAdminClient.query_message_by_key`."""
         return self._run(self.core.query_message_by_key(topic, key, max_num))
+
+    def pop_status(
+        self, group: str | None = None, topic: str | None = None, broker_addrs: list[str] | None = None
+    ) -> list[PopGroupRow]:
+        """See :meth:`AsyncAdminClient.pop_status`."""
+        return self._run(self.core.pop_status(group, topic, broker_addrs))
 
     def query_message_by_offset(self, mq: MessageQueue, offset: int) -> MessageExt:
         """See :meth:`AsyncAdminClient.query_message_by_offset`."""

@@ -14,6 +14,7 @@ works against a RocketMQ 4.x cluster as well as a tidemq one. Pages:
 ``/messages``               a topic's newest messages, or search by key, message id, queue + offset
 ``/send``                   send a test message
 ``/transactions``           pending half messages per producer group and topic, oldest's age
+``/pop``                    POP groups: in flight, popped, acked, redelivered, dead-lettered
 ``/api/groups/{g}/lag``     the lag history as JSON (the chart's data)
 ==========================  ==============================================================
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections import deque
@@ -41,6 +43,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from tidemq.admin.client import AsyncAdminClient
+from tidemq.admin.dashboard.pop_page import group_pop_rows, pop_groups_view
 from tidemq.admin.dashboard.topic_ops import (
     browse_topic,
     create_topic_view,
@@ -295,6 +298,7 @@ def create_app(
             topics=topics_,
             result=result,
             error=error,
+            pop=await group_pop_rows(admin(), group),  # its POP figures, if it pops (pop_page.py)
         )
 
     async def group_reset(request: Request) -> Response:
@@ -417,6 +421,7 @@ def create_app(
         Route("/messages", messages),
         Route("/send", send, methods=["GET", "POST"]),
         Route("/transactions", transactions),
+        Route("/pop", functools.partial(pop_groups_view, admin=admin, page=page)),  # pop_page.py
         Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -118,6 +118,7 @@ class BrokerRuntimeProcessor:
 
     def runtime_info(self) -> dict[str, str]:
         """The runtime KVTable. Mirrors ``prepareRuntimeInfo`` + ``DefaultMessageStore.getRuntimeInfo``."""
+        from tidemq.broker.pop import runtime as pop_runtime
         from tidemq.broker.timer_service import runtime_info as timer_runtime_info
         from tidemq.broker.transaction.visibility import RUNTIME_KEY, runtime_value
 
@@ -192,6 +193,7 @@ class BrokerRuntimeProcessor:
             "registerBodyBytes": str(broker.registrar.stats.last_full_body_bytes),
             "registerFullMs": str(broker.registrar.stats.last_full_ms),
             RUNTIME_KEY: runtime_value(broker),  # pending half messages (transaction/visibility.py)
+            pop_runtime.RUNTIME_KEY: pop_runtime.runtime_value(broker),  # POP groups (pop/runtime.py)
             **timer_runtime_info(broker),  # RocketMQ 5's timer rows (timer_service.py)
         }
 
