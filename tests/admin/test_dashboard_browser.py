@@ -236,7 +236,7 @@ def _until(what: Any, timeout: float = 15.0) -> Any:
 
 def _pop_pages(page: Any, base: str, admin: AdminClient, namesrv: str, tmp_path: Path) -> None:
     """A POP group with one message acked, one redelivered and popped again (in flight): the figures
-    in `tidemq admin popStatus`, on the POP groups page and on the group's page (issue 27)."""
+    in `tidemq admin pop-status`, on the POP groups page and on the group's page (issue 27)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from click.testing import CliRunner
@@ -266,12 +266,14 @@ def _pop_pages(page: Any, base: str, admin: AdminClient, namesrv: str, tmp_path:
             return {k: rows[0][k] for k in expected} if len(rows) == 1 else None
 
         _until(lambda: figures() == expected)  # acks reach the in-flight count within reviveInterval
-        args = ["popStatus", "-n", namesrv, "-g", "pop-billing", "--json"]
+        args = ["pop-status", "-n", namesrv, "-g", "pop-billing"]
         with ThreadPoolExecutor(1) as pool:  # off this thread: Playwright's loop runs on it
-            result = pool.submit(CliRunner().invoke, admin_group, args).result()
+            result = pool.submit(CliRunner().invoke, admin_group, [*args, "--json"]).result()
+            text = pool.submit(CliRunner().invoke, admin_group, args).result()
         assert result.exit_code == 0, result.output
         (row,) = orjson.loads(result.output)
         assert (row["group"], row["topic"]) == ("pop-billing", "PopOrders") and row | expected == row
+        assert text.exit_code == 0 and "inFlight" in text.output and "pop-billing" in text.output, text.output
 
         page.goto(f"{base}/pop")
         row_ = page.locator("#pop tbody tr", has_text="pop-billing")

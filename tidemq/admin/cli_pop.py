@@ -1,4 +1,4 @@
-"""``tidemq admin popStatus``: POP consumer groups per topic and broker, with their in-flight
+"""``tidemq admin pop-status``: POP consumer groups per topic and broker, with their in-flight
 messages, pops, acks, redeliveries and dead letters (docs/rocketmq5.md; :mod:`tidemq.admin.pop_status`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tidemq.admin.client import AsyncAdminClient
 @click.option("-t", "--topic", default=None, help="Only this topic.")
 @click.option("-b", "--broker-addr", default=None, help="Broker host:port or name (default: every master).")
 @click.option("-c", "--cluster", default=None, help="Every master of this cluster.")
-@admin_command("pop-status", "popStatus")  # tidemq's own (mqadmin has none)
+@admin_command("pop-status", None)  # tidemq's own (mqadmin has none), as transaction-pending
 async def pop_status(
     admin: AsyncAdminClient,
     out: Out,

@@ -1,4 +1,4 @@
-"""POP consumer groups of a cluster, for ``tidemq admin popStatus`` and the dashboard's ``/pop``.
+"""POP consumer groups of a cluster, for ``tidemq admin pop-status`` and the dashboard's ``/pop``.
 
 Each master's GET_BROKER_RUNTIME_INFO (28) carries ``popGroupStats`` (a tidemq key, JSON: one object
 per (group, popped topic); :mod:`tidemq.broker.pop.runtime`); a RocketMQ broker has none and lists

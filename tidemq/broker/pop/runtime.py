@@ -8,7 +8,7 @@ as ``tidemq_pop_*``::
       "redelivered": 1, "deadLettered": 0}]
 
 ``inFlight``: popped and not acked yet (acks are merged within ``reviveInterval``); the others are
-totals since the broker started. ``tidemq admin popStatus`` and the dashboard's ``/pop`` read it
+totals since the broker started. ``tidemq admin pop-status`` and the dashboard's ``/pop`` read it
 (:mod:`tidemq.admin.pop_status`); a RocketMQ broker has no such key. Read on the broker's loop.
 """
 
