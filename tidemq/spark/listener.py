@@ -6,6 +6,11 @@ or RocketMQ consumer of the group continues where Spark stopped. ``reader.commit
 (it lags one trigger and never runs for the last batch), so a ``StreamingQueryListener`` in the
 driver writes each batch's ``endOffset`` (exclusive end = next offset to consume, RocketMQ's meaning)
 with UPDATE_CONSUMER_OFFSET as soon as the batch is committed, the last batch included.
+
+The listener bus runs behind the query, so the committer also holds the group's queue locks while
+it writes a query's offsets and frees them once it has seen the query terminate: a query started
+right after with ``startingOffsets=group``, or a consumer of the group, waits for that release and
+starts from the last batch's offsets (``group_handoff.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from tidemq.admin.client import AdminClient
 from tidemq.protocol.message import MessageQueue
+from tidemq.spark.group_handoff import client_id, lock_queues, unlock_queues
 from tidemq.spark.offsets import OffsetError, from_offset_json
 
 log = logging.getLogger(__name__)
@@ -53,6 +59,9 @@ class OffsetCommitter(StreamingQueryListener):  # type: ignore[misc]
         self._admin: AdminClient | None = None
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        self._cid = client_id("committer")
+        self._held: set[MessageQueue] = set()
+        """Queues of the group this committer holds locked (until the query terminates)."""
 
     def _offsets(self, text: str | None) -> dict[MessageQueue, int]:
         if not text:
@@ -87,6 +96,8 @@ class OffsetCommitter(StreamingQueryListener):  # type: ignore[misc]
                     self._admin.update_consumer_offsets(self.group, changed)
                     self.committed.update(changed)
                     self.batches += 1
+                if self._admin is not None:  # held (and renewed) until the query terminates
+                    self._held |= lock_queues(self._admin, self.group, self._cid, end)
                 self.lag = {mq: max(0, latest.get(mq, off) - off) for mq, off in end.items()}
             except Exception as exc:  # never break the query; the next batch retries
                 self.errors.append(f"batch {progress.batchId}: {exc}")
@@ -97,7 +108,15 @@ class OffsetCommitter(StreamingQueryListener):  # type: ignore[misc]
         """Nothing to do."""
 
     def onQueryTerminated(self, event: Any) -> None:
-        """Nothing to do (connections stay open for the next query; see :meth:`close`)."""
+        """Release the group's queues: every offset of the query is written (the bus delivers a
+        query's progress events before its termination). Connections stay open (see :meth:`close`)."""
+        with self._lock:
+            held, self._held = self._held, set()
+            if held and self._admin is not None:
+                try:
+                    unlock_queues(self._admin, self.group, self._cid, held)
+                except Exception as exc:  # never raise into Spark; the broker frees them in 60 s
+                    log.warning("tidemq offset committer: releasing %s failed: %s", self.group, exc)
 
     def wait_for(self, offsets: dict[MessageQueue, int], timeout: float = 30.0) -> bool:
         """Block until every queue in ``offsets`` was committed at or past its offset; False on timeout."""

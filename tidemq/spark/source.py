@@ -35,6 +35,7 @@ from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.message import MessageQueue
 from tidemq.protocol.topic import is_internal_topic
 from tidemq.spark.conn import ReadSettings, read_queue_range, store_timestamp_at
+from tidemq.spark.group_handoff import wait_group_released
 from tidemq.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -144,6 +145,7 @@ class _OffsetResolver:
             return self.admin.fetch_max_offsets(mqs)
         if spec == "group":
             assert self.opts.group is not None
+            wait_group_released(self.admin, self.opts.group, mqs)  # a stopped query's last offsets
             committed = self.admin.query_consumer_offsets(self.opts.group, mqs)
             missing = [mq for mq, off in committed.items() if off < 0]
             mins = self.admin.fetch_min_offsets(missing) if missing else {}
