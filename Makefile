@@ -94,9 +94,10 @@ typecheck: venv
 
 check: lint typecheck
 
-# No retries: a test that fails fails the run (a flaky test is fixed, not re-run).
+# No retries: a test that fails fails the run (a flaky test is fixed, not re-run). Two processes
+# (pytest-xdist): the Spark tests in one, in order, everything else in the other (tests/conftest.py).
 test: venv java-check chromium-check node-check v5-venv check
-	$(VENV)/bin/pytest -q tests
+	$(VENV)/bin/pytest -q -n 2 --dist loadgroup tests
 
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -13,6 +14,20 @@ from tidemq.remoting.log_limit import bad_frame_log, bad_request_log
 # tripped Hypothesis's timing checks (deadline, too_slow) and failed tests whose property held.
 settings.register_profile("tidemq", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("tidemq")
+
+_SPARK_DIRS = ("spark", "pipelines")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` runs the suite in two processes (pytest-xdist, ``--dist loadgroup``): every
+    test that starts Spark (tests/spark, tests/pipelines) goes to one of them, in order, so one
+    JVM runs at a time and the session-scoped SparkSession is started once; the other process
+    takes everything else."""
+    here = Path(__file__).parent
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(here).parts
+        if parts and parts[0] in _SPARK_DIRS:
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 @pytest.fixture(autouse=True)
