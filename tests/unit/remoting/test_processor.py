@@ -187,3 +187,37 @@ async def test_an_answer_made_after_the_read_is_written_in_the_step_that_makes_i
     await asyncio.sleep(0)  # that step runs before this coroutine resumes
     assert len(transport.writes) == 2
     assert b"code 2" in transport.writes[1]
+
+
+class NoHook:
+    def do_before_request(self, remote_addr: str, request: RemotingCommand) -> None:
+        pass
+
+    def do_after_response(
+        self, remote_addr: str, request: RemotingCommand, response: RemotingCommand
+    ) -> None:
+        pass
+
+
+async def test_a_registered_processor_answers_alike_with_and_without_hooks() -> None:
+    """Without hooks a registered processor runs without make_response's coroutine: the same answers
+    (a response, none, a ProtocolError, another exception; oneway or not) as through make_response."""
+    outcomes: list[Any] = [
+        RemotingCommand.create_response(ResponseCode.SUCCESS, "ok", {"k": "v"}),
+        None,
+        RemoteProtocolError("bad field"),
+        ValueError("boom"),
+    ]
+    for result in outcomes:
+        for oneway in (False, True):
+            answers = []
+            for hooks in ([], [NoHook()]):
+                d = RequestDispatcher()
+                d.rpc_hooks.extend(hooks)
+                d.register_processor(7, Answer(result))
+                request = RemotingCommand.create_request(7, oneway=oneway)
+                request.opaque = 42
+                answers.append(
+                    [(c.code, c.remark, c.ext_fields, c.opaque, c.flag) for c in await dispatch(d, request)]
+                )
+            assert answers[0] == answers[1]
