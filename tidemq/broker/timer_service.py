@@ -87,8 +87,8 @@ def transform_timer_message(
     if MessageSysFlag.get_transaction_value(inner.sys_flag) not in _CONSUMABLE:
         return None
     props = inner.properties
-    level = props.get(_C.PROPERTY_DELAY_TIME_LEVEL)
-    if level and level.strip().lstrip("+").isdigit() and int(level) > 0:
+    level = (props.get(_C.PROPERTY_DELAY_TIME_LEVEL) or "").strip().lstrip("+")
+    if level.isascii() and level.isdigit() and int(level) > 0:  # ("²".isdigit() is True)
         for name in TIMER_KEYS[:3]:
             props.pop(name, None)
         return None

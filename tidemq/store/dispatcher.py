@@ -142,7 +142,8 @@ class CommitLogDispatcher:
                 return store_timestamp + self._delay_table.get(level, 1000)
         elif topic == TIMER_TOPIC:
             due = property_value(properties, MessageConst.PROPERTY_TIMER_OUT_MS)
-            return int(due) if due and due.isdigit() else store_timestamp
+            # (isascii: "²".isdigit() is True; a client may send to the timer topic itself)
+            return int(due) if due and due.isascii() and due.isdigit() else store_timestamp
         return tags_string_to_tags_code(property_value(properties, MessageConst.PROPERTY_TAGS))
 
     @property

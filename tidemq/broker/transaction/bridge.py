@@ -86,6 +86,12 @@ _COMMIT_DROPS = frozenset({_REAL_TOPIC, _REAL_QID, _TRAN_MSG})
 _OP_PROPERTIES = f"{MessageConst.PROPERTY_TAGS}\x01{REMOVE_TAG}"
 
 
+def _uint(raw: str | None) -> int | None:
+    """``raw`` (a property a producer may have set) as a non-negative int when it is ASCII digits,
+    else None: ``str.isdigit`` alone lets ``"²"`` through to an ``int()`` that raises."""
+    return int(raw) if raw is not None and raw.isascii() and raw.isdigit() else None
+
+
 def half_properties_text(text: str, topic: str, queue_id: int) -> str:
     """The properties text of a half record: the producer's ``text`` plus ``REAL_TOPIC`` / ``REAL_QID``."""
     pairs = f"{_REAL_TOPIC}\x01{topic}\x02{_REAL_QID}\x01{queue_id}"
@@ -123,16 +129,13 @@ def half_batch(
 def origin_of(msg: MessageExt) -> int:
     """The half queue offset of the transaction's first record: ``TRAN_PREPARED_QUEUE_OFFSET`` of a
     copy, else the record's own queue offset."""
-    raw = msg.get_property(PREPARED_QUEUE_OFFSET)
-    if raw is not None and raw.isdigit():
-        return int(raw)
-    return msg.queue_offset
+    origin = _uint(msg.get_property(PREPARED_QUEUE_OFFSET))
+    return msg.queue_offset if origin is None else origin
 
 
 def check_times(msg: MessageExt) -> int:
     """``TRANSACTION_CHECK_TIMES`` of a half record (0 when absent or not a number)."""
-    raw = msg.get_property(CHECK_TIMES)
-    return int(raw) if raw is not None and raw.isdigit() else 0
+    return _uint(msg.get_property(CHECK_TIMES)) or 0
 
 
 def _batch(topic: str, msg: MessageExt, properties: dict[str, str]) -> MessageExtBatch:
@@ -207,7 +210,7 @@ def committed_message(half: MessageExt) -> MessageExtBrokerInner:
         half.body,
         flag=half.flag,
         properties=props,
-        queue_id=int(raw_qid) if raw_qid.isdigit() else 0,
+        queue_id=_uint(raw_qid) or 0,
         sys_flag=MessageSysFlag.reset_transaction_value(
             half.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE
         ),
@@ -232,7 +235,7 @@ def committed_batch(half: MessageExt) -> MessageExtBatch | None:
     raw_qid = property_value(text, _REAL_QID) or "0"
     return MessageExtBatch(
         property_value(text, _REAL_TOPIC) or half.topic,
-        int(raw_qid) if raw_qid.isdigit() else 0,
+        _uint(raw_qid) or 0,
         MessageSysFlag.reset_transaction_value(half.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE),
         half.born_timestamp,
         half.born_host or "0.0.0.0:0",
@@ -261,7 +264,7 @@ def _committed_items(half: MessageExt, props: dict[str, str]) -> MessageExtBatch
     raw_qid = props.get(_REAL_QID, "0")
     return MessageExtBatch(
         props.get(_REAL_TOPIC, half.topic),
-        int(raw_qid) if raw_qid.isdigit() else 0,
+        _uint(raw_qid) or 0,
         MessageSysFlag.reset_transaction_value(sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE),
         half.born_timestamp,
         half.born_host or "0.0.0.0:0",
@@ -299,7 +302,7 @@ def check_body(copy: MessageExt) -> bytes:
         topic=props.get(_REAL_TOPIC, copy.topic),
         body=copy.body,
         properties=properties_to_string(props),
-        queue_id=int(raw_qid) if raw_qid.isdigit() else 0,
+        queue_id=_uint(raw_qid) or 0,
         flag=copy.flag,
         queue_offset=copy.queue_offset,
         commit_log_offset=copy.commit_log_offset,
