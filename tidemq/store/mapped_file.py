@@ -37,6 +37,7 @@ RESERVE_CHUNK = 1 << 18
 """Bytes of blocks reserved (``posix_fallocate``) past a mapped write's end when it needs more:
 one system call per 256 KiB written, and a file never more than 256 KiB past its data on disk."""
 _NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+_map_failures = 0
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -75,8 +76,16 @@ class MappedFile:
         """Bytes ``[0, _reserved)`` hold allocated blocks: a mapped write below it cannot fault."""
         try:
             self._mm = mmap.mmap(self._fd, file_size)
-        except (OSError, ValueError) as exc:
-            log.warning("segment %s is written with pwrite: cannot map it: %s", path, exc)
+        except (OSError, ValueError) as exc:  # e.g. vm.max_map_count reached: one WARNING, then DEBUG
+            global _map_failures
+            _map_failures += 1
+            log.log(
+                logging.WARNING if _map_failures == 1 else logging.DEBUG,
+                "segment %s is written with pwrite: cannot map it: %s (vm.max_map_count may be too low; "
+                "later segments that cannot be mapped are logged at DEBUG)",
+                path,
+                exc,
+            )
         self._refs = 1
         self._available = True
         self._ref_lock = threading.Lock()

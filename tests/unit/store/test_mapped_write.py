@@ -120,3 +120,20 @@ def test_a_full_segment_is_unmapped_when_the_next_one_starts(tmp_path: Path) -> 
     first.write(4000, b"b" * 96)
     assert first.read(3999, 97) == b"a" + b"b" * 96
     queue.close()
+
+
+def test_segments_that_cannot_be_mapped_are_written_with_pwrite_and_logged_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def no_map(*_args: object) -> None:
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(mapped_file.mmap, "mmap", no_map)
+    monkeypatch.setattr(mapped_file, "_map_failures", 0)
+    caplog.set_level("DEBUG", logger=mapped_file.__name__)
+    segments = [MappedFile(tmp_path / f"{i * SIZE:020d}", SIZE) for i in range(3)]
+    for mf in segments:
+        mf.write(0, b"abc")
+        assert mf._mm is None and mf.read(0, 3) == b"abc"
+        mf.close()
+    assert [r.levelname for r in caplog.records] == ["WARNING", "DEBUG", "DEBUG"]
