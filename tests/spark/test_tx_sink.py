@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import tidemq.spark
 from tests.spark.helpers import create_topic
 from tidemq.client.consumer.pull import PullConsumer
 from tidemq.protocol.message import MessageQueue
@@ -90,13 +91,17 @@ def _pending(cluster: Any) -> int:
 
 @pytest.fixture
 def quick_checks(cluster: Any) -> Any:
-    """The broker checks half messages older than 300 ms every 200 ms while the test runs."""
+    """The broker checks half messages older than 300 ms every 200 ms while the test runs (and
+    never gives one up: 15 UNKNOWs would be 3 s, less than a slow commit may take here)."""
     config = cluster.broker.config
-    saved = (config.transaction_time_out, config.transaction_check_interval)
+    saved = (config.transaction_time_out, config.transaction_check_interval, config.transaction_check_max)
     config.transaction_time_out, config.transaction_check_interval = 300, 200
+    config.transaction_check_max = 10_000  # the broker's maximum
     cluster.loop_thread.call_soon(cluster.broker.transaction_service.wakeup)
-    yield cluster
-    config.transaction_time_out, config.transaction_check_interval = saved
+    try:
+        yield cluster
+    finally:
+        config.transaction_time_out, config.transaction_check_interval, config.transaction_check_max = saved
 
 
 def _wait_no_pending(cluster: Any, timeout: float = 20.0) -> None:
@@ -104,6 +109,16 @@ def _wait_no_pending(cluster: Any, timeout: float = 20.0) -> None:
     while _pending(cluster) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _pending(cluster) == 0, f"{_pending(cluster)} half messages still pending"
+
+
+def _kill_restart(spark: Any, namesrv: str, topic: str, src: Path, cp: Path) -> None:
+    # batch 0: the driver dies after the tasks wrote, before the commit recorded anything
+    assert not _run(spark, namesrv, topic, src, cp, True, "before-record")
+    # batch 0 again: the driver dies in the middle of its COMMITs (the batch is recorded)
+    assert not _run(spark, namesrv, topic, src, cp, True, "mid-commit")
+    # batch 0 once more: dies right after reading the record, before any COMMIT
+    assert not _run(spark, namesrv, topic, src, cp, True, "after-record")
+    assert _run(spark, namesrv, topic, src, cp, True, None)
 
 
 def test_stream_killed_at_commit_points_is_exactly_once(
@@ -115,14 +130,12 @@ def test_stream_killed_at_commit_points_is_exactly_once(
     src, keys = _input(tmp_path)
     cp = tmp_path / "cp"
     checks = quick_checks.broker.transaction_service.checks_sent
-    # batch 0: the driver dies after the tasks wrote, before the commit recorded anything
-    assert not _run(spark, namesrv, topic, src, cp, True, "before-record")
-    # batch 0 again: the driver dies in the middle of its COMMITs (the batch is recorded)
-    assert not _run(spark, namesrv, topic, src, cp, True, "mid-commit")
-    # batch 1: dies right after the record, before any COMMIT
-    assert not _run(spark, namesrv, topic, src, cp, True, "after-record")
-    assert _run(spark, namesrv, topic, src, cp, True, None)
-    _wait_no_pending(quick_checks)  # the first run's halves: only a check can end them
+    checker = tidemq.spark.transaction_checker(namesrv, topic)  # the driver's check listener
+    try:
+        _kill_restart(spark, namesrv, topic, src, cp)
+        _wait_no_pending(quick_checks)  # the first run's halves: only a check can end them
+    finally:
+        checker.shutdown()
     assert quick_checks.broker.transaction_service.checks_sent > checks
     counts = _read_keys(namesrv, mqs, "tx-check-1")
     assert set(counts) == keys
@@ -156,11 +169,16 @@ def test_failed_batch_write_leaves_nothing_visible(spark: Any, quick_checks: Any
         return f"r{n}"
 
     df = spark.range(0, 300, numPartitions=3).select(body("id").alias("body"))
-    with pytest.raises(Exception, match="task fails"):
-        df.write.format("tidemq").option("namesrv", namesrv).option("topic", topic).option(
-            "transactional", "true"
-        ).mode("append").save()
-    _wait_no_pending(quick_checks)
+    # the failed and the cancelled task's workers die with their producers: the driver answers
+    checker = tidemq.spark.transaction_checker(namesrv, topic)
+    try:
+        with pytest.raises(Exception, match="task fails"):
+            df.write.format("tidemq").option("namesrv", namesrv).option("topic", topic).option(
+                "transactional", "true"
+            ).mode("append").save()
+        _wait_no_pending(quick_checks)
+    finally:
+        checker.shutdown()
     assert _read_keys(namesrv, mqs, "tx-check-2") == collections.Counter()
 
 

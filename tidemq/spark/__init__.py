@@ -59,6 +59,7 @@ __all__ = [
     "projection",
     "python_launcher",
     "register",
+    "transaction_checker",
     "use_filesystem_checkpoints",
 ]
 
@@ -166,6 +167,18 @@ class TideMQDataSource(DataSource):  # type: ignore[misc]
 
             return TideMQTxStreamArrowWriter(opts)
         return TideMQStreamArrowWriter(opts)
+
+
+def transaction_checker(namesrv: str, topics: Any, producer_group: str | None = None) -> Any:
+    """A started :class:`~tidemq.client.producer.transaction.TransactionProducer` that answers the
+    broker's checks of the transactional sink's half messages to ``topics`` (a name or a list)
+    from the checkpoint, for the driver process (``shutdown()`` it when done); ``producer_group``
+    defaults to the sink's (``tidemq-spark-tx-writer``). See
+    :func:`tidemq.spark.tx_sink.transaction_checker`."""
+    from tidemq.spark.options import DEFAULT_TX_PRODUCER_GROUP
+    from tidemq.spark.tx_sink import transaction_checker as start
+
+    return start(namesrv, topics, producer_group or DEFAULT_TX_PRODUCER_GROUP)
 
 
 def register(spark: Any) -> None:

@@ -112,12 +112,29 @@ class SparkCheckListener(TransactionListener):
         return check_state(msg.properties)
 
 
-def transaction_checker(namesrv: str, producer_group: str = DEFAULT_TX_PRODUCER_GROUP) -> TransactionProducer:
+def transaction_checker(
+    namesrv: str, topics: str | Sequence[str], producer_group: str = DEFAULT_TX_PRODUCER_GROUP
+) -> TransactionProducer:
     """A started producer of ``producer_group`` that answers the broker's checks of the sink's half
-    messages from the checkpoint, for the driver process (call ``shutdown()`` when done). The write
-    tasks' producers answer too; this one keeps answering while no task runs."""
+    messages from the checkpoint, for the driver process (call ``shutdown()`` when done).
+
+    ``topics``: the topic(s) the sink writes to: the producer learns their brokers and heartbeats
+    to them at once (a producer is checked only by brokers it has registered with). The write
+    tasks' producers answer too, but only while their Python workers live: a failed task's worker,
+    and a cancelled one's, are gone with the producer they held, and Spark may end the rest.
+
+    Raises:
+        NoRouteError: a topic has no route.
+    """
     producer = TransactionProducer(SparkCheckListener(), namesrv_addr=namesrv, producer_group=producer_group)
     producer.start()
+    try:
+        for topic in [topics] if isinstance(topics, str) else topics:
+            producer.fetch_publish_message_queues(topic)
+        producer._run(producer._core.instance.send_heartbeat_to_all_brokers())
+    except BaseException:
+        producer.shutdown()
+        raise
     return producer
 
 
