@@ -8,7 +8,7 @@ import asyncio
 
 import click
 
-from tidemq.admin.cli import Out, admin_command, resolve_broker_addrs
+from tidemq.admin.cli_base import Out, admin_command, resolve_broker_addrs
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.errors import ClientError
 from tidemq.protocol.topic import is_internal_topic

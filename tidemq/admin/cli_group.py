@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from tidemq.admin.cli import Out, admin_command, fmt_ms, parse_time_ms
+from tidemq.admin.cli_base import Out, admin_command, fmt_ms, parse_time_ms
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.errors import BrokerError, ClientError, ConsumerNotOnlineError, TideMQError
 from tidemq.protocol.body import SubscriptionGroupConfig

@@ -7,7 +7,7 @@ import codecs
 
 import click
 
-from tidemq.admin.cli import Out, admin_command, parse_time_ms, show_messages
+from tidemq.admin.cli_base import Out, admin_command, parse_time_ms, show_messages
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.errors import ClientError
 from tidemq.protocol.filter import build_subscription_data, is_tag_matched

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from tidemq.admin.cli import Out, admin_command, resolve_broker_addrs
+from tidemq.admin.cli_base import Out, admin_command, resolve_broker_addrs
 from tidemq.admin.client import AsyncAdminClient
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from tidemq.admin.cli import Out, admin_command, fmt_ms
+from tidemq.admin.cli_base import Out, admin_command, fmt_ms
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.admin.ops_group import ALLOCATE_STRATEGIES
 from tidemq.errors import ClientError

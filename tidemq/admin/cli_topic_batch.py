@@ -7,7 +7,7 @@ from typing import TextIO
 
 import click
 
-from tidemq.admin.cli import Out, admin_command
+from tidemq.admin.cli_base import Out, admin_command
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.errors import ClientError
 
