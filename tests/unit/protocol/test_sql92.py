@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -213,3 +215,33 @@ def test_fast_closures_agree_with_the_general_comparison(value: str, literal: st
     assert match(f"a {op} {literal}", **props) is match(f"a {op} -(-{literal})", **props)
     assert match(f"{literal} {op} a", **props) is match(f"-(-{literal}) {op} a", **props)
     assert match(f"{literal} {op} a", **{}) is match(f"-(-{literal}) {op} a", **{})
+
+
+def test_a_long_flat_chain_compiles_and_evaluates_in_linear_time() -> None:
+    """``a=1 AND a=1 AND ...`` a client may send: it parsed, then compiling its left-deep tree (and
+    evaluating it) recursed once per AND, a RecursionError (a traceback, not Sql92Error) past ~1000;
+    and the lexer recounted the lines from the start at every token (quadratic)."""
+    text = " AND ".join(["a = 1"] * 3000) + " OR b = 'x'"
+    started = time.monotonic()
+    expression = compile_sql92(text)
+    record_filter(expression)
+    assert time.monotonic() - started < 2.0
+    assert expression.names == ("a", "b")
+    got = [expression.matches(p) for p in ({"a": "1"}, {"a": "2"}, {"b": "x"}, {}, {"a": "x"})]
+    assert got == [True, False, True, False, False]
+
+
+@pytest.mark.parametrize("op", ["AND", "OR"])
+def test_chains_of_three_valued_operands_match_nested_pairs(op: str) -> None:
+    """Every mix of TRUE / FALSE / null over four operands: the flat chain gives what the pairs
+    ((a op b) op c) op d give."""
+    import itertools
+
+    names = ["p", "q", "r", "s"]
+    chain = compile_sql92(f" {op} ".join(f"{n} = 1" for n in names))
+    nested = compile_sql92(f"((( p = 1 {op} q = 1) {op} r = 1) {op} s = 1)")
+    paired = compile_sql92(f"(p = 1 {op} q = 1) {op} (r = 1 {op} s = 1)")
+    for combo in itertools.product(["1", "0", None], repeat=4):
+        values = tuple(combo)
+        assert chain.evaluate_values(values) is nested.evaluate_values(values), (op, combo)
+        assert paired.evaluate_values(values) is nested.evaluate_values(values), (op, combo)

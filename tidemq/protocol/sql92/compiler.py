@@ -53,17 +53,15 @@ _MIRRORED: Final = {"=": "=", ">": "<", ">=": "<=", "<": ">", "<=": ">="}
 def property_names(node: Node) -> tuple[str, ...]:
     """The distinct properties a tree reads, in order of first appearance."""
     seen: dict[str, None] = {}
-
-    def walk(n: Node) -> None:
+    stack = [node]  # depth first, left before right, without recursion (a long AND chain is deep)
+    while stack:
+        n = stack.pop()
         if isinstance(n, Prop):
             seen.setdefault(n.name, None)
         elif isinstance(n, Negate | Not | BoolCast | In):
-            walk(n.operand)
+            stack.append(n.operand)
         elif isinstance(n, Logic | Compare):
-            walk(n.left)
-            walk(n.right)
-
-    walk(node)
+            stack += (n.right, n.left)
     return tuple(seen)
 
 
@@ -86,8 +84,7 @@ def compile_node(node: Node, getters: dict[str, Getter]) -> Fn:
     if isinstance(node, In):
         return _in(getters[node.operand.name], node.values, node.negated)
     if isinstance(node, Logic):
-        left, right = compile_node(node.left, getters), compile_node(node.right, getters)
-        return _logic(left, right, node.op != "AND")
+        return _logic([compile_node(n, getters) for n in _chain(node)], node.op != "AND")
     return _compare(node, getters)
 
 
@@ -107,22 +104,49 @@ def _in(get: Getter, items: frozenset[str], negated: bool) -> Fn:
     return fn
 
 
-def _logic(left: Fn, right: Fn, decisive: bool) -> Fn:
-    """AND (``decisive`` False) or OR (True) in three-valued logic: ``decisive`` as soon as one side
-    is, else null when a side is null, else ``not decisive``; ``right`` not evaluated when ``left``
-    decides."""
+def _chain(node: Logic) -> list[Node]:
+    """The operands of a run of ``node.op`` (``a AND b AND c`` parses as ``((a AND b) AND c)``), in
+    order, found without recursion: a selector of a thousand ANDs compiles to one flat closure."""
+    operands: list[Node] = []
+    n: Node = node
+    while isinstance(n, Logic) and n.op == node.op:
+        operands.append(n.right)
+        n = n.left
+    operands.append(n)
+    operands.reverse()
+    return operands
+
+
+def _logic(operands: list[Fn], decisive: bool) -> Fn:
+    """AND (``decisive`` False) or OR (True) of ``operands`` in three-valued logic, evaluated left to
+    right: ``decisive`` at the first operand that is, else null when one was null, else ``not
+    decisive``. The same results and the same operands evaluated as the nested pairs it replaces."""
     other = not decisive
+    if len(operands) == 2:  # the common case: no loop
+        left, right = operands
 
-    def fn(v: Values) -> Value:
-        lv = left(v)
-        if lv is decisive:
-            return decisive
-        rv = right(v)
-        if rv is decisive:
-            return decisive
-        return None if lv is None or rv is None else other
+        def pair(v: Values) -> Value:
+            lv = left(v)
+            if lv is decisive:
+                return decisive
+            rv = right(v)
+            if rv is decisive:
+                return decisive
+            return None if lv is None or rv is None else other
 
-    return fn
+        return pair
+
+    def run(v: Values) -> Value:
+        unknown = False
+        for operand in operands:
+            r = operand(v)
+            if r is decisive:
+                return decisive
+            if r is None:
+                unknown = True
+        return None if unknown else other
+
+    return run
 
 
 def _compare(node: Compare, getters: dict[str, Getter]) -> Fn:

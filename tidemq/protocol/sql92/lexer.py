@@ -118,10 +118,22 @@ class Lexer:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self._line = 1
+        self._line_start = 0
+        self._scanned = 0  # newlines before here are counted in _line
 
     def _where(self, pos: int) -> tuple[int, int]:
-        line = self.text.count("\n", 0, pos) + 1
-        return line, pos - (self.text.rfind("\n", 0, pos) + 1) + 1
+        """Line and column (1-based) of ``pos``, counting only the newlines since the last call (a
+        recount from the start at every token made a long selector quadratic)."""
+        if pos < self._scanned:  # (never: tokens come in order) recount from the start
+            self._line, self._line_start, self._scanned = 1, 0, 0
+        text = self.text
+        newlines = text.count("\n", self._scanned, pos)
+        if newlines:
+            self._line += newlines
+            self._line_start = text.rfind("\n", self._scanned, pos) + 1
+        self._scanned = pos
+        return self._line, pos - self._line_start + 1
 
     def next(self) -> Token:
         """The next token (``Kind.EOF`` at the end, for ever after)."""
