@@ -45,6 +45,29 @@ class GroupInfo:
     max_attempts: int = 17
 
 
+@dataclass(frozen=True, slots=True)
+class PopSpec:
+    """What one ReceiveMessage pops: POP_MESSAGE (200050) of every queue of ``topic`` on a broker.
+
+    Attributes:
+        group, topic: stored (namespaced) names.
+        max_nums: messages at most (1..32).
+        invisible_ms: how long popped messages stay invisible (ms).
+        poll_ms: how long the broker may hold an empty pop (ms, long polling).
+        order: a FIFO pop (the group is ``consumeMessageOrderly``).
+        expression_type, expression: the filter, ``TAG`` (``*`` = all) or ``SQL92``.
+    """
+
+    group: str
+    topic: str
+    max_nums: int
+    invisible_ms: int
+    poll_ms: int
+    order: bool = False
+    expression_type: str = "TAG"
+    expression: str = "*"
+
+
 class Backend(Protocol):
     """The proxy's view of the brokers."""
 
@@ -73,20 +96,8 @@ class Backend(Protocol):
         """The v5 client ``client`` ended (its Telemetry stream closed or it said goodbye)."""
         ...
 
-    async def pop(
-        self,
-        broker_name: str,
-        group: str,
-        topic: str,
-        max_nums: int,
-        invisible_ms: int,
-        poll_ms: int,
-        *,
-        order: bool,
-        expression_type: str,
-        expression: str,
-    ) -> list[MessageExt]:
-        """Pop from every queue of ``topic`` on ``broker_name`` (long polling ``poll_ms``); each
+    async def pop(self, broker_name: str, spec: PopSpec) -> list[MessageExt]:
+        """Pop as ``spec`` says from every queue of its topic on ``broker_name``; each
         message carries its receipt handle in ``POP_CK`` and its earlier deliveries in ``reconsume_times``.
 
         Raises:

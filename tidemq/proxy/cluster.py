@@ -18,7 +18,7 @@ from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.message import MessageExt
 from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, check_topic
 from tidemq.proxy import codes
-from tidemq.proxy.backend import AUTO_CREATE_QUEUE_NUMS, GroupInfo, TopicRoute
+from tidemq.proxy.backend import AUTO_CREATE_QUEUE_NUMS, GroupInfo, PopSpec, TopicRoute
 from tidemq.proxy.route import BrokerQueues, accepted_types
 
 log = logging.getLogger(__name__)
@@ -177,26 +177,11 @@ class ClusterBackend:
                 )
         return GroupInfo()
 
-    async def pop(
-        self,
-        broker_name: str,
-        group: str,
-        topic: str,
-        max_nums: int,
-        invisible_ms: int,
-        poll_ms: int,
-        *,
-        order: bool,
-        expression_type: str,
-        expression: str,
-    ) -> list[MessageExt]:
+    async def pop(self, broker_name: str, spec: PopSpec) -> list[MessageExt]:
         """See :meth:`Backend.pop <tidemq.proxy.backend.Backend.pop>`."""
         from tidemq.proxy import cluster_pop
 
-        return await cluster_pop.pop(
-            self, broker_name, group, topic, max_nums, invisible_ms, poll_ms,
-            order=order, expression_type=expression_type, expression=expression,
-        )  # fmt: skip
+        return await cluster_pop.pop(self, broker_name, spec)
 
     async def ack(self, broker_name: str, group: str, topic: str, handle: str) -> None:
         """See :meth:`Backend.ack <tidemq.proxy.backend.Backend.ack>`."""

@@ -4,7 +4,6 @@ RocketMQ's client does (``MQClientAPIImpl.processPopResponse``, rocketmq5.md §8
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from tidemq.broker.pop.extra_info import (
@@ -15,6 +14,7 @@ from tidemq.broker.pop.extra_info import (
     queue_offset_key,
     start_offset_key,
 )
+from tidemq.clock import now_ms
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import ConsumerSendMsgBackRequestHeader
@@ -28,6 +28,7 @@ from tidemq.protocol.message_codec import decode_messages
 from tidemq.proxy import codes
 
 if TYPE_CHECKING:
+    from tidemq.proxy.backend import PopSpec
     from tidemq.proxy.cluster import ClusterBackend
 
 POP_CK = "POP_CK"
@@ -65,36 +66,24 @@ def messages_with_handles(response: RemotingCommand, topic: str, broker_name: st
     return out
 
 
-async def pop(
-    backend: ClusterBackend,
-    broker_name: str,
-    group: str,
-    topic: str,
-    max_nums: int,
-    invisible_ms: int,
-    poll_ms: int,
-    *,
-    order: bool,
-    expression_type: str,
-    expression: str,
-) -> list[MessageExt]:
+async def pop(backend: ClusterBackend, broker_name: str, spec: PopSpec) -> list[MessageExt]:
     """POP_MESSAGE from every queue of ``topic`` on ``broker_name``.
 
     Raises:
         ProxyError: the broker refused.
     """
     header = PopMessageRequestHeader(
-        consumer_group=group, topic=topic, queue_id=-1, max_msg_nums=max_nums, invisible_time=invisible_ms,
-        poll_time=poll_ms, born_time=time.time_ns() // 1_000_000, init_mode=1,
-        exp_type=expression_type, exp=expression, order=order,
+        consumer_group=spec.group, topic=spec.topic, queue_id=-1, max_msg_nums=spec.max_nums,
+        invisible_time=spec.invisible_ms, poll_time=spec.poll_ms, born_time=now_ms(), init_mode=1,
+        exp_type=spec.expression_type, exp=spec.expression, order=spec.order,
     )  # fmt: skip
     request = RemotingCommand.create_request(RequestCode.POP_MESSAGE, header.to_ext_fields())
-    response = await backend.invoke(broker_name, request, poll_ms / 1000.0 + 3.0, "")
+    response = await backend.invoke(broker_name, request, spec.poll_ms / 1000.0 + 3.0, "")
     if response.code in NOT_FOUND:
         return []
     if response.code != ResponseCode.SUCCESS:
         raise _refused(response, "pop")
-    return messages_with_handles(response, topic, broker_name)
+    return messages_with_handles(response, spec.topic, broker_name)
 
 
 async def ack(backend: ClusterBackend, broker_name: str, group: str, topic: str, handle: str) -> None:

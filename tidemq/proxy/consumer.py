@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from tidemq.broker.pop.extra_info import ExtraInfoError, parse_extra_info
 from tidemq.clock import now_ms
 from tidemq.proxy import codes
+from tidemq.proxy.backend import PopSpec
 from tidemq.proxy.convert import to_v5
 from tidemq.proxy.names import resource_name
 from tidemq.proxy.pb import s
@@ -142,8 +143,7 @@ class ConsumerActivity:
             expression = request.filter_expression
             exp_type = "SQL92" if expression.type == 2 else "TAG"
             info = await self.backend.group_info(group)
-            messages = await self.backend.pop(
-                broker_name,
+            spec = PopSpec(
                 group,
                 topic,
                 batch,
@@ -153,6 +153,7 @@ class ConsumerActivity:
                 expression_type=exp_type,
                 expression=expression.expression or "*",
             )
+            messages = await self.backend.pop(broker_name, spec)
         except codes.ProxyError as exc:
             yield s.ReceiveMessageResponse(status=codes.status(exc.code, exc.message))
             return

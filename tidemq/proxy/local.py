@@ -16,7 +16,7 @@ from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.message import MessageExt
 from tidemq.protocol.topic import AUTO_CREATE_TOPIC_KEY, check_topic
 from tidemq.proxy import codes
-from tidemq.proxy.backend import AUTO_CREATE_QUEUE_NUMS, GroupInfo, TopicRoute, pop_error
+from tidemq.proxy.backend import AUTO_CREATE_QUEUE_NUMS, GroupInfo, PopSpec, TopicRoute, pop_error
 from tidemq.proxy.route import BrokerQueues, accepted_types
 
 if TYPE_CHECKING:
@@ -189,33 +189,21 @@ class LocalBackend:
             channel.forget(request)
         return response
 
-    async def pop(
-        self,
-        broker_name: str,
-        group: str,
-        topic: str,
-        max_nums: int,
-        invisible_ms: int,
-        poll_ms: int,
-        *,
-        order: bool,
-        expression_type: str,
-        expression: str,
-    ) -> list[MessageExt]:
+    async def pop(self, broker_name: str, spec: PopSpec) -> list[MessageExt]:
         """See :meth:`Backend.pop <tidemq.proxy.backend.Backend.pop>`."""
         from tidemq.broker.pop.result import PopError
 
         try:
             result = await self.broker.pop_service.pop_async(
-                group,
-                topic,
+                spec.group,
+                spec.topic,
                 -1,
-                max_nums,
-                invisible_ms,
-                poll_ms,
-                order=order,
-                expression_type=expression_type,
-                expression=expression,
+                spec.max_nums,
+                spec.invisible_ms,
+                spec.poll_ms,
+                order=spec.order,
+                expression_type=spec.expression_type,
+                expression=spec.expression,
             )
         except PopError as exc:
             raise pop_error(exc) from None

@@ -75,17 +75,25 @@ class PopAcks:
         if info.is_order:
             self.service.order.ack(group, ck_topic, info)
         else:
-            record = AckRecord(
-                group,
-                ck_topic,
-                info.queue_id,
-                info.ck_queue_offset,
-                info.pop_time,
-                [info.queue_offset],
-                info.broker_name,
-            )
-            self.service.put_revive_record(info.revive_qid, TAG_ACK, record.encode())
+            self._put_ack(group, ck_topic, info)
         self.service.stats.on_ack(group, self.service.revive.pop_topic_of(group, topic), 1)
+
+    def _put_ack(self, group: str, ck_topic: str, info: ExtraInfo) -> None:
+        """Write the ack of the one message ``info`` names to its check-point's revive queue.
+
+        Raises:
+            PopError: SYSTEM_ERROR when the store refuses the put.
+        """
+        record = AckRecord(
+            group,
+            ck_topic,
+            info.queue_id,
+            info.ck_queue_offset,
+            info.pop_time,
+            [info.queue_offset],
+            info.broker_name,
+        )
+        self.service.put_revive_record(info.revive_qid, TAG_ACK, record.encode())
 
     def batch_ack(
         self,
@@ -152,16 +160,7 @@ class PopAcks:
         )
         self.service.put_revive_record(revive_qid, TAG_CK, ck.encode())
         self.service.revive.note_check_point(ck)
-        old = AckRecord(
-            group,
-            ck_topic,
-            info.queue_id,
-            info.ck_queue_offset,
-            info.pop_time,
-            [info.queue_offset],
-            info.broker_name,
-        )
-        self.service.put_revive_record(info.revive_qid, TAG_ACK, old.encode())
+        self._put_ack(group, ck_topic, info)
         return build_extra_info(
             info.queue_offset,
             now,
