@@ -66,6 +66,24 @@ def test_batch_ack_java_bitset_bytes() -> None:
         BatchAckMessageRequestBody.decode(b'{"acks":[{"c":"g"}]}')
 
 
+def test_batch_ack_bitset_is_bounded_and_read_in_linear_time() -> None:
+    """A client's bitSet of 64 KiB took 3 s to walk (a shift of the whole number per bit) on the
+    broker's loop, 1 MiB minutes; an entry acks messages of one pop, so past 1024 bits it is refused."""
+    import base64
+    import time
+
+    def body(raw: bytes) -> bytes:
+        entry = f'{{"c":"g","t":"T","r":"0","so":5,"q":1,"rq":2,"pt":1,"it":2,"b":"{base64.b64encode(raw).decode()}"}}'
+        return b'{"acks":[' + entry.encode() + b"]}"
+
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="at most 1024"):
+        BatchAckMessageRequestBody.decode(body(b"\x01" * 65536))
+    assert time.monotonic() - started < 0.5
+    [ack] = BatchAckMessageRequestBody.decode(body(b"\xff" * 128)).acks  # 1024 bits: the most
+    assert ack.offsets() == list(range(5, 5 + 1024))
+
+
 def test_revive_records_round_trip() -> None:
     ck = CheckPoint(10, 1700, 3000, 2, "T", "g", [0, 3, 5], 4, 16, bitmap=0b010, broker_name="b")
     back = CheckPoint.decode(ck.encode())

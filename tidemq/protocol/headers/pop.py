@@ -92,6 +92,12 @@ class ChangeInvisibleTimeResponseHeader(CommandHeader):
     revive_qid: int = i32("reviveQid")
 
 
+MAX_BATCH_ACK_BITS = 1024
+"""The longest ``bitSet`` a BATCH_ACK_MESSAGE entry may have (bits, i.e. offsets past ``startOffset``):
+an entry acks messages of one pop (at most 32); a longer one is refused as malformed rather than
+walked offset by offset on the broker's loop."""
+
+
 @dataclass(slots=True)
 class BatchAck:
     """One entry of a BATCH_ACK_MESSAGE body (``BatchAck``): the offsets ``start_offset + i`` for
@@ -109,14 +115,9 @@ class BatchAck:
     bit_set: int
 
     def offsets(self) -> list[int]:
-        """The acked queue offsets, ascending."""
-        out, bits, i = [], self.bit_set, 0
-        while bits:
-            if bits & 1:
-                out.append(self.start_offset + i)
-            bits >>= 1
-            i += 1
-        return out
+        """The acked queue offsets, ascending (linear in the bit set's length)."""
+        start, digits = self.start_offset, bin(self.bit_set)[:1:-1]  # bit 0 first
+        return [start + i for i, bit in enumerate(digits) if bit == "1"]
 
     def to_json(self) -> dict[str, Any]:
         raw = self.bit_set.to_bytes((self.bit_set.bit_length() + 7) // 8, "little")
@@ -150,6 +151,11 @@ class BatchAck:
             number = int.from_bytes(bytes(x & 0xFF for x in bits), "little")
         else:
             raise TypeError(f"bitSet must be base64 text, got {bits!r}")
+        if number.bit_length() > MAX_BATCH_ACK_BITS:
+            raise ValueError(
+                f"bitSet covers {number.bit_length()} offsets, at most {MAX_BATCH_ACK_BITS} "
+                "(one entry acks messages of one pop, which returns at most 32)"
+            )
         return cls(
             consumer_group=str(get("c", "consumerGroup")),
             topic=str(get("t", "topic")),
