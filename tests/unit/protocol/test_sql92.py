@@ -221,7 +221,7 @@ def test_a_long_flat_chain_compiles_and_evaluates_in_linear_time() -> None:
     """``a=1 AND a=1 AND ...`` a client may send: it parsed, then compiling its left-deep tree (and
     evaluating it) recursed once per AND, a RecursionError (a traceback, not Sql92Error) past ~1000;
     and the lexer recounted the lines from the start at every token (quadratic)."""
-    text = " AND ".join(["a = 1"] * 3000) + " OR b = 'x'"
+    text = " AND ".join(["a = 1"] * 1500) + " OR b = 'x'"
     started = time.monotonic()
     expression = compile_sql92(text)
     record_filter(expression)
@@ -245,3 +245,16 @@ def test_chains_of_three_valued_operands_match_nested_pairs(op: str) -> None:
         values = tuple(combo)
         assert chain.evaluate_values(values) is nested.evaluate_values(values), (op, combo)
         assert paired.evaluate_values(values) is nested.evaluate_values(values), (op, combo)
+
+
+def test_a_selector_longer_than_the_limit_is_refused_at_once() -> None:
+    """A selector megabytes long cost seconds of the broker's loop and tens of MiB in its caches."""
+    from tidemq.protocol.sql92 import MAX_SELECTOR_LENGTH
+
+    text = " OR ".join(f"a = '{i}'" for i in range(60_000))
+    started = time.monotonic()
+    with pytest.raises(Sql92Error, match=f"at most {MAX_SELECTOR_LENGTH}"):
+        compile_sql92(text)
+    assert time.monotonic() - started < 0.1
+    longest = " OR ".join(["a = 1"] * ((MAX_SELECTOR_LENGTH + 4) // 9))  # 9 characters a term
+    assert len(longest) <= MAX_SELECTOR_LENGTH and compile_sql92(longest).matches({"a": "1"})

@@ -25,7 +25,7 @@ from tidemq.protocol.sql92.lexer import Sql92Error
 from tidemq.protocol.sql92.parser import Node, parse
 from tidemq.protocol.sql92.values import JavaError
 
-__all__ = ["JavaError", "Sql92Error", "Sql92Expression", "compile_sql92"]
+__all__ = ["MAX_SELECTOR_LENGTH", "JavaError", "Sql92Error", "Sql92Expression", "compile_sql92"]
 
 
 class Sql92Expression:
@@ -67,6 +67,12 @@ class Sql92Expression:
         return f"Sql92Expression({self.text!r})"
 
 
+MAX_SELECTOR_LENGTH = 16 * 1024
+"""The longest selector compiled (characters). A client's selector is compiled on the broker's loop
+(~2 us a character) and kept in caches (parsed trees ~40 bytes a character), so one that is
+megabytes long is refused instead of costing seconds and tens of MiB each time it changes."""
+
+
 @lru_cache(maxsize=256)
 def _compile(text: str) -> Sql92Expression | Sql92Error:
     try:
@@ -79,8 +85,11 @@ def compile_sql92(text: str) -> Sql92Expression:
     """Parse and compile ``text`` (cached, like RocketMQ's ``SelectorParser`` parse cache).
 
     Raises:
-        Sql92Error: the selector does not compile (message: ``Invalid MessageSelector. ...``).
+        Sql92Error: the selector does not compile (message: ``Invalid MessageSelector. ...``), or
+            is longer than :data:`MAX_SELECTOR_LENGTH` characters.
     """
+    if len(text) > MAX_SELECTOR_LENGTH:
+        raise Sql92Error(f"the selector is {len(text)} characters long, at most {MAX_SELECTOR_LENGTH}")
     result = _compile(text)
     if isinstance(result, Sql92Error):
         raise Sql92Error(result.detail, result.line, result.column)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Final
 
 from tidemq.protocol.record_layout import (
@@ -94,13 +95,15 @@ def _record_getter(name: str) -> Callable[[tuple[bytes, int, int]], str | None]:
     return get
 
 
+@lru_cache(maxsize=256)
 def record_filter(expression: Sql92Expression) -> RecordFilter:
     """The store-side filter of ``expression``: True when the record at ``buf[pos:]`` matches.
 
     The selector is compiled once more with getters that look a property up in the record's bytes
     when evaluation reaches it (``a > 5 AND b = 'x'`` never looks for ``b`` when ``a`` fails). A
     record whose property bytes cannot be read does not match, nor does one whose evaluation throws
-    (RocketMQ catches Throwable there).
+    (RocketMQ catches Throwable there). Cached per expression object (the last 256), so the filters
+    the broker builds for one selector under many ``subVersion`` values share one.
     """
     evaluate = compile_node(expression.tree, {name: _record_getter(name) for name in expression.names})
 
