@@ -5,22 +5,25 @@
   and dead-lettered, from each master's ``popGroupStats`` (:mod:`tidemq.admin.pop_status`);
 * :func:`group_pop_rows`: the same rows of one group, for the POP section of ``/groups/{group}``.
 
-Kept apart from ``app.py``, which only registers these.
+Kept apart from ``app.py``, which only registers these (:func:`routes`).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 
 from tidemq.admin.client import AsyncAdminClient
+from tidemq.admin.dashboard.site import Site
 from tidemq.admin.pop_status import PopGroupRow
 from tidemq.errors import TideMQError
 
-__all__ = ["group_pop_rows", "pop_groups_view"]
+__all__ = ["group_pop_rows", "pop_groups_view", "routes"]
 
 log = logging.getLogger(__name__)
 
@@ -52,3 +55,8 @@ async def group_pop_rows(admin: AsyncAdminClient, group: str) -> list[PopGroupRo
     except (TideMQError, TimeoutError) as exc:
         log.debug("POP figures of %s: %s", group, exc)
         return []
+
+
+def routes(site: Site) -> list[BaseRoute]:
+    """This page's routes, bound to ``site``."""
+    return [Route("/pop", functools.partial(pop_groups_view, admin=site.admin, page=site.page))]

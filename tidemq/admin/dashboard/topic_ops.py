@@ -1,8 +1,8 @@
 """Dashboard pieces for topics and numbers: browsing a topic's newest messages, creating and deleting
 topics, thousands separators, the reset form's default topic.
 
-Kept apart from ``app.py`` (which only registers these): each is small and reads through
-:class:`~tidemq.admin.client.AsyncAdminClient`, as every page does.
+Kept apart from the pages (``topics_page.py`` and ``messages_page.py`` register these): each is
+small and reads through :class:`~tidemq.admin.client.AsyncAdminClient`, as every page does.
 
 * ``/messages?topic=T`` with nothing else lists the topic's newest messages (``BROWSE_LIMIT``,
   newest first, over every queue), as rocketmq-dashboard's topic search does;

@@ -5,20 +5,42 @@ Sorted by name and cut into pages as ``tidemq admin topicList`` does (``PAGE_SIZ
 messages, 1-minute put TPS), ``STATS_CONCURRENCY`` topics at a time. Query parameters of
 ``GET /topics``: ``q`` (a case-insensitive substring of the name), ``page`` (1 is the first; past the
 end shows the last), ``size`` (topics a page, 1..``PAGE_SIZE``), ``all=1`` (system topics too).
+
+Also the routes of the topic pages: ``/topics`` (the list; POST creates a topic), ``/topics/{topic}``
+(route, per-queue min/max offset, consuming groups with their lag) and ``/topics/{topic}/delete``
+(POST; the views that create and delete are in :mod:`~tidemq.admin.dashboard.topic_ops`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
 from tidemq.admin.client import AsyncAdminClient
+from tidemq.admin.dashboard.site import Site
+from tidemq.admin.dashboard.topic_ops import create_topic_view, delete_topic_view
+from tidemq.errors import TideMQError
 from tidemq.protocol.topic import is_internal_topic
 
-__all__ = ["PAGE_SIZE", "STATS_CONCURRENCY", "TopicPage", "TopicQuery", "load_topic_page"]
+__all__ = [
+    "PAGE_SIZE",
+    "STATS_CONCURRENCY",
+    "TopicPage",
+    "TopicQuery",
+    "load_topic_page",
+    "routes",
+    "topic_delete_view",
+    "topic_detail_view",
+    "topics_view",
+]
 
 PAGE_SIZE = 1000
 """Topics a page by default and at most (``tidemq admin topicList``'s page)."""
@@ -144,3 +166,64 @@ async def load_topic_page(admin: AsyncAdminClient, query: TopicQuery) -> TopicPa
     rows = list(await asyncio.gather(*(one(t) for t in chosen)))
     first = (page - 1) * query.size + 1 if rows else 0
     return TopicPage(query=query, total=total, page=page, pages=pages, first=first, rows=rows)
+
+
+async def topics_view(
+    request: Request,
+    site: Site,
+    error: str | None = None,
+    notice: str | None = None,
+    status: int = 200,
+) -> Response:
+    """``GET /topics``: one page of the list (``error`` / ``notice`` shown above it, with ``status``);
+    ``POST /topics`` creates a topic (:func:`~tidemq.admin.dashboard.topic_ops.create_topic_view`).
+    A bad ``page`` or ``size`` shows the first page with the error and 400."""
+    if request.method == "POST" and request.url.path == "/topics" and error is None and notice is None:
+        return await create_topic_view(request, site.admin(), functools.partial(topics_view, site=site))
+    try:
+        query = TopicQuery.parse(request.query_params)
+    except ValueError as exc:
+        error, status, query = str(exc), 400, TopicQuery()
+    try:
+        listing = await load_topic_page(site.admin(), query)
+    except (TideMQError, TimeoutError) as exc:
+        return site.failed(request, "topics.html", exc, listing=TopicPage(query), notice=notice)
+    return site.page(request, "topics.html", status, listing=listing, error=error, notice=notice)
+
+
+async def topic_detail_view(request: Request, site: Site) -> Response:
+    """``GET /topics/{topic}``: route, per-queue offsets, 1-minute put TPS over the masters, and the
+    groups consuming it with their lag (404 for an unknown topic, 502 when a broker cannot be asked)."""
+    admin, topic = site.admin(), request.path_params["topic"]
+    try:
+        route = await admin.examine_topic_route_info(topic)
+        stats = await admin.examine_topic_stats(topic)
+        tps = 0.0
+        for bd in route.broker_datas:
+            addr = bd.broker_addrs.get(0)
+            if addr:
+                data = await admin.stats_data_or_zero(addr, "TOPIC_PUT_NUMS", topic)
+                tps += float(data["statsMinute"]["tps"])
+        groups = []
+        for g in await admin.query_topic_consume_by_who(topic):
+            cs = await admin.examine_consume_stats(g, topic)
+            groups.append({"group": g, "lag": cs.compute_total_diff()})
+    except (TideMQError, TimeoutError) as exc:
+        return site.failed(request, "topic.html", exc, topic=topic, route=None, queues=[], groups=[], tps=0.0)
+    queues = sorted(stats.offset_table.items())
+    return site.page(request, "topic.html", topic=topic, route=route, queues=queues, groups=groups, tps=tps)
+
+
+async def topic_delete_view(request: Request, site: Site) -> Response:
+    """``POST /topics/{topic}/delete`` (:func:`~tidemq.admin.dashboard.topic_ops.delete_topic_view`)."""
+    return await delete_topic_view(request, site.admin(), functools.partial(topics_view, site=site))
+
+
+def routes(site: Site) -> list[BaseRoute]:
+    """The topic pages' routes, bound to ``site``."""
+    topics = functools.partial(topics_view, site=site)
+    return [
+        Route("/topics", topics, methods=["GET", "POST"]),
+        Route("/topics/{topic}", functools.partial(topic_detail_view, site=site)),
+        Route("/topics/{topic}/delete", functools.partial(topic_delete_view, site=site), methods=["POST"]),
+    ]
