@@ -161,3 +161,20 @@ async def test_two_brokers(cluster: Cluster, wire: Wire, tmp_path: Path) -> None
             assert b.pop_service.stats.table[("two", "SimpleTwo")].acked == 3
     finally:
         await broker_b.shutdown()
+
+
+async def test_a_failed_start_can_be_retried() -> None:
+    """A start that failed (no name server) left the consumer marked running, so a second start()
+    returned at once and the consumer never fetched a route nor heartbeated."""
+    from tidemq.errors import TideMQError
+
+    consumer = AsyncSimpleConsumer(namesrv_addr="127.0.0.1:1", consumer_group="G", await_duration=1)
+    consumer.subscribe("T")
+    for _ in range(2):
+        try:
+            await consumer.start()
+        except TideMQError:
+            pass
+        else:
+            raise AssertionError("start() without a name server succeeded")
+    await consumer.shutdown()

@@ -26,6 +26,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -187,11 +188,17 @@ class AsyncSimpleConsumer:
         self._subs[topic] = subscription_of(topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
+        """Stop receiving from ``topic`` (sent with the next heartbeat)."""
         self._subs.pop(topic, None)
         self._brokers.pop(topic, None)
 
     @property
     def instance(self) -> ClientInstance:
+        """The shared client instance.
+
+        Raises:
+            ClientError: not started.
+        """
         if self._instance is None:
             raise ClientError("the consumer is not started; call start() first")
         return self._instance
@@ -206,12 +213,19 @@ class AsyncSimpleConsumer:
         inst.register_consumer(self.group_name, self)
         self._instance = inst
         self._running = True
-        await inst.start()
-        for topic in self._subs:
-            with_route = await inst.update_topic_route_info_from_name_server(topic)
-            if not with_route:
-                log.warning("no route for topic %s yet", topic)
-        await inst.send_heartbeat_to_all_brokers()
+        try:
+            await inst.start()
+            for topic in self._subs:
+                with_route = await inst.update_topic_route_info_from_name_server(topic)
+                if not with_route:
+                    log.warning("no route for topic %s yet", topic)
+            await inst.send_heartbeat_to_all_brokers()
+        except BaseException:  # not started: a later start() tries again from the beginning
+            self._running = False
+            self._instance = None
+            with contextlib.suppress(Exception):
+                await inst.unregister_consumer(self.group_name)
+            raise
 
     async def shutdown(self) -> None:
         """Unregister from the brokers. Messages received and not acked come back after their
@@ -226,6 +240,7 @@ class AsyncSimpleConsumer:
     # -- ConsumerInner ---------------------------------------------------------------------------
 
     def consumer_data(self) -> ConsumerData:
+        """This member in a heartbeat: a CONSUME_ACTIVELY clustering group with its subscriptions."""
         return ConsumerData(
             group_name=self.group_name,
             consume_type=ConsumeType.CONSUME_ACTIVELY,
@@ -235,9 +250,11 @@ class AsyncSimpleConsumer:
         )
 
     def subscribed_topics(self) -> set[str]:
+        """The topics subscribed to (their routes are kept up to date)."""
         return set(self._subs)
 
     def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
+        """A new route of ``topic``: the brokers to pop from."""
         self._brokers[topic] = sorted({mq.broker_name for mq in mqs})
 
     async def do_rebalance(self) -> None:
@@ -431,9 +448,11 @@ class SimpleConsumer(BlockingFacade[AsyncSimpleConsumer]):
         super().__init__(AsyncSimpleConsumer(config, **overrides))
 
     def subscribe(self, topic: str, expression: Selector = "*") -> None:
+        """See :meth:`AsyncSimpleConsumer.subscribe`."""
         self._call(self._core.subscribe, topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
+        """See :meth:`AsyncSimpleConsumer.unsubscribe`."""
         self._call(self._core.unsubscribe, topic)
 
     def shutdown(self) -> None:
