@@ -22,12 +22,13 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from tidemq.broker.tasks import cancel_and_wait, set_threadsafe
 from tidemq.clock import now_ms
 from tidemq.protocol.message import MessageConst
 from tidemq.store.config_file import atomic_write_json, load_json
+from tidemq.store.consume_queue import CqUnit
 from tidemq.store.message_store import SCHEDULE_TOPIC, MessageStore
 from tidemq.store.results import MessageExtBrokerInner, PutMessageStatus
 
@@ -48,6 +49,8 @@ DISK_FULL_RETRY_S = 0.5
 """A due message the store refused for a full disk is tried again this long after (and at once when
 the disk becomes writable: ``tidemq/broker/disk_retention.py`` wakes every level). It never counts
 towards :data:`MAX_DELIVERY_ATTEMPTS`: it waits as long as the disk stays full, and nothing is lost."""
+_SKIP: Final = "skip"
+"""A step of :meth:`ScheduleMessageService._deliver`: the entry is passed over (not delivered)."""
 MAX_DELIVER_PER_ROUND = 256
 """Messages delivered in one go before yielding to the event loop."""
 MAX_DELIVERY_ATTEMPTS = 100
@@ -291,63 +294,73 @@ class ScheduleMessageService:
                 if done >= max_messages:
                     return 0.0
                 unit = cq.get_unit(offset)
-                if unit is None or not unit.is_valid:
-                    offset += 1
-                    continue
-                now = self.clock_ms()
-                due = correct_deliver_timestamp(now, unit.tags_code, delay_ms)
-                if due > now:
-                    return (due - now) / 1000.0
-                msg = store.look_message_by_offset(unit.commit_log_offset)
-                if msg is None:
-                    log.warning(
-                        "delay level %d: no message at commit-log offset %d (queue offset %d); skipped",
-                        level,
-                        unit.commit_log_offset,
-                        offset,
-                    )
-                    offset += 1
-                    continue
-                inner = restore_real_message(msg)
-                if MessageConst.PROPERTY_REAL_TOPIC not in msg.properties:
-                    log.warning("delay level %d: message %s has no REAL_TOPIC; skipped", level, msg.msg_id)
-                    offset += 1
-                    continue
-                result = store.put_message(inner)
-                if result.status is PutMessageStatus.DISK_FULL:
-                    # as ScheduleMessageService: the message waits for the store, its offset stays
-                    # (persisted: a restart retries it too); the disk guard logs the full disk once
-                    self.disk_full_waits += 1
-                    return DISK_FULL_RETRY_S
-                if result.status is not PutMessageStatus.PUT_OK:
-                    if not self._give_up(level, offset, result.status):
-                        attempts = self._failures[level][1]
-                        if attempts == 1 or attempts % 20 == 0:  # not one line per 100 ms retry
-                            log.warning(
-                                "delay level %d: delivering %s to %s failed (%s %s); retrying (attempt %d of %d)",
-                                level,
-                                msg.msg_id,
-                                inner.topic,
-                                result.status.value,
-                                result.remark or "",
-                                attempts,
-                                MAX_DELIVERY_ATTEMPTS,
-                            )
-                        return RETRY_ON_ERROR_S
-                    self.move_aside(level, offset, unit.commit_log_offset, msg, inner, result.remark or "")
-                    offset += 1
-                    continue
-                self._failures.pop(level, None)
+                step = (
+                    _SKIP
+                    if unit is None or not unit.is_valid
+                    else self._deliver(level, offset, unit, delay_ms)
+                )
+                if isinstance(step, float):
+                    return step
                 offset += 1
-                done += 1
-                self.delivered += 1
-                if self.on_delivered is not None:
-                    self.on_delivered(inner.topic, inner.queue_id)
+                if isinstance(step, MessageExtBrokerInner):
+                    done += 1
+                    self.delivered += 1
+                    if self.on_delivered is not None:
+                        self.on_delivered(step.topic, step.queue_id)
             return None
         finally:
             if offset != self.offset_table.get(level, 0):
                 self.offset_table[level] = offset
                 self._dirty = True
+
+    def _deliver(
+        self, level: int, offset: int, unit: CqUnit, delay_ms: int
+    ) -> MessageExtBrokerInner | str | float:
+        """One valid entry of ``level``'s queue at ``offset``: the message put to its real topic,
+        ``_SKIP`` (gone, no ``REAL_TOPIC``, or moved aside after failing for good), or the seconds to
+        wait before it is tried again (not due yet, a full disk, a failed put; its offset stays)."""
+        now = self.clock_ms()
+        due = correct_deliver_timestamp(now, unit.tags_code, delay_ms)
+        if due > now:
+            return (due - now) / 1000.0
+        msg = self.store.look_message_by_offset(unit.commit_log_offset)
+        if msg is None:
+            log.warning(
+                "delay level %d: no message at commit-log offset %d (queue offset %d); skipped",
+                level,
+                unit.commit_log_offset,
+                offset,
+            )
+            return _SKIP
+        inner = restore_real_message(msg)
+        if MessageConst.PROPERTY_REAL_TOPIC not in msg.properties:
+            log.warning("delay level %d: message %s has no REAL_TOPIC; skipped", level, msg.msg_id)
+            return _SKIP
+        result = self.store.put_message(inner)
+        if result.status is PutMessageStatus.DISK_FULL:
+            # as ScheduleMessageService: the message waits for the store, its offset stays
+            # (persisted: a restart retries it too); the disk guard logs the full disk once
+            self.disk_full_waits += 1
+            return DISK_FULL_RETRY_S
+        if result.status is not PutMessageStatus.PUT_OK:
+            if not self._give_up(level, offset, result.status):
+                attempts = self._failures[level][1]
+                if attempts == 1 or attempts % 20 == 0:  # not one line per 100 ms retry
+                    log.warning(
+                        "delay level %d: delivering %s to %s failed (%s %s); retrying (attempt %d of %d)",
+                        level,
+                        msg.msg_id,
+                        inner.topic,
+                        result.status.value,
+                        result.remark or "",
+                        attempts,
+                        MAX_DELIVERY_ATTEMPTS,
+                    )
+                return RETRY_ON_ERROR_S
+            self.move_aside(level, offset, unit.commit_log_offset, msg, inner, result.remark or "")
+            return _SKIP
+        self._failures.pop(level, None)
+        return inner
 
     def _give_up(self, level: int, offset: int, status: PutMessageStatus) -> bool:
         """Count a failed put of ``offset``; True when it cannot succeed or failed too often."""
