@@ -32,7 +32,7 @@ from tidemq.broker.processor.send import CLIENT_VERSION_WITH_MAX_RECONSUME, FAQ_
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import ConsumerSendMsgBackRequestHeader, HeaderError
-from tidemq.protocol.message import MessageConst
+from tidemq.protocol.message import MessageConst, MessageExt
 from tidemq.protocol.topic import dlq_topic, retry_topic
 from tidemq.store.results import MessageExtBrokerInner, PutMessageStatus
 
@@ -76,6 +76,29 @@ class SendMessageBackProcessor:
             return error(ResponseCode.SYSTEM_ERROR, f"bad consumer send-back request header: {exc}")
         return self.consumer_send_msg_back(header, request.version)
 
+    def _to_dead_letters(
+        self, group: str, msg: MessageExt, props: dict[str, str], max_times: int, delay_level: int
+    ) -> tuple[str, int]:
+        """Where a message past ``max_times`` (or sent back with a negative delay level) goes:
+        ``%DLQ%<group>`` (created when missing) and a random queue of it; ``DELAY`` dropped from
+        ``props``."""
+        new_topic = dlq_topic(group)
+        queue_id = self._rng.randrange(DLQ_NUMS_PER_GROUP)
+        self.broker.topic_config_manager.create_topic_in_send_message_back_method(
+            new_topic, DLQ_NUMS_PER_GROUP, PERM_RW, 0
+        )
+        props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
+        log.info(
+            "message %s of group %s (reconsumed %d times, max %d, delay level %d) goes to %s",
+            msg.offset_msg_id,
+            group,
+            msg.reconsume_times,
+            max_times,
+            delay_level,
+            new_topic,
+        )
+        return new_topic, queue_id
+
     def consumer_send_msg_back(
         self, header: ConsumerSendMsgBackRequestHeader, request_version: int
     ) -> RemotingCommand:
@@ -115,24 +138,10 @@ class SendMessageBackProcessor:
         max_times = effective_max_reconsume_times(
             sgc.retry_max_times, request_version, header.max_reconsume_times
         )
-        delay_level = header.delay_level
-        if msg.reconsume_times >= max_times or delay_level < 0:
-            new_topic = dlq_topic(group)
-            queue_id = self._rng.randrange(DLQ_NUMS_PER_GROUP)
-            tcm.create_topic_in_send_message_back_method(new_topic, DLQ_NUMS_PER_GROUP, PERM_RW, 0)
-            props.pop(MessageConst.PROPERTY_DELAY_TIME_LEVEL, None)
-            log.info(
-                "message %s of group %s (reconsumed %d times, max %d, delay level %d) goes to %s",
-                msg.offset_msg_id,
-                group,
-                msg.reconsume_times,
-                max_times,
-                delay_level,
-                new_topic,
-            )
+        if msg.reconsume_times >= max_times or header.delay_level < 0:
+            new_topic, queue_id = self._to_dead_letters(group, msg, props, max_times, header.delay_level)
         else:
-            if delay_level == 0:
-                delay_level = 3 + msg.reconsume_times
+            delay_level = header.delay_level or 3 + msg.reconsume_times
             props[MessageConst.PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
         if not props.get(MessageConst.PROPERTY_ORIGIN_MESSAGE_ID):
             props[MessageConst.PROPERTY_ORIGIN_MESSAGE_ID] = msg.offset_msg_id
