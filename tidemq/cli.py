@@ -17,6 +17,7 @@ import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -309,10 +310,6 @@ def serve(
 ) -> None:
     """Run a name server and a broker in one process (plus /metrics, the dashboard and the RocketMQ 5
     gRPC endpoint when asked)."""
-    from tidemq.broker.broker import Broker
-    from tidemq.namesrv.config import NamesrvConfig
-    from tidemq.namesrv.server import NameServer
-
     ns_port = _port_value("--namesrv-port", namesrv_port)
     bc, sc = _broker_configs(
         conf,
@@ -329,41 +326,59 @@ def serve(
     if acl_file:
         bc.acl_enable, bc.acl_file = True, str(Path(acl_file).resolve())
     store_lock = _lock_store(sc)
+    extras = _ServeExtras(metrics_port, dashboard_port, acl_file, grpc_port, grpc_tls_cert, grpc_tls_key)
+    _run(lambda stop: _serve_until_stopped(stop, host, ns_port or 0, bc, sc, store_lock, extras))
 
-    async def run(stop: asyncio.Event) -> None:
-        namesrv = NameServer(NamesrvConfig(), host, ns_port or 0)
+
+@dataclass(frozen=True, slots=True)
+class _ServeExtras:
+    """What ``tidemq serve`` runs beside the name server and the broker (None = not asked for)."""
+
+    metrics_port: int | None
+    dashboard_port: int | None
+    acl_file: str | None
+    grpc_port: int | None
+    grpc_tls_cert: str | None
+    grpc_tls_key: str | None
+
+
+async def _serve_until_stopped(
+    stop: asyncio.Event, host: str, ns_port: int, bc: Any, sc: Any, store_lock: Any, extras: _ServeExtras
+) -> None:
+    """``tidemq serve``'s process: name server, broker, /metrics and dashboard, gRPC endpoint, started
+    in that order; the ready line; then, once ``stop`` is set (or a start fails), whatever started is
+    stopped in the reverse order."""
+    from tidemq.broker.broker import Broker
+    from tidemq.namesrv.config import NamesrvConfig
+    from tidemq.namesrv.server import NameServer
+
+    async with contextlib.AsyncExitStack() as started:
+        namesrv = NameServer(NamesrvConfig(), host, ns_port)
         await namesrv.start()
+        started.push_async_callback(namesrv.shutdown)
         ns_addr = f"{_host_for(host)}:{namesrv.port}"
         bc.namesrv_addr = ns_addr
         broker = Broker(bc, sc, store_lock=store_lock)
-        try:
-            await broker.start()
-        except BaseException:
-            await namesrv.shutdown()
-            raise
-        extras = await _start_ops_servers(broker, ns_addr, host, metrics_port, dashboard_port, acl_file)
-        try:
-            grpc_fields, stop_grpc = await start_local(
-                broker, host, _host_for(host), grpc_port, grpc_tls_cert, grpc_tls_key
-            )
-        except BaseException:  # the gRPC port is taken, a TLS file unreadable: stop cleanly
-            extras["stop"]()
-            await broker.shutdown()
-            await namesrv.shutdown()
-            raise
-        extras.update(grpc_fields)
-        fields = "".join(f" {k}={v}" for k, v in extras.items() if k != "stop")
-        _ready(f"tidemq ready namesrv={ns_addr} broker={broker.addr}{fields}")
+        await broker.start()
+        started.push_async_callback(broker.shutdown)
+        fields = await _start_ops_servers(
+            broker, ns_addr, host, extras.metrics_port, extras.dashboard_port, extras.acl_file
+        )
+        started.callback(fields.pop("stop"))
+        # the gRPC port may be taken or a TLS file unreadable: what started above stops cleanly
+        grpc_fields, stop_grpc = await start_local(
+            broker, host, _host_for(host), extras.grpc_port, extras.grpc_tls_cert, extras.grpc_tls_key
+        )
+        started.push_async_callback(stop_grpc)
+        fields.update(grpc_fields)
+        _ready(
+            f"tidemq ready namesrv={ns_addr} broker={broker.addr}"
+            + "".join(f" {k}={v}" for k, v in fields.items())
+        )
         try:
             await stop.wait()
         finally:
             log.info("stopping")
-            await stop_grpc()
-            extras["stop"]()
-            await broker.shutdown()
-            await namesrv.shutdown()
-
-    _run(run)
 
 
 async def _start_ops_servers(

@@ -279,6 +279,51 @@ def _hint(exc: BaseException, namesrv: str) -> str:
     return text
 
 
+def _shared_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Every verb's options: ``-n/--namesrv``, ``--access-key``, ``--secret-key``, ``--json``, ``--timeout``."""
+    for option in reversed(
+        [
+            click.option(
+                "-n",
+                "--namesrv",
+                envvar="NAMESRV_ADDR",
+                default="127.0.0.1:9876",
+                show_default="$NAMESRV_ADDR or 127.0.0.1:9876",
+                help="Name server address(es), host:port[;host:port].",
+            ),
+            click.option("--access-key", envvar="TIDEMQ_ACCESS_KEY", default=None, help="ACL access key."),
+            click.option("--secret-key", envvar="TIDEMQ_SECRET_KEY", default=None, help="ACL secret key."),
+            click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables."),
+            click.option(
+                "--timeout",
+                type=click.FloatRange(min=0.1),
+                default=5.0,
+                show_default=True,
+                help="Seconds per request.",
+            ),
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+async def _run_verb(
+    func: Callable[..., Awaitable[None]],
+    out: Out,
+    namesrv: str,
+    timeout: float,
+    access_key: str | None,
+    secret_key: str | None,
+    kwargs: dict[str, Any],
+) -> None:
+    """``func(admin, out, **kwargs)`` with a client of ``namesrv`` (``timeout`` s a request), closed after."""
+    admin = AsyncAdminClient(namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key)
+    try:
+        await func(admin, out, **kwargs)
+    finally:
+        await admin.close()
+
+
 def admin_command(name: str, mqadmin: str | None) -> Callable[[F], click.Command]:
     """Register an async verb ``func(admin, out, **options)`` as ``name`` (and ``mqadmin``'s name;
     None for a verb mqadmin does not have).
@@ -287,24 +332,7 @@ def admin_command(name: str, mqadmin: str | None) -> Callable[[F], click.Command
     """
 
     def decorate(func: F) -> click.Command:
-        @click.option(
-            "-n",
-            "--namesrv",
-            envvar="NAMESRV_ADDR",
-            default="127.0.0.1:9876",
-            show_default="$NAMESRV_ADDR or 127.0.0.1:9876",
-            help="Name server address(es), host:port[;host:port].",
-        )
-        @click.option("--access-key", envvar="TIDEMQ_ACCESS_KEY", default=None, help="ACL access key.")
-        @click.option("--secret-key", envvar="TIDEMQ_SECRET_KEY", default=None, help="ACL secret key.")
-        @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-        @click.option(
-            "--timeout",
-            type=click.FloatRange(min=0.1),
-            default=5.0,
-            show_default=True,
-            help="Seconds per request.",
-        )
+        @_shared_options
         @functools.wraps(func)
         def wrapper(
             namesrv: str,
@@ -316,19 +344,9 @@ def admin_command(name: str, mqadmin: str | None) -> Callable[[F], click.Command
         ) -> None:
             if (access_key is None) != (secret_key is None):
                 raise click.UsageError("give both --access-key and --secret-key, or neither")
-            out = Out(as_json)
-
-            async def run() -> None:
-                admin = AsyncAdminClient(
-                    namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key
-                )
-                try:
-                    await func(admin, out, **kwargs)
-                finally:
-                    await admin.close()
-
+            run = _run_verb(func, Out(as_json), namesrv, timeout, access_key, secret_key, kwargs)
             try:
-                asyncio.run(run())
+                asyncio.run(run)
             except (TideMQError, TimeoutError) as exc:
                 click.echo(f"error: {_hint(exc, namesrv)}", err=True)
                 sys.exit(1)

@@ -5,11 +5,13 @@ updateKvConfig, deleteKvConfig."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import click
 
 from tidemq.admin.cli_base import Out, admin_command, resolve_broker_addrs
 from tidemq.admin.client import AsyncAdminClient
+from tidemq.admin.ops_broker import BrokerRow
 from tidemq.errors import ClientError
 from tidemq.protocol.topic import is_internal_topic
 
@@ -49,76 +51,72 @@ async def _cluster_list_once(
     if cluster and not rows:
         raise ClientError(f"cluster {cluster} has no brokers")
     if out.as_json:
-        out.json(
-            [
-                {
-                    "cluster": r.cluster,
-                    "brokerName": r.broker_name,
-                    "brokerId": r.broker_id,
-                    "addr": r.addr,
-                    "runtime": r.runtime,
-                    "error": r.error,
-                }
-                for r in rows
-            ]
-        )
-        return
-    if more_stats:
+        out.json([_cluster_json(r) for r in rows])
+    elif more_stats:
         out.table(
             ["cluster", "broker", "id", "inTotalYest", "outTotalYest", "inTotalToday", "outTotalToday"],
+            [_cluster_more_stats_row(r) for r in rows],
+        )
+    else:
+        out.table(
             [
-                (
-                    r.cluster,
-                    r.broker_name,
-                    r.broker_id,
-                    _counter(r.runtime, "msgPutTotalTodayMorning")
-                    - _counter(r.runtime, "msgPutTotalYesterdayMorning"),
-                    _counter(r.runtime, "msgGetTotalTodayMorning")
-                    - _counter(r.runtime, "msgGetTotalYesterdayMorning"),
-                    _counter(r.runtime, "msgPutTotalTodayNow")
-                    - _counter(r.runtime, "msgPutTotalTodayMorning"),
-                    _counter(r.runtime, "msgGetTotalTodayNow")
-                    - _counter(r.runtime, "msgGetTotalTodayMorning"),
-                )
-                for r in rows
+                "cluster",
+                "broker",
+                "id",
+                "address",
+                "version",
+                "inTPS(1m)",
+                "outTPS(1m)",
+                "inToday",
+                "outToday",
+                "diskRatio",
             ],
+            [_cluster_row(r) for r in rows],
         )
-        return
-    table = []
-    for r in rows:
-        rt = r.runtime
-        today_in = int(rt.get("msgPutTotalTodayNow", 0) or 0) - int(rt.get("msgPutTotalTodayMorning", 0) or 0)
-        today_out = int(rt.get("msgGetTotalTodayNow", 0) or 0) - int(
-            rt.get("msgGetTotalTodayMorning", 0) or 0
-        )
-        table.append(
-            (
-                r.cluster,
-                r.broker_name,
-                r.broker_id,
-                r.addr,
-                rt.get("brokerVersionDesc", r.error or "-"),
-                r.tps("putTps"),
-                r.tps("getTransferedTps"),
-                today_in,
-                today_out,
-                rt.get("commitLogDiskRatio", "-"),
-            )
-        )
-    out.table(
-        [
-            "cluster",
-            "broker",
-            "id",
-            "address",
-            "version",
-            "inTPS(1m)",
-            "outTPS(1m)",
-            "inToday",
-            "outToday",
-            "diskRatio",
-        ],
-        table,
+
+
+def _cluster_json(r: BrokerRow) -> dict[str, Any]:
+    """``clusterList --json``'s object of one broker."""
+    return {
+        "cluster": r.cluster,
+        "brokerName": r.broker_name,
+        "brokerId": r.broker_id,
+        "addr": r.addr,
+        "runtime": r.runtime,
+        "error": r.error,
+    }
+
+
+def _cluster_more_stats_row(r: BrokerRow) -> tuple[Any, ...]:
+    """``clusterList -m``'s row: messages in and out yesterday and today so far (RocketMQ's -m)."""
+    rt = r.runtime
+    return (
+        r.cluster,
+        r.broker_name,
+        r.broker_id,
+        _counter(rt, "msgPutTotalTodayMorning") - _counter(rt, "msgPutTotalYesterdayMorning"),
+        _counter(rt, "msgGetTotalTodayMorning") - _counter(rt, "msgGetTotalYesterdayMorning"),
+        _counter(rt, "msgPutTotalTodayNow") - _counter(rt, "msgPutTotalTodayMorning"),
+        _counter(rt, "msgGetTotalTodayNow") - _counter(rt, "msgGetTotalTodayMorning"),
+    )
+
+
+def _cluster_row(r: BrokerRow) -> tuple[Any, ...]:
+    """``clusterList``'s row: address, version, 1-minute TPS, today's counts, disk ratio."""
+    rt = r.runtime
+    today_in = int(rt.get("msgPutTotalTodayNow", 0) or 0) - int(rt.get("msgPutTotalTodayMorning", 0) or 0)
+    today_out = int(rt.get("msgGetTotalTodayNow", 0) or 0) - int(rt.get("msgGetTotalTodayMorning", 0) or 0)
+    return (
+        r.cluster,
+        r.broker_name,
+        r.broker_id,
+        r.addr,
+        rt.get("brokerVersionDesc", r.error or "-"),
+        r.tps("putTps"),
+        r.tps("getTransferedTps"),
+        today_in,
+        today_out,
+        rt.get("commitLogDiskRatio", "-"),
     )
 
 

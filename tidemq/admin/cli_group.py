@@ -9,6 +9,7 @@ import click
 
 from tidemq.admin.cli_base import Out, admin_command, fmt_ms, parse_time_ms
 from tidemq.admin.client import AsyncAdminClient
+from tidemq.admin.core import QueueProgress
 from tidemq.errors import BrokerError, ClientError, ConsumerNotOnlineError, TideMQError
 from tidemq.protocol.body import SubscriptionGroupConfig
 from tidemq.protocol.codes import ResponseCode
@@ -39,6 +40,42 @@ async def consumer_progress(
     if group is None:
         await _all_groups_progress(admin, out, cluster)
         return
+    rows, unreachable = await _group_progress(admin, group, topic, cluster)
+    clients = await _queue_clients(admin, group) if show_client_ip else None
+    if out.as_json:
+        out.json(_progress_json(group, rows, unreachable, clients))
+        return
+    headers = ["topic", "broker", "queue", "brokerOffset", "consumerOffset", "lag", "lastTime"]
+    table = [
+        (
+            r.mq.topic,
+            r.mq.broker_name,
+            r.mq.queue_id,
+            r.broker_offset,
+            r.consumer_offset,
+            r.lag,
+            fmt_ms(r.last_timestamp),
+            *((clients.get(_mq_key(r.mq), "-"),) if clients is not None else ()),
+        )
+        for r in rows
+    ]
+    out.table([*headers, *(["clientIP"] if show_client_ip else [])], table, title=f"progress of {group}")
+    out.line(
+        f"total lag: {sum(r.lag for r in rows)}" + (" (without the brokers below)" if unreachable else "")
+    )
+    for name, why in sorted(unreachable.items()):
+        out.line(f"could not ask broker {name}: {why}")
+
+
+async def _group_progress(
+    admin: AsyncAdminClient, group: str, topic: str | None, cluster: str | None
+) -> tuple[list[QueueProgress], dict[str, str]]:
+    """``group``'s queue rows and unreachable brokers, of ``cluster``'s brokers only when given.
+
+    Raises:
+        BrokerError: SUBSCRIPTION_GROUP_NOT_EXIST when no broker has an offset of it (nor is
+        unreachable).
+    """
     rows, unreachable = await admin.consumer_progress_report(group, topic)
     if cluster:
         names = set((await admin.examine_broker_cluster_info()).cluster_addr_table.get(cluster, set()))
@@ -51,48 +88,31 @@ async def consumer_progress(
             + (f" for topic {topic}" if topic else "")
             + " on any broker",
         )
-    clients = await _queue_clients(admin, group) if show_client_ip else {}
-    total = sum(r.lag for r in rows)
-    if out.as_json:
-        out.json(
+    return rows, unreachable
+
+
+def _progress_json(
+    group: str, rows: list[QueueProgress], unreachable: dict[str, str], clients: dict[str, str] | None
+) -> dict[str, Any]:
+    """``consumerProgress -g G --json``'s object (``clientIP`` per queue when ``clients`` is given)."""
+    return {
+        "group": group,
+        "totalLag": sum(r.lag for r in rows),
+        "unreachableBrokers": unreachable,
+        "queues": [
             {
-                "group": group,
-                "totalLag": total,
-                "unreachableBrokers": unreachable,
-                "queues": [
-                    {
-                        "topic": r.mq.topic,
-                        "brokerName": r.mq.broker_name,
-                        "queueId": r.mq.queue_id,
-                        "brokerOffset": r.broker_offset,
-                        "consumerOffset": r.consumer_offset,
-                        "lag": r.lag,
-                        "lastTimestamp": r.last_timestamp,
-                        **({"clientIP": clients.get(_mq_key(r.mq), "")} if show_client_ip else {}),
-                    }
-                    for r in rows
-                ],
+                "topic": r.mq.topic,
+                "brokerName": r.mq.broker_name,
+                "queueId": r.mq.queue_id,
+                "brokerOffset": r.broker_offset,
+                "consumerOffset": r.consumer_offset,
+                "lag": r.lag,
+                "lastTimestamp": r.last_timestamp,
+                **({"clientIP": clients.get(_mq_key(r.mq), "")} if clients is not None else {}),
             }
-        )
-        return
-    headers = ["topic", "broker", "queue", "brokerOffset", "consumerOffset", "lag", "lastTime"]
-    table = [
-        (
-            r.mq.topic,
-            r.mq.broker_name,
-            r.mq.queue_id,
-            r.broker_offset,
-            r.consumer_offset,
-            r.lag,
-            fmt_ms(r.last_timestamp),
-            *((clients.get(_mq_key(r.mq), "-"),) if show_client_ip else ()),
-        )
-        for r in rows
-    ]
-    out.table([*headers, *(["clientIP"] if show_client_ip else [])], table, title=f"progress of {group}")
-    out.line(f"total lag: {total}" + (" (without the brokers below)" if unreachable else ""))
-    for name, why in sorted(unreachable.items()):
-        out.line(f"could not ask broker {name}: {why}")
+            for r in rows
+        ],
+    }
 
 
 def _mq_key(mq: Any) -> str:
