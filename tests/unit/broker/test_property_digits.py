@@ -39,3 +39,20 @@ def test_transaction_numbers_that_are_no_numbers(value: str) -> None:
 def test_a_timer_topic_record_with_an_odd_due_time_is_due_at_once(value: str) -> None:
     dispatcher = CommitLogDispatcher(lambda topic, qid: None, None, {})  # type: ignore[arg-type,return-value]
     assert dispatcher.tags_code(TIMER_TOPIC, f"TIMER_OUT_MS\x01{value}\x02", 123) == 123
+
+
+def test_a_half_record_drops_the_producers_prepared_queue_offset() -> None:
+    """TRAN_PREPARED_QUEUE_OFFSET names the transaction a half record belongs to: kept from the
+    producer, it made this record's END decide (and drop) the transaction at that half offset."""
+    from tidemq.broker.transaction.bridge import half_properties_text
+    from tidemq.protocol.message import string_to_properties
+
+    for text in (
+        "TRAN_PREPARED_QUEUE_OFFSET\x010\x02a\x01b\x02",
+        "a\x01b\x02TRAN_PREPARED_QUEUE_OFFSET\x010",
+    ):
+        props = string_to_properties(half_properties_text(text, "Real", 2))
+        assert props == {"a": "b", "REAL_TOPIC": "Real", "REAL_QID": "2"}
+        half = MessageExt("RMQ_SYS_TRANS_HALF_TOPIC", b"x", properties=props, queue_offset=9)
+        assert origin_of(half) == 9
+    assert half_properties_text("a\x01b\x02", "Real", 2) == "a\x01b\x02REAL_TOPIC\x01Real\x02REAL_QID\x012"

@@ -84,6 +84,7 @@ _TIMER_KEYS = frozenset(
 _SCHEDULE_PAIRS = tuple(f"{key}\x01" for key in (_DELAY, *_TIMER_KEYS))
 _COMMIT_DROPS = frozenset({_REAL_TOPIC, _REAL_QID, _TRAN_MSG})
 _OP_PROPERTIES = f"{MessageConst.PROPERTY_TAGS}\x01{REMOVE_TAG}"
+_PREPARED_PAIR = f"{PREPARED_QUEUE_OFFSET}\x01"
 
 
 def _uint(raw: str | None) -> int | None:
@@ -93,7 +94,12 @@ def _uint(raw: str | None) -> int | None:
 
 
 def half_properties_text(text: str, topic: str, queue_id: int) -> str:
-    """The properties text of a half record: the producer's ``text`` plus ``REAL_TOPIC`` / ``REAL_QID``."""
+    """The properties text of a half record: the producer's ``text`` plus ``REAL_TOPIC`` / ``REAL_QID``,
+    less any ``TRAN_PREPARED_QUEUE_OFFSET`` the producer set: that property names the transaction a
+    record belongs to (:func:`origin_of`), so one a producer copied from a check message (or made up)
+    would have its END decide another producer's transaction, whose own END is then ignored."""
+    if _PREPARED_PAIR in text:
+        text = "\x02".join(p for p in text.split("\x02") if not p.startswith(_PREPARED_PAIR))
     pairs = f"{_REAL_TOPIC}\x01{topic}\x02{_REAL_QID}\x01{queue_id}"
     return f"{text.rstrip(chr(2))}\x02{pairs}" if text else pairs
 
