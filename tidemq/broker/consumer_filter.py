@@ -215,20 +215,27 @@ class ConsumerFilterManager:
             ):
                 return self._retry_filter(header.topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
             return None
+        data = self._pull_filter(header, sub)
+        return None if data is None else data.matches_record
+
+    def _pull_filter(
+        self, header: PullMessageRequestHeader, sub: SubscriptionData
+    ) -> ConsumerFilterData | None:
+        """The SQL92 filter of a pull: built from the pull's own expression when it carries one
+        (subscription flag), else the one the group registered by heartbeat (None: none).
+
+        Raises:
+            Sql92Error: the pull's expression does not compile.
+        """
         if PullSysFlag.has_subscription_flag(header.sys_flag):
-            data = self.build(
+            return self.build(
                 header.topic,
                 header.consumer_group,
                 header.subscription or "",
                 sub.expression_type,
                 header.sub_version,
             )
-        else:
-            found = self.get(header.topic, header.consumer_group)
-            if found is None:
-                return None
-            data = found
-        return data.matches_record
+        return self.get(header.topic, header.consumer_group)
 
     def hold_past_unmatched(
         self, held: HeldPullRequest, header: PullMessageRequestHeader, sub: SubscriptionData, run: PutRun
@@ -241,16 +248,7 @@ class ConsumerFilterManager:
         message's properties the same way. (A retry topic's filter is not looked at here.)"""
         if is_tag_type(sub.expression_type):
             return
-        if PullSysFlag.has_subscription_flag(header.sys_flag):
-            data: ConsumerFilterData | None = self.build(
-                header.topic,
-                header.consumer_group,
-                header.subscription or "",
-                sub.expression_type,
-                header.sub_version,
-            )
-        else:
-            data = self.get(header.topic, header.consumer_group)
+        data = self._pull_filter(header, sub)
         properties = run[5]
         if data is None or held.pull_from_this_offset != run[2]:
             return
