@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
@@ -245,20 +245,15 @@ class AdminCore:
             ClientError: invalid topic name or queue count, or no broker to create it on.
             BrokerError: a broker refused (its remark says why).
         """
-        validate_topic(topic)
-        if topic == AUTO_CREATE_TOPIC_KEY:
-            raise ClientError(f"topic {topic} is reserved")
-        if queue_nums <= 0 or queue_nums > 1024:
-            raise ClientError(f"queue_nums must be within 1..1024, got {queue_nums}")
+        _check_new_topic(topic)
+        _check_queue_nums(queue_nums)
         if topic_filter_type not in (SINGLE_TAG, MULTI_TAG):
             raise ClientError(f"topic_filter_type must be {SINGLE_TAG} or {MULTI_TAG}")
         try:
             parse_attributes(attributes)
         except ValueError as exc:
             raise ClientError(f"attributes (-a): {exc}") from None
-        brokers = {broker_addr: broker_addr} if broker_addr else await self.all_broker_addrs(cluster)
-        if not brokers:
-            raise ClientError("no broker is registered with the name server")
+        addrs = [broker_addr] if broker_addr else list((await self.all_broker_addrs(cluster)).values())
         ext = CreateTopicRequestHeader(
             topic=topic,
             default_topic=AUTO_CREATE_TOPIC_KEY,
@@ -270,16 +265,8 @@ class AdminCore:
             order=order,
             attributes=attributes or None,
         ).to_ext_fields()
-        addrs = list(brokers.values())
-        await asyncio.gather(
-            *(
-                self._invoke_checked(
-                    a, RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, dict(ext)), timeout
-                )
-                for a in addrs
-            )
-        )
-        return addrs
+        code = RequestCode.UPDATE_AND_CREATE_TOPIC
+        return await _on_each(self, addrs, lambda: RemotingCommand.create_request(code, dict(ext)), timeout)
 
     async def create_topic_list(
         self,
@@ -308,14 +295,9 @@ class AdminCore:
         """
         names = list(topics)
         for topic in names:
-            validate_topic(topic)
-            if topic == AUTO_CREATE_TOPIC_KEY:
-                raise ClientError(f"topic {topic} is reserved")
-        if queue_nums <= 0 or queue_nums > 1024:
-            raise ClientError(f"queue_nums must be within 1..1024, got {queue_nums}")
-        brokers = await self.all_broker_addrs(cluster)
-        if not brokers:
-            raise ClientError("no broker is registered with the name server")
+            _check_new_topic(topic)
+        _check_queue_nums(queue_nums)
+        addrs = list((await self.all_broker_addrs(cluster)).values())
         body = CreateTopicListRequestBody(
             [
                 TopicConfig(
@@ -330,18 +312,8 @@ class AdminCore:
                 for t in names
             ]
         ).encode()
-        addrs = list(brokers.values())
-        await asyncio.gather(
-            *(
-                self._invoke_checked(
-                    a,
-                    RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC_LIST, {}, body),
-                    timeout,
-                )
-                for a in addrs
-            )
-        )
-        return addrs
+        code = RequestCode.UPDATE_AND_CREATE_TOPIC_LIST
+        return await _on_each(self, addrs, lambda: RemotingCommand.create_request(code, {}, body), timeout)
 
     async def examine_topic_stats(self, topic: str, timeout: float | None = None) -> TopicStatsTable:
         """GET_TOPIC_STATS_INFO (202) on every broker of the topic's route, merged."""
@@ -587,3 +559,30 @@ class AdminCore:
                 if time.monotonic() >= deadline:
                     raise
             await asyncio.sleep(0.05)
+
+
+def _check_new_topic(topic: str) -> None:
+    """Raises ClientError: ``topic`` is not a valid name, or is the reserved TBW102."""
+    validate_topic(topic)
+    if topic == AUTO_CREATE_TOPIC_KEY:
+        raise ClientError(f"topic {topic} is reserved")
+
+
+def _check_queue_nums(queue_nums: int) -> None:
+    """Raises ClientError: ``queue_nums`` is not within 1..1024."""
+    if queue_nums <= 0 or queue_nums > 1024:
+        raise ClientError(f"queue_nums must be within 1..1024, got {queue_nums}")
+
+
+async def _on_each(
+    core: AdminCore, addrs: list[str], request: Callable[[], RemotingCommand], timeout: float | None
+) -> list[str]:
+    """``request()`` sent to every broker of ``addrs`` at once; returns ``addrs``.
+
+    Raises:
+        ClientError: ``addrs`` is empty (no broker registered). BrokerError: a broker refused.
+    """
+    if not addrs:
+        raise ClientError("no broker is registered with the name server")
+    await asyncio.gather(*(core._invoke_checked(a, request(), timeout) for a in addrs))
+    return addrs

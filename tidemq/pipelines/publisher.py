@@ -237,6 +237,15 @@ class FlightsPublisher:
         finally:
             if inflight is not None and not inflight.done():
                 await asyncio.gather(inflight, return_exceptions=True)
+        self._finish(report, mqs, seen, stored)
+        report.seconds = time.monotonic() - started
+        return report
+
+    def _finish(
+        self, report: PublishReport, mqs: list[MessageQueue], seen: list[int], stored: list[int]
+    ) -> None:
+        """Per queue of ``mqs``: ``seen`` flights this run and ``stored`` before it; fill in
+        ``report.per_queue`` and warn when a queue holds more than this run publishes."""
         extra = {mq.queue_id: stored[i] - seen[i] for i, mq in enumerate(mqs) if stored[i] > seen[i]}
         if extra:
             log.warning(
@@ -246,8 +255,6 @@ class FlightsPublisher:
                 extra,
             )
         report.per_queue = {mq.queue_id: max(seen[i], stored[i]) for i, mq in enumerate(mqs)}
-        report.seconds = time.monotonic() - started
-        return report
 
     async def _flush(
         self,
