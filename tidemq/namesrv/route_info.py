@@ -111,19 +111,7 @@ class RouteInfoManager:
             For a slave whose master is alive: the master's HA and broker addresses.
         """
         wrapper = topic_config_wrapper or TopicConfigSerializeWrapper(data_version=DataVersion(0, 0))
-        self.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
-        broker_data = self.broker_addr_table.get(broker_name)
-        register_first = broker_data is None
-        if broker_data is None:
-            broker_data = BrokerData(cluster_name, broker_name, {})
-            self.broker_addr_table[broker_name] = broker_data
-        addrs = broker_data.broker_addrs
-        # A slave promoted to master (or the reverse): one id per address.
-        for other_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
-            del addrs[other_id]
-        old_addr = addrs.get(broker_id)
-        addrs[broker_id] = broker_addr
-        register_first = register_first or old_addr is None
+        addrs, register_first = self._put_broker_addr(cluster_name, broker_name, broker_id, broker_addr)
         if broker_id == MASTER_ID and (
             register_first or self.is_broker_topic_config_changed(broker_addr, wrapper.data_version)
         ):
@@ -146,13 +134,35 @@ class RouteInfoManager:
                 self.filter_server_table[broker_addr] = list(filter_server_list)
             else:
                 self.filter_server_table.pop(broker_addr, None)
-        result = RegisterBrokerResult()
         if broker_id != MASTER_ID:
             master_addr = addrs.get(MASTER_ID)
             live = self.broker_live_table.get(master_addr) if master_addr else None
             if master_addr is not None and live is not None:
-                result = RegisterBrokerResult(live.ha_server_addr, master_addr)
-        return result
+                return RegisterBrokerResult(live.ha_server_addr, master_addr)
+        return RegisterBrokerResult()
+
+    def _put_broker_addr(
+        self, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+    ) -> tuple[dict[int, str], bool]:
+        """Record ``broker_addr`` as ``broker_id`` of ``broker_name`` in ``cluster_name`` (an address
+        that had another id loses it: a slave promoted to master, or the reverse).
+
+        Returns:
+            The broker name's ``{broker_id: addr}`` and whether this is the first registration of the
+            name or of the id (a master then registers its topics whatever its data version).
+        """
+        self.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
+        broker_data = self.broker_addr_table.get(broker_name)
+        register_first = broker_data is None
+        if broker_data is None:
+            broker_data = BrokerData(cluster_name, broker_name, {})
+            self.broker_addr_table[broker_name] = broker_data
+        addrs = broker_data.broker_addrs
+        for other_id in [i for i, a in addrs.items() if a == broker_addr and i != broker_id]:
+            del addrs[other_id]
+        old_addr = addrs.get(broker_id)
+        addrs[broker_id] = broker_addr
+        return addrs, register_first or old_addr is None
 
     def is_broker_topic_config_changed(self, broker_addr: str, data_version: DataVersion) -> bool:
         """True unless ``broker_addr`` last reported exactly ``data_version``."""
