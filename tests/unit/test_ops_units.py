@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from tidemq.admin.core import AdminCore
+from tidemq.admin.ops_offsets import OffsetOps
 from tidemq.client.consumer.offset_store import RemoteBrokerOffsetStore
 from tidemq.errors import RemotingConnectError
 from tidemq.protocol.body import ConsumeStats, OffsetWrapper
@@ -48,7 +48,7 @@ def test_offset_persist_failures_log_once_per_broker_per_state_change(
     assert len(infos) == 1 and "after 20 failed attempt(s)" in infos[0], infos
 
 
-class _FakeAdmin(AdminCore):
+class _FakeAdmin(OffsetOps):
     """Two broker groups; broker-a's master refuses connections, its slave answers."""
 
     def __init__(self, groups: dict[str, list[str]], dead: set[str]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from tidemq.admin.core import AdminCore
+from tidemq.admin.ops_offsets import OffsetOps
 from tidemq.errors import BrokerError, ClientError, RemotingError
 from tidemq.protocol.body import KVTable
 from tidemq.protocol.codes import RequestCode, ResponseCode
@@ -94,7 +94,7 @@ class StatsRow:
     out_msg_24h: int
 
 
-class BrokerOps(AdminCore):
+class BrokerOps(OffsetOps):
     """Broker / name-server administration (the ``DefaultMQAdminExt`` methods of the same names)."""
 
     async def _master_addrs(self, broker_addr: str | None, cluster: str | None = None) -> list[str]:
