@@ -51,12 +51,13 @@ class MappedFile:
     Args:
         path: file path; its name must be the 20-digit start offset.
         file_size: segment size in bytes; a new file is preallocated (sparse) to this size.
+        mapped: write through a shared map (default); False: ``pwrite`` only.
 
     Raises:
         StoreError: the name is not a 20-digit offset or the file cannot be opened.
     """
 
-    def __init__(self, path: Path, file_size: int) -> None:
+    def __init__(self, path: Path, file_size: int, *, mapped: bool = True) -> None:
         if len(path.name) != 20 or not path.name.isdigit():
             raise StoreError(f"{path}: segment file name must be a 20-digit start offset")
         self.path = path
@@ -75,7 +76,8 @@ class MappedFile:
         self._reserved = 0
         """Bytes ``[0, _reserved)`` hold allocated blocks: a mapped write below it cannot fault."""
         try:
-            self._mm = mmap.mmap(self._fd, file_size)
+            if mapped:
+                self._mm = mmap.mmap(self._fd, file_size)
         except (OSError, ValueError) as exc:  # e.g. vm.max_map_count reached: one WARNING, then DEBUG
             global _map_failures
             _map_failures += 1
@@ -247,6 +249,8 @@ class MappedFileQueue:
         self.mapped_file_size = mapped_file_size
         self.files: list[MappedFile] = []
         self.lock = threading.RLock()
+        self.mapped = True
+        """Segments opened from now on are written through a shared map; False: with ``pwrite``."""
         self.allocator: AllocateMappedFileService | None = None
         """Warms the next segment ahead of need (the commit log under SYNC_FLUSH); None: sparse."""
 
@@ -267,7 +271,7 @@ class MappedFileQueue:
                 raise StoreError(
                     f"{path}: size {size} differs from the configured segment size {self.mapped_file_size}"
                 )
-            files.append(MappedFile(path, self.mapped_file_size))
+            files.append(MappedFile(path, self.mapped_file_size, mapped=self.mapped))
         for prev, nxt in itertools.pairwise(files):
             if nxt.file_from_offset != prev.file_from_offset + self.mapped_file_size:
                 log.warning(
@@ -303,7 +307,7 @@ class MappedFileQueue:
             path = self.store_path / offset_to_file_name(create_at)
             if self.allocator is not None:
                 self.allocator.take(path)  # the warm file, when ready, becomes the segment
-            mf = MappedFile(path, self.mapped_file_size)
+            mf = MappedFile(path, self.mapped_file_size, mapped=self.mapped)
             if last is not None:
                 last.unmap()  # full: written no more, read with pread
             self.files = [*self.files, mf]

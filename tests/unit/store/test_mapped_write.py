@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -15,6 +16,8 @@ from hypothesis import strategies as st
 from tidemq.errors import StoreError
 from tidemq.store import mapped_file
 from tidemq.store.mapped_file import RESERVE_CHUNK, MappedFile
+
+from .conftest import inner
 
 SIZE = 3 * RESERVE_CHUNK
 
@@ -137,3 +140,17 @@ def test_segments_that_cannot_be_mapped_are_written_with_pwrite_and_logged_once(
         assert mf._mm is None and mf.read(0, 3) == b"abc"
         mf.close()
     assert [r.levelname for r in caplog.records] == ["WARNING", "DEBUG", "DEBUG"]
+
+
+def test_the_commit_log_is_mapped_under_async_flush_only(open_store: Any) -> None:
+    """SYNC_FLUSH writes the commit log with pwrite (a mapped page cleaned by every send's fsync
+    faults on the next write); ASYNC_FLUSH maps it; consume queues are mapped either way."""
+    for flush, mapped in (("ASYNC_FLUSH", True), ("SYNC_FLUSH", False)):
+        store = open_store(flush_disk_type=flush)
+        assert store.put_message(inner(body=b"x")).is_ok
+        store.dispatch_pending()
+        last = store.commit_log.queue.last()
+        cq = store.find_consume_queue("T", 0)
+        assert last is not None and cq is not None and cq.queue.last() is not None
+        assert (last._mm is not None) is mapped and cq.queue.last()._mm is not None
+        store.shutdown()
