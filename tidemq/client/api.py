@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, NotRequired, TypedDict, Unpack
+from typing import NotRequired, TypedDict, Unpack
 
 import orjson
 
+from tidemq.client.api_offsets import OffsetAPI
 from tidemq.errors import BrokerError, NoRouteError
 from tidemq.protocol.body import (
     GetConsumerListByGroupResponseBody,
@@ -31,20 +32,16 @@ from tidemq.protocol.command import RemotingCommand, next_opaque
 from tidemq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
-    GetMaxOffsetRequestHeader,
     GetRouteInfoRequestHeader,
     PullSysFlag,
-    QueryConsumerOffsetRequestHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
     SendMessageRequestHeader,
     UnregisterClientRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
 from tidemq.protocol.message import MessageExt, MessageQueue, SendResult
 from tidemq.protocol.message_codec import decode_messages
-from tidemq.remoting.client import RemotingClient
 
 __all__ = [
     "ClientAPI",
@@ -146,33 +143,16 @@ class PullRequestFields(TypedDict):
     expression_type: NotRequired[str | None]
 
 
-class ClientAPI:
+class ClientAPI(OffsetAPI):
     """Request/response helpers over one ``RemotingClient``. Mirrors ``MQClientAPIImpl``.
 
     Args:
         remoting: the transport (shared by the whole ClientInstance).
         language: LanguageCode name put in request headers.
+
+    The request plumbing is :class:`~tidemq.client.api_base.APIBase`; the offset requests (queue
+    min / max / by-time offsets, consumer offsets) are :class:`~tidemq.client.api_offsets.OffsetAPI`.
     """
-
-    def __init__(self, remoting: RemotingClient, *, language: str = "PYTHON") -> None:
-        self.remoting = remoting
-        self.language = language
-
-    def _request(
-        self, code: int, ext: dict[str, str] | None = None, body: bytes = b"", **kw: Any
-    ) -> RemotingCommand:
-        cmd = RemotingCommand.create_request(code, ext, body, **kw)
-        cmd.language = self.language
-        return cmd
-
-    async def _invoke(self, addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
-        return await self.remoting.invoke(addr, request, timeout)
-
-    @staticmethod
-    def _check(response: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
-        if response.code not in (ok or (ResponseCode.SUCCESS,)):
-            raise BrokerError.for_code(response.code, response.remark, addr)
-        return response
 
     # -- name server -------------------------------------------------------------------------
 
@@ -347,74 +327,6 @@ class ClientAPI:
             suggest_which_broker_id=int(e.get("suggestWhichBrokerId", 0)),
             body=resp.body,
         )
-
-    async def query_consumer_offset(self, addr: str, group: str, mq: MessageQueue, timeout: float) -> int:
-        """QUERY_CONSUMER_OFFSET (14). Raises ``QueryNotFoundError`` when the broker has none."""
-        ext = QueryConsumerOffsetRequestHeader(
-            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id
-        ).to_ext_fields()
-        resp = self._check(
-            await self._invoke(addr, self._request(RequestCode.QUERY_CONSUMER_OFFSET, ext), timeout), addr
-        )
-        return int(resp.ext_fields.get("offset", -1))
-
-    async def update_consumer_offset(
-        self,
-        addr: str,
-        group: str,
-        mq: MessageQueue,
-        offset: int,
-        timeout: float,
-        *,
-        oneway: bool = False,
-    ) -> None:
-        """UPDATE_CONSUMER_OFFSET (15), sync or oneway."""
-        req = self.build_update_consumer_offset_request(group, mq, offset, oneway=oneway)
-        if oneway:
-            await self.remoting.invoke_oneway(addr, req)
-        else:
-            self._check(await self._invoke(addr, req, timeout), addr)
-
-    def build_update_consumer_offset_request(
-        self, group: str, mq: MessageQueue, offset: int, *, oneway: bool = False
-    ) -> RemotingCommand:
-        """The UPDATE_CONSUMER_OFFSET (15) request (sent by :meth:`update_consumer_offset`, or on a
-        caller's own connection by the blocking lite pull consumer's ``commit_sync``)."""
-        ext = UpdateConsumerOffsetRequestHeader(
-            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
-        ).to_ext_fields()
-        return self._request(RequestCode.UPDATE_CONSUMER_OFFSET, ext, oneway=oneway)
-
-    @staticmethod
-    def check_update_consumer_offset_response(response: RemotingCommand, addr: str) -> None:
-        """Raise ``BrokerError`` unless ``response`` (to UPDATE_CONSUMER_OFFSET) is SUCCESS."""
-        ClientAPI._check(response, addr)
-
-    async def _offset_query(
-        self, code: int, addr: str, mq: MessageQueue, timeout: float, **extra: Any
-    ) -> int:
-        ext = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id).to_ext_fields()
-        ext.update({k: str(v) for k, v in extra.items()})
-        resp = self._check(await self._invoke(addr, self._request(code, ext), timeout), addr)
-        return int(resp.ext_fields.get("offset", resp.ext_fields.get("timestamp", -1)))
-
-    async def get_max_offset(self, addr: str, mq: MessageQueue, timeout: float) -> int:
-        """GET_MAX_OFFSET (30): the next offset to be written."""
-        return await self._offset_query(RequestCode.GET_MAX_OFFSET, addr, mq, timeout)
-
-    async def get_min_offset(self, addr: str, mq: MessageQueue, timeout: float) -> int:
-        """GET_MIN_OFFSET (31)."""
-        return await self._offset_query(RequestCode.GET_MIN_OFFSET, addr, mq, timeout)
-
-    async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int, timeout: float) -> int:
-        """SEARCH_OFFSET_BY_TIMESTAMP (29): the offset nearest ``timestamp_ms``."""
-        return await self._offset_query(
-            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr, mq, timeout, timestamp=timestamp_ms
-        )
-
-    async def get_earliest_msg_storetime(self, addr: str, mq: MessageQueue, timeout: float) -> int:
-        """GET_EARLIEST_MSG_STORETIME (32), ms."""
-        return await self._offset_query(RequestCode.GET_EARLIEST_MSG_STORETIME, addr, mq, timeout)
 
     async def send_heartbeat(self, addr: str, heartbeat: HeartbeatData, timeout: float) -> int:
         """HEART_BEAT (34); returns the broker's version."""
