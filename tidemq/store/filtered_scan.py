@@ -39,6 +39,16 @@ _FIRST_WINDOW = 32
 _MAX_WINDOW = 512
 
 
+def _last_pulled(buf: bytes, last: int) -> int:
+    """The commit-log offset of the last real entry (not padding, not damaged) at or before entry
+    ``last`` of ``buf`` (0: none): ``maxPhyOffsetPulling`` of RocketMQ's ``getMessage``."""
+    for j in range(last, -1, -1):
+        offset_py, size_py, _ = _CQ_UNIT.unpack_from(buf, j * CQ_STORE_UNIT_SIZE)
+        if size_py > 0 and size_py != PRE_BLANK_SIZE and offset_py >= 0:
+            return int(offset_py)
+    return 0
+
+
 @functools.lru_cache(maxsize=64)
 def _cq_offsets_sizes(entries: int) -> struct.Struct:
     """``(offset, size) * entries`` of consume-queue units, the tag codes skipped."""
@@ -197,7 +207,6 @@ def scan_filtered(
     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
     max_offset_py = reader.commit_log.get_max_offset()
     batch = _Batch(reader, result, offset, max_msg_nums)
-    max_phy_pulling = 0
     stopped_at = -1  # the entry at which the batch was full; -1: every entry scanned
     window = min(_FIRST_WINDOW, max_msg_nums)
     examined = 0
@@ -213,7 +222,6 @@ def scan_filtered(
         datas, positions = _read_window(reader, offsets, sizes)
         # the filter over the whole window in one pass (None: the record is gone)
         verdicts = [None if d is None else record_filter(d, p) for d, p in zip(datas, positions, strict=True)]
-        max_phy_pulling = max(max_phy_pulling, offsets[-1])
         stopped_at = batch.take(cq_name, candidates, datas, positions, verdicts)
         # the next window: a little more than the match rate so far says the pull still needs
         examined += len(offsets)
@@ -225,4 +233,7 @@ def scan_filtered(
     if batch.count:
         result.status = GetMessageStatus.FOUND
     result.next_begin_offset = offset + (n if stopped_at < 0 else stopped_at)
+    # maxPhyOffsetPulling as the entry-by-entry scan leaves it: the entry it stopped at, else the
+    # last one (windows read ahead of where a full batch stops, so their ends say less)
+    max_phy_pulling = _last_pulled(buf, stopped_at if stopped_at >= 0 else n - 1)
     result.suggest_pulling_from_slave = (max_offset_py - max_phy_pulling) > reader.memory_limit

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tidemq.store import MessageExtBrokerInner, MessageStore, MessageStoreConfig
+from tidemq.store.results import GetMessageResult
 
 STORE_HOST = "127.0.0.1:10911"
 StoreFactory = Callable[..., MessageStore]
@@ -50,3 +51,18 @@ def open_store(tmp_path: Path) -> Iterator[StoreFactory]:
     yield factory
     for store in opened:
         store.shutdown()
+
+
+def result_fields(result: GetMessageResult) -> tuple[object, ...]:
+    """Everything a GET answer tells a consumer, for comparing two scans' answers."""
+    return (
+        result.status,
+        result.next_begin_offset,
+        result.min_offset,
+        result.max_offset,
+        result.message_buffers,
+        result.message_queue_offsets,
+        result.buffer_total_size,
+        result.message_count,
+        result.suggest_pulling_from_slave,
+    )

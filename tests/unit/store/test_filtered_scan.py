@@ -8,12 +8,12 @@ import random
 
 import pytest
 
-from tests.unit.store.conftest import StoreFactory, inner
+from tests.unit.store.conftest import StoreFactory, inner, result_fields
 from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message_codec import decode_messages
 from tidemq.protocol.sql92 import compile_sql92
 from tidemq.protocol.sql92.record import record_filter
-from tidemq.store import GetMessageResult, GetMessageStatus, MessageStore
+from tidemq.store import GetMessageStatus, MessageStore
 from tidemq.store.filtered_scan import RecordFilter
 from tidemq.store.message_reader import MessageReader
 
@@ -63,18 +63,6 @@ def test_a_span_without_match_moves_past_it(open_store: StoreFactory) -> None:
     )
 
 
-def _fields(result: GetMessageResult) -> tuple[object, ...]:
-    return (
-        result.status,
-        result.next_begin_offset,
-        result.min_offset,
-        result.max_offset,
-        result.message_buffers,
-        result.message_queue_offsets,
-        result.buffer_total_size,
-    )
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_a_filter_that_takes_everything_reads_what_the_plain_scan_reads(
     open_store: StoreFactory, monkeypatch: pytest.MonkeyPatch, seed: int
@@ -105,5 +93,5 @@ def test_a_filter_that_takes_everything_reads_what_the_plain_scan_reads(
     ]
     monkeypatch.setattr(MessageReader, "_scan_unfiltered", lambda *args: False)
     plain = [store.get_message("g", "T", q, offset, n, None) for q, offset, n in queries]
-    assert [_fields(r) for r in filtered] == [_fields(r) for r in plain]
+    assert [result_fields(r) for r in filtered] == [result_fields(r) for r in plain]
     assert sum(r.message_count for r in filtered) > 100 and max(r.message_count for r in filtered) > 1

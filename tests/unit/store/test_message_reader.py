@@ -9,9 +9,9 @@ import struct
 
 import pytest
 
-from tests.unit.store.conftest import StoreFactory, inner
+from tests.unit.store.conftest import StoreFactory, inner, result_fields
 from tidemq.protocol.message_codec import decode_messages
-from tidemq.store import GetMessageResult, GetMessageStatus, MessageStore
+from tidemq.store import GetMessageStatus, MessageStore
 from tidemq.store.config import CQ_STORE_UNIT_SIZE
 from tidemq.store.message_reader import MessageReader
 
@@ -41,20 +41,6 @@ def _fill(store: MessageStore, rng: random.Random, count: int, one_size: bool = 
             body = bytes([97 + sent % 26]) * rng.randrange(1, 300)
             assert store.put_message(inner(body=body, queue_id=queue)).is_ok
             sent += 1
-
-
-def _fields(result: GetMessageResult) -> tuple[object, ...]:
-    return (
-        result.status,
-        result.next_begin_offset,
-        result.min_offset,
-        result.max_offset,
-        result.message_buffers,
-        result.message_queue_offsets,
-        result.buffer_total_size,
-        result.message_count,
-        result.suggest_pulling_from_slave,
-    )
 
 
 @pytest.mark.parametrize("one_size", [False, True])
@@ -90,7 +76,7 @@ def test_unfiltered_scan_equals_the_entry_by_entry_scan(
     fast = [store.get_message("g", "T", q, offset, n, None) for q, offset, n in queries]
     monkeypatch.setattr(MessageReader, "_scan_unfiltered", lambda *args: False)
     slow = [store.get_message("g", "T", q, offset, n, None) for q, offset, n in queries]
-    assert [_fields(r) for r in fast] == [_fields(r) for r in slow]
+    assert [result_fields(r) for r in fast] == [result_fields(r) for r in slow]
     found = [r for r in fast if r.status is GetMessageStatus.FOUND]
     assert found and any(len(r.chunks) < r.message_count for r in found)  # runs were read as one chunk
 
