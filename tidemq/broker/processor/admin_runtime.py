@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import orjson
 
 from tidemq.broker.config import apply_properties, parse_properties
-from tidemq.broker.stats import BROKER_GET_NUMS, BROKER_PUT_NUMS, STATS_NAMES
+from tidemq.broker.stats import BROKER_GET_NUMS, BROKER_PUT_NUMS, STATS_NAMES, BrokerStatsManager
 from tidemq.errors import ClientError
 from tidemq.protocol.body import KVTable
 from tidemq.protocol.codes import TIDEMQ_VERSION, RequestCode, ResponseCode
@@ -117,84 +117,27 @@ class BrokerRuntimeProcessor:
     # -- runtime info ------------------------------------------------------------------------------
 
     def runtime_info(self) -> dict[str, str]:
-        """The runtime KVTable. Mirrors ``prepareRuntimeInfo`` + ``DefaultMessageStore.getRuntimeInfo``."""
-        from tidemq.broker.pop import runtime as pop_runtime
-        from tidemq.broker.timer_service import runtime_info as timer_runtime_info
-        from tidemq.broker.transaction.visibility import RUNTIME_KEY, runtime_value
-
+        """The runtime KVTable. Mirrors ``prepareRuntimeInfo`` + ``DefaultMessageStore.getRuntimeInfo``
+        (same keys, in the same order)."""
         broker = self.broker
-        store = broker.store
         stats = broker.broker_stats
-        sc = broker.store_config
-        max_phy = store.get_max_phy_offset()
-        min_phy = store.get_min_phy_offset()
-        commit_dir = sc.commit_log_dir if os.path.isdir(sc.commit_log_dir) else sc.store_path_root_dir
-        try:
-            usage = shutil.disk_usage(commit_dir)
-            capacity = f"Total : {usage.total / 2**30:.2f} GiB, Free : {usage.free / 2**30:.2f} GiB."
-        except OSError:
-            capacity = "Total : 0, Free : 0."
-        disk_ratio = f"{store.disk_used_ratio() / 100.0:.4f}"
         hold = broker.pull_request_hold_service
-        put_item = stats.get(BROKER_PUT_NUMS, stats.cluster_name)
-        put_times = put_item.times if put_item else 0
-        put_size = sum(i.value for i in stats.tables["TOPIC_PUT_SIZE"].values())
-        get_tps = stats.tps_triplet(BROKER_GET_NUMS)
+        held = str(hold.held_count if hold is not None else 0)
         return {
             "brokerVersionDesc": "V4_9_4 (tidemq)",
             "brokerVersion": str(TIDEMQ_VERSION),
             "brokerAddr": broker.addr,
             "bootTimestamp": str(stats.boot_timestamp),
             "runtime": _runtime_text(time.monotonic() - self.start_monotonic),
-            "msgPutTotalYesterdayMorning": str(stats.put_total_yesterday_morning),
-            "msgPutTotalTodayMorning": str(stats.put_total_today_morning),
-            "msgPutTotalTodayNow": str(stats.put_total),
-            "msgGetTotalYesterdayMorning": str(stats.get_total_yesterday_morning),
-            "msgGetTotalTodayMorning": str(stats.get_total_today_morning),
-            "msgGetTotalTodayNow": str(stats.get_total),
-            "putTps": stats.tps_triplet(BROKER_PUT_NUMS),
-            "getTransferedTps": get_tps,
-            "getTotalTps": get_tps,
-            "getFoundTps": get_tps,
-            "getMissTps": "0.00 0.00 0.00",
-            "putMessageTimesTotal": str(put_times),
-            "putMessageSizeTotal": str(put_size),
-            "putMessageAverageSize": f"{put_size / stats.put_total:.2f}" if stats.put_total else "0.00",
-            "putMessageEntireTimeMax": "0",
-            "getMessageEntireTimeMax": "0",
-            "putMessageFailedTimes": "0",
-            "sendThreadPoolQueueSize": "0",
-            "sendThreadPoolQueueCapacity": "10000",
-            "pullThreadPoolQueueSize": str(hold.held_count if hold is not None else 0),
-            "pullThreadPoolQueueCapacity": "100000",
-            "queryThreadPoolQueueSize": "0",
-            "queryThreadPoolQueueCapacity": "20000",
-            "sendThreadPoolQueueHeadWaitTimeMills": "0",
-            "pullThreadPoolQueueHeadWaitTimeMills": "0",
-            "queryThreadPoolQueueHeadWaitTimeMills": "0",
-            "pageCacheLockTimeMills": "0",
-            "dispatchBehindBytes": "0",
+            **_traffic_rows(stats),
+            **_thread_pool_rows(held),
             "earliestMessageTimeStamp": str(self._earliest_store_time()),
             "startAcceptSendRequestTimeStamp": "0",
-            "commitLogMaxOffset": str(max_phy),
-            "commitLogMinOffset": str(min_phy),
-            "remainHowManyDataToFlush": "0 B",
-            "commitLogDirCapacity": capacity,
-            "commitLogDiskRatio": disk_ratio,
-            "consumeQueueDiskRatio": disk_ratio,
-            "flushDiskType": str(sc.flush_disk_type),
+            **_commit_log_rows(broker),
             "brokerRole": str(broker.config.broker_role),
             "topicCount": str(len(broker.topic_config_manager.topic_config_table)),
-            "heldPullRequests": str(hold.held_count if hold is not None else 0),
-            # tidemq's own: the name-server registrations (registration.py)
-            "registerFull": str(broker.registrar.stats.full),
-            "registerIncremental": str(broker.registrar.stats.incremental),
-            "registerSkipped": str(broker.registrar.stats.skipped),
-            "registerBodyBytes": str(broker.registrar.stats.last_full_body_bytes),
-            "registerFullMs": str(broker.registrar.stats.last_full_ms),
-            RUNTIME_KEY: runtime_value(broker),  # pending half messages (transaction/visibility.py)
-            pop_runtime.RUNTIME_KEY: pop_runtime.runtime_value(broker),  # POP groups (pop/runtime.py)
-            **timer_runtime_info(broker),  # RocketMQ 5's timer rows (timer_service.py)
+            "heldPullRequests": held,
+            **_tidemq_rows(broker),
         }
 
     def _earliest_store_time(self) -> int:
@@ -259,3 +202,89 @@ class BrokerRuntimeProcessor:
             for f in dataclasses.fields(target):
                 setattr(target, f.name, getattr(source, f.name))
         return _resp(ResponseCode.SUCCESS)
+
+
+def _traffic_rows(stats: BrokerStatsManager) -> dict[str, str]:
+    """Messages in and out (yesterday, today, now), TPS triplets and put sizes of ``BrokerStatsManager``."""
+    put_item = stats.get(BROKER_PUT_NUMS, stats.cluster_name)
+    put_size = sum(i.value for i in stats.tables["TOPIC_PUT_SIZE"].values())
+    get_tps = stats.tps_triplet(BROKER_GET_NUMS)
+    return {
+        "msgPutTotalYesterdayMorning": str(stats.put_total_yesterday_morning),
+        "msgPutTotalTodayMorning": str(stats.put_total_today_morning),
+        "msgPutTotalTodayNow": str(stats.put_total),
+        "msgGetTotalYesterdayMorning": str(stats.get_total_yesterday_morning),
+        "msgGetTotalTodayMorning": str(stats.get_total_today_morning),
+        "msgGetTotalTodayNow": str(stats.get_total),
+        "putTps": stats.tps_triplet(BROKER_PUT_NUMS),
+        "getTransferedTps": get_tps,
+        "getTotalTps": get_tps,
+        "getFoundTps": get_tps,
+        "getMissTps": "0.00 0.00 0.00",
+        "putMessageTimesTotal": str(put_item.times if put_item else 0),
+        "putMessageSizeTotal": str(put_size),
+        "putMessageAverageSize": f"{put_size / stats.put_total:.2f}" if stats.put_total else "0.00",
+        "putMessageEntireTimeMax": "0",
+        "getMessageEntireTimeMax": "0",
+        "putMessageFailedTimes": "0",
+    }
+
+
+def _thread_pool_rows(held: str) -> dict[str, str]:
+    """RocketMQ's thread-pool queue rows: tidemq has no such pools (one event loop), so all are 0
+    but the pull queue, which is the long-polling pulls held now (``held``)."""
+    return {
+        "sendThreadPoolQueueSize": "0",
+        "sendThreadPoolQueueCapacity": "10000",
+        "pullThreadPoolQueueSize": held,
+        "pullThreadPoolQueueCapacity": "100000",
+        "queryThreadPoolQueueSize": "0",
+        "queryThreadPoolQueueCapacity": "20000",
+        "sendThreadPoolQueueHeadWaitTimeMills": "0",
+        "pullThreadPoolQueueHeadWaitTimeMills": "0",
+        "queryThreadPoolQueueHeadWaitTimeMills": "0",
+        "pageCacheLockTimeMills": "0",
+        "dispatchBehindBytes": "0",
+    }
+
+
+def _commit_log_rows(broker: Broker) -> dict[str, str]:
+    """The commit log's offsets, its directory's capacity, the disk ratio and the flush type."""
+    store = broker.store
+    sc = broker.store_config
+    commit_dir = sc.commit_log_dir if os.path.isdir(sc.commit_log_dir) else sc.store_path_root_dir
+    try:
+        usage = shutil.disk_usage(commit_dir)
+        capacity = f"Total : {usage.total / 2**30:.2f} GiB, Free : {usage.free / 2**30:.2f} GiB."
+    except OSError:
+        capacity = "Total : 0, Free : 0."
+    disk_ratio = f"{store.disk_used_ratio() / 100.0:.4f}"
+    return {
+        "commitLogMaxOffset": str(store.get_max_phy_offset()),
+        "commitLogMinOffset": str(store.get_min_phy_offset()),
+        "remainHowManyDataToFlush": "0 B",
+        "commitLogDirCapacity": capacity,
+        "commitLogDiskRatio": disk_ratio,
+        "consumeQueueDiskRatio": disk_ratio,
+        "flushDiskType": str(sc.flush_disk_type),
+    }
+
+
+def _tidemq_rows(broker: Broker) -> dict[str, str]:
+    """tidemq's own rows: name-server registrations (registration.py), pending half messages
+    (transaction/visibility.py), POP groups (pop/runtime.py), RocketMQ 5's timer rows (timer_service.py)."""
+    from tidemq.broker.pop import runtime as pop_runtime
+    from tidemq.broker.timer_service import runtime_info as timer_runtime_info
+    from tidemq.broker.transaction.visibility import RUNTIME_KEY, runtime_value
+
+    reg = broker.registrar.stats
+    return {
+        "registerFull": str(reg.full),
+        "registerIncremental": str(reg.incremental),
+        "registerSkipped": str(reg.skipped),
+        "registerBodyBytes": str(reg.last_full_body_bytes),
+        "registerFullMs": str(reg.last_full_ms),
+        RUNTIME_KEY: runtime_value(broker),
+        pop_runtime.RUNTIME_KEY: pop_runtime.runtime_value(broker),
+        **timer_runtime_info(broker),
+    }

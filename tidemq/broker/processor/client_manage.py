@@ -20,6 +20,7 @@ from tidemq.errors import ProtocolError
 from tidemq.protocol.body import (
     Connection,
     ConsumerConnection,
+    ConsumerData,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
     LockBatchRequestBody,
@@ -135,38 +136,7 @@ class ClientManageProcessor:
         broker = self.broker
         created_topic = False
         for data in heartbeat.consumer_data_set:
-            group = data.group_name
-            notify = True
-            config = broker.subscription_group_manager.find_subscription_group_config(group)
-            if config is not None:
-                notify = bool(getattr(config, "notify_consumer_ids_changed_enable", True))
-                sys_flag = _FLAG_UNIT_SUB if getattr(data, "unit_mode", False) else 0
-                topic = retry_topic(group)
-                existed = broker.topic_config_manager.select_topic_config(topic) is not None
-                if not existed and check_retry_topic_of(group) is None:  # no retries for > 120 chars
-                    broker.topic_config_manager.create_topic_in_send_message_back_method(
-                        topic, config.retry_queue_nums, PermName.PERM_WRITE | PermName.PERM_READ, sys_flag
-                    )
-                    created_topic = broker.topic_config_manager.select_topic_config(topic) is not None
-            changed = broker.consumer_manager.register_consumer(
-                group,
-                dataclasses.replace(info),  # one record per group: no aliasing between tables
-                data.consume_type,
-                data.message_model,
-                data.consume_from_where,
-                data.subscription_data_set,
-                notify,
-                now,
-            )
-            broker.consumer_filter_manager.register(group, data.subscription_data_set)  # SQL92
-            if changed:
-                log.info(
-                    "registered consumer %s in group %s (%s, %s)",
-                    heartbeat.client_id,
-                    group,
-                    _enum_name(data.message_model),
-                    _enum_name(data.consume_type),
-                )
+            created_topic |= self._register_consumer(heartbeat.client_id, info, data, now)
         for pdata in heartbeat.producer_data_set:
             broker.producer_manager.register_producer(
                 pdata.group_name,
@@ -178,6 +148,48 @@ class ClientManageProcessor:
             except Exception:  # the 30 s registration timer retries; never fail the heartbeat
                 log.warning("registering the new retry topics failed", exc_info=True)
         return _response(ResponseCode.SUCCESS)
+
+    def _register_consumer(
+        self, client_id: str, info: ClientChannelInfo, data: ConsumerData, now: int
+    ) -> bool:
+        """One consumer group of a heartbeat: its retry topic when the group is known (created when
+        missing), then ``ConsumerManager.register_consumer`` and the group's SQL92 filters. Returns
+        whether a retry topic was created (the caller then registers it with the name servers)."""
+        broker = self.broker
+        group = data.group_name
+        notify = True
+        created_topic = False
+        config = broker.subscription_group_manager.find_subscription_group_config(group)
+        if config is not None:
+            notify = bool(getattr(config, "notify_consumer_ids_changed_enable", True))
+            sys_flag = _FLAG_UNIT_SUB if getattr(data, "unit_mode", False) else 0
+            topic = retry_topic(group)
+            existed = broker.topic_config_manager.select_topic_config(topic) is not None
+            if not existed and check_retry_topic_of(group) is None:  # no retries for > 120 chars
+                broker.topic_config_manager.create_topic_in_send_message_back_method(
+                    topic, config.retry_queue_nums, PermName.PERM_WRITE | PermName.PERM_READ, sys_flag
+                )
+                created_topic = broker.topic_config_manager.select_topic_config(topic) is not None
+        changed = broker.consumer_manager.register_consumer(
+            group,
+            dataclasses.replace(info),  # one record per group: no aliasing between tables
+            data.consume_type,
+            data.message_model,
+            data.consume_from_where,
+            data.subscription_data_set,
+            notify,
+            now,
+        )
+        broker.consumer_filter_manager.register(group, data.subscription_data_set)  # SQL92
+        if changed:
+            log.info(
+                "registered consumer %s in group %s (%s, %s)",
+                client_id,
+                group,
+                _enum_name(data.message_model),
+                _enum_name(data.consume_type),
+            )
+        return created_topic
 
     # -- UNREGISTER_CLIENT (35) --------------------------------------------------------------
 
