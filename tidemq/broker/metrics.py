@@ -110,9 +110,31 @@ def take_snapshot(broker: Broker) -> _Snapshot:
     snap.broker_tps = put.snapshot(MINUTE, now).tps if put else 0.0
     snap.broker_qps = get.snapshot(MINUTE, now).tps if get else 0.0
     snap.put_total, snap.get_total = stats.put_total, stats.get_total
+    _read_topics(broker, snap, now)
+    for key, item in list(stats.tables[GROUP_GET_NUMS].items()):
+        size_item = stats.get(GROUP_GET_SIZE, key)
+        snap.consumers[tuple(key.split("@", 1))] = (  # type: ignore[index]
+            item.snapshot(MINUTE, now).tps,
+            size_item.snapshot(MINUTE, now).tps if size_item else 0.0,
+            item.value,
+        )
+    snap.groups = _group_rows(broker)
+    from tidemq.broker.pop.service import pop_metric_rows
+
+    snap.pop = pop_metric_rows(broker)  # POP groups (docs/rocketmq5.md)
+    snap.exporter = exporter_snapshot(broker)
+    from tidemq.broker.transaction.visibility import pending_rows
+
+    snap.transactions = pending_rows(broker)  # pending half messages (docs/transactions.md)
+    return snap
+
+
+def _read_topics(broker: Broker, snap: _Snapshot, now: float) -> None:
+    """``snap.topics``: per topic (internal ones only once they have puts), the 1-minute put rate and
+    bytes a second, the sum of its queues' max offsets, messages and bytes stored."""
+    stats = broker.broker_stats
     store = broker.store
-    tcm = broker.topic_config_manager
-    for topic, tc in list(tcm.topic_config_table.items()):
+    for topic, tc in list(broker.topic_config_manager.topic_config_table.items()):
         nums = stats.get(TOPIC_PUT_NUMS, topic)
         size = stats.get(TOPIC_PUT_SIZE, topic)
         if nums is None and is_internal_topic(topic, frozenset((snap.cluster, snap.broker))):
@@ -125,15 +147,16 @@ def take_snapshot(broker: Broker) -> _Snapshot:
             nums.value if nums else 0,
             size.value if size else 0,
         )
-    for key, item in list(stats.tables[GROUP_GET_NUMS].items()):
-        size_item = stats.get(GROUP_GET_SIZE, key)
-        snap.consumers[tuple(key.split("@", 1))] = (  # type: ignore[index]
-            item.snapshot(MINUTE, now).tps,
-            size_item.snapshot(MINUTE, now).tps if size_item else 0.0,
-            item.value,
-        )
+
+
+def _group_rows(broker: Broker) -> list[_GroupRow]:
+    """One row per (topic, group) with committed offsets: their sum, the lag, the age (ms) of the
+    oldest unconsumed message, members online and message model."""
+    store = broker.store
+    tcm = broker.topic_config_manager
     now_ms = time.time_ns() // 1_000_000
     com = broker.consumer_offset_manager
+    rows = []
     for key in sorted(com.offset_table):
         topic, _, group = key.partition("@")
         if tcm.select_topic_config(topic) is None or not group:
@@ -154,15 +177,8 @@ def take_snapshot(broker: Broker) -> _Snapshot:
         if info is not None:
             row.online = len(info.channel_info_table)
             row.model = str(getattr(info.message_model, "value", info.message_model) or "CLUSTERING")
-        snap.groups.append(row)
-    from tidemq.broker.pop.service import pop_metric_rows
-
-    snap.pop = pop_metric_rows(broker)  # POP groups (docs/rocketmq5.md)
-    snap.exporter = exporter_snapshot(broker)
-    from tidemq.broker.transaction.visibility import pending_rows
-
-    snap.transactions = pending_rows(broker)  # pending half messages (docs/transactions.md)
-    return snap
+        rows.append(row)
+    return rows
 
 
 class BrokerCollector:
@@ -198,99 +214,119 @@ class BrokerCollector:
             return
         s = self._snapshot()
         cb = [s.cluster, s.broker]
-        yield _gauge(
-            "rocketmq_broker_tps",
-            "BrokerPutNums: messages stored per second",
-            ["cluster", "broker"],
-            [(cb, s.broker_tps)],
-        )
-        yield _gauge(
-            "rocketmq_broker_qps",
-            "BrokerGetNums: messages pulled per second",
-            ["cluster", "broker"],
-            [(cb, s.broker_qps)],
-        )
-        yield _counter(  # forced retention only (tidemq/store/retention.py); 0 unless opted in
-            "tidemq_unconsumed_messages_deleted",
-            "Messages retention deleted before some consumer group had consumed them",
-            ["cluster", "broker"],
-            [(cb, self.broker.store.retention.unconsumed_deleted)],
-        )
-        tl = ["cluster", "broker", "topic"]
-        t_rows = sorted(s.topics.items())
-        yield _gauge(
-            "rocketmq_producer_tps", "TopicPutNums per second", tl, [([*cb, t], v[0]) for t, v in t_rows]
-        )
-        yield _gauge(
-            "rocketmq_producer_message_size",
-            "TopicPutMessageSize per second (bytes)",
-            tl,
-            [([*cb, t], v[1]) for t, v in t_rows],
-        )
-        yield _gauge(
-            "rocketmq_producer_offset",
-            "TopicOffset: sum of the queues' max offsets",
-            tl,
-            [([*cb, t], v[2]) for t, v in t_rows],
-        )
-        yield _counter("tidemq_messages_put", "Messages stored", tl, [([*cb, t], v[3]) for t, v in t_rows])
-        yield _counter(
-            "tidemq_message_bytes_put", "Message bytes stored", tl, [([*cb, t], v[4]) for t, v in t_rows]
-        )
-        gl = ["cluster", "broker", "topic", "group"]
-        c_rows = sorted(s.consumers.items())
-        yield _gauge(
-            "rocketmq_consumer_tps",
-            "GroupGetNums per second",
-            gl,
-            [([*cb, t, g], v[0]) for (t, g), v in c_rows],
-        )
-        yield _gauge(
-            "rocketmq_consumer_message_size",
-            "GroupGetMessageSize per second (bytes)",
-            gl,
-            [([*cb, t, g], v[1]) for (t, g), v in c_rows],
-        )
-        yield _counter(
-            "tidemq_messages_get",
-            "Messages pulled by consumers",
-            gl,
-            [([*cb, t, g], v[2]) for (t, g), v in c_rows],
-        )
-        yield _gauge(
-            "rocketmq_consumer_offset",
-            "GroupOffset: sum of committed offsets",
-            gl,
-            [([*cb, r.topic, r.group], r.consumer_offset) for r in s.groups],
-        )
-        yield _gauge(
-            "rocketmq_group_get_latency_by_storetime",
-            "ms since the oldest unconsumed message was stored",
-            gl,
-            [([*cb, r.topic, r.group], r.latency_ms) for r in s.groups],
-        )
+        yield from _broker_families(s, cb, self.broker.store.retention.unconsumed_deleted)
+        yield from _topic_families(s, cb)
+        yield from _consumer_families(s, cb)
         pl = ["cluster", "broker", "group", "topic"]
         for i, (name, doc, make) in enumerate(POP_FAMILIES, start=2):
             yield make(name, doc, pl, [([*cb, r[0], r[1]], r[i]) for r in s.pop])
-        dl = ["group", "topic", "countOfOnlineConsumers", "msgModel"]
-        yield _gauge(
-            "rocketmq_group_diff",
-            "GroupDiff: messages not yet consumed",
-            dl,
-            [([r.group, r.topic, str(r.online), r.model], r.diff) for r in s.groups],
-        )
-        yield _gauge(
-            "rocketmq_message_accumulation",
-            "Messages not yet consumed (sum over queues)",
-            ["group", "topic"],
-            [([r.group, r.topic], r.diff) for r in s.groups],
-        )
+        yield from _group_diff_families(s)
         if s.exporter is not None:
             yield from exporter_families(s.exporter)
         if s.transactions:
             from tidemq.broker.transaction.visibility import metric_families
 
             yield from metric_families(s.cluster, s.broker, s.transactions)
+
+
+def _broker_families(s: _Snapshot, cb: list[str], unconsumed_deleted: int) -> Iterator[Metric]:
+    """The broker's put and pull rates and what forced retention deleted unconsumed."""
+    yield _gauge(
+        "rocketmq_broker_tps",
+        "BrokerPutNums: messages stored per second",
+        ["cluster", "broker"],
+        [(cb, s.broker_tps)],
+    )
+    yield _gauge(
+        "rocketmq_broker_qps",
+        "BrokerGetNums: messages pulled per second",
+        ["cluster", "broker"],
+        [(cb, s.broker_qps)],
+    )
+    yield _counter(  # forced retention only (tidemq/store/retention.py); 0 unless opted in
+        "tidemq_unconsumed_messages_deleted",
+        "Messages retention deleted before some consumer group had consumed them",
+        ["cluster", "broker"],
+        [(cb, unconsumed_deleted)],
+    )
+
+
+def _topic_families(s: _Snapshot, cb: list[str]) -> Iterator[Metric]:
+    """Per topic: put rate, bytes a second, offset, messages and bytes stored."""
+    tl = ["cluster", "broker", "topic"]
+    t_rows = sorted(s.topics.items())
+    yield _gauge(
+        "rocketmq_producer_tps", "TopicPutNums per second", tl, [([*cb, t], v[0]) for t, v in t_rows]
+    )
+    yield _gauge(
+        "rocketmq_producer_message_size",
+        "TopicPutMessageSize per second (bytes)",
+        tl,
+        [([*cb, t], v[1]) for t, v in t_rows],
+    )
+    yield _gauge(
+        "rocketmq_producer_offset",
+        "TopicOffset: sum of the queues' max offsets",
+        tl,
+        [([*cb, t], v[2]) for t, v in t_rows],
+    )
+    yield _counter("tidemq_messages_put", "Messages stored", tl, [([*cb, t], v[3]) for t, v in t_rows])
+    yield _counter(
+        "tidemq_message_bytes_put", "Message bytes stored", tl, [([*cb, t], v[4]) for t, v in t_rows]
+    )
+
+
+def _consumer_families(s: _Snapshot, cb: list[str]) -> Iterator[Metric]:
+    """Per topic and group: pull rate, bytes a second, messages pulled, committed offset, latency."""
+    gl = ["cluster", "broker", "topic", "group"]
+    c_rows = sorted(s.consumers.items())
+    yield _gauge(
+        "rocketmq_consumer_tps",
+        "GroupGetNums per second",
+        gl,
+        [([*cb, t, g], v[0]) for (t, g), v in c_rows],
+    )
+    yield _gauge(
+        "rocketmq_consumer_message_size",
+        "GroupGetMessageSize per second (bytes)",
+        gl,
+        [([*cb, t, g], v[1]) for (t, g), v in c_rows],
+    )
+    yield _counter(
+        "tidemq_messages_get",
+        "Messages pulled by consumers",
+        gl,
+        [([*cb, t, g], v[2]) for (t, g), v in c_rows],
+    )
+    yield _gauge(
+        "rocketmq_consumer_offset",
+        "GroupOffset: sum of committed offsets",
+        gl,
+        [([*cb, r.topic, r.group], r.consumer_offset) for r in s.groups],
+    )
+    yield _gauge(
+        "rocketmq_group_get_latency_by_storetime",
+        "ms since the oldest unconsumed message was stored",
+        gl,
+        [([*cb, r.topic, r.group], r.latency_ms) for r in s.groups],
+    )
+
+
+def _group_diff_families(s: _Snapshot) -> Iterator[Metric]:
+    """rocketmq-exporter's lag series (labelled by group and topic, no cluster or broker)."""
+    dl = ["group", "topic", "countOfOnlineConsumers", "msgModel"]
+    yield _gauge(
+        "rocketmq_group_diff",
+        "GroupDiff: messages not yet consumed",
+        dl,
+        [([r.group, r.topic, str(r.online), r.model], r.diff) for r in s.groups],
+    )
+    yield _gauge(
+        "rocketmq_message_accumulation",
+        "Messages not yet consumed (sum over queues)",
+        ["group", "topic"],
+        [([r.group, r.topic], r.diff) for r in s.groups],
+    )
 
 
 def _pop_families() -> list[tuple[str, str, Any]]:
