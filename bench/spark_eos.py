@@ -2,15 +2,15 @@
 
 ``python -m bench.spark_eos [--trials 20] [--plain-trials 5] [--files 100] [--rows 300] [--max-delay 5]``
 
-An in-process tidemq cluster (checks every 500 ms of half messages older than 1 s, never given up). For each mode
-(``transactional=true`` with ``--trials`` kills, then ``transactional=false`` with
+An in-process tidemq cluster (checks every 500 ms of half messages older than 1 s, never given
+up). For each mode (``transactional=true`` with ``--trials`` kills, then ``transactional=false`` with
 ``--plain-trials``), one streaming query from a JSON file source (``--files`` files of ``--rows``
 unique keys, one file per micro-batch, Trigger.AvailableNow) into a fresh topic, its driver a
 separate process (Spark's JVM and Python workers in its own process group):
 
-* each trial starts the driver on the query's checkpoint, waits until its first micro-batch runs,
-  then sleeps a random 0..``--max-delay`` s and SIGKILLs the whole process group; the trial's line tells where the
-  kill fell (from the checkpoint: a batch's tasks writing / its commit recorded / between batches)
+* each trial starts the driver on the query's checkpoint, waits until its tasks write (the run
+  registered in the sink's state; for the plain sink, messages arriving), then sleeps a random 0..``--max-delay`` s and SIGKILLs the whole process group; the trial's
+  line tells where the kill fell (from the checkpoint: a batch's tasks writing / its commit recorded / between batches)
   and how many batches were committed;
 * a last run goes to the end; once no half message of the group is pending, the topic is read back
   and every key counted.
@@ -134,6 +134,29 @@ def _kill(proc: subprocess.Popen[str]) -> None:
     proc.wait()
 
 
+def _marker(cluster: Any, cp: Path, topic: str, tx: bool) -> int:
+    """What changes once a run's tasks write: runs registered in the transactional sink's state;
+    for the plain sink, messages in the topic (2 queues)."""
+    if tx:
+        try:
+            return len(os.listdir(cp / "tidemq-tx" / "runs"))
+        except FileNotFoundError:
+            return 0
+    store = cluster.broker.store
+    return sum(store.get_max_offset_in_queue(topic, q) for q in range(2))
+
+
+def _wait_writing(proc: subprocess.Popen[str], cluster: Any, cp: Path, topic: str, tx: bool) -> bool:
+    """Wait (at most 180 s) until the driver's tasks write; False if the driver ended first."""
+    before = _marker(cluster, cp, topic, tx)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        if _marker(cluster, cp, topic, tx) != before:
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def _pending(cluster: Any) -> int:
     service = cluster.broker.transaction_service
     return sum(1 for tx in list(service.pending.values()) if tx.producer_group == GROUP)
@@ -188,7 +211,7 @@ def _mode(cluster: Any, base: Path, tx: bool, trials: int, args: argparse.Namesp
     rng = random.Random(args.seed)
     for trial in range(trials):
         proc = _start(cli)
-        if not _wait_ready(proc):
+        if not _wait_ready(proc) or not _wait_writing(proc, cluster, cp, topic, tx):
             _kill(proc)
             print(json.dumps({"mode": name, "trial": trial, "error": "driver did not start"}), flush=True)
             continue
