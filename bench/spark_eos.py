@@ -92,16 +92,20 @@ def _last(directory: Path) -> int:
 
 
 def _where(cp: Path) -> dict[str, Any]:
-    """Where the kill fell, from the checkpoint."""
+    """Where the kill fell, from the checkpoint (the killed run is the newest in ``runs/``)."""
     offsets, commits = _last(cp / "offsets"), _last(cp / "commits")
-    if offsets > commits:
-        recorded = (cp / "tidemq-tx" / "commits" / str(offsets)).exists()
-        phase = f"batch {offsets}: " + (
-            "commit recorded, ending halves" if recorded else "tasks writing / before commit"
-        )
+    if offsets <= commits:
+        return {"batches_committed": commits + 1, "phase": "between batches"}
+    state = cp / "tidemq-tx"
+    record_path = state / "commits" / str(offsets)
+    if not record_path.exists():
+        phase = "tasks writing / before the commit's record"
     else:
-        phase = "between batches"
-    return {"batches_committed": commits + 1, "phase": phase}
+        runs = state / "runs"
+        newest = max(os.listdir(runs), key=lambda n: int((runs / n).read_bytes() or b"0"))
+        mine = json.loads(record_path.read_bytes())["runId"] == newest
+        phase = "commit recorded, ending halves" if mine else "replaying a batch an earlier run recorded"
+    return {"batches_committed": commits + 1, "phase": f"batch {offsets}: {phase}"}
 
 
 def _start(cli: list[str]) -> subprocess.Popen[str]:
