@@ -232,9 +232,19 @@ class Broker:
             self.loop.call_soon(callback)
 
     async def _start_after_bind(self) -> None:
+        """Once the port is bound: 3. the store, 4. services and processors, 5. name servers and
+        periodic tasks."""
+        await self._open_store()
+        self._start_flush_service()
+        await self._start_services()
+        self.started = True
+        await self._start_periodic_tasks()
+
+    async def _open_store(self) -> None:
+        """3. The store, loaded and recovered (in a thread: recovery may take a while), its lost
+        topics and offsets dealt with, its put and dispatch hooks set."""
         ip = self.config.broker_ip1 or guess_broker_ip(self.config.listen_host)
         self.addr = f"{ip}:{self.port}"
-        # 3. store (recovery may take a while: run it in a thread).
         self.store = MessageStore(self.store_config, store_host=self.addr)
         self.store.lock = self._store_lock
         await self.loop.run_in_executor(None, self.store.load)
@@ -246,7 +256,9 @@ class Broker:
         # consume-queue + index dispatch runs just after each put, so a send's answer does not wait
         # for it (ReputMessageService); every read of the store drains what is pending first
         self.store.dispatcher.schedule = self._schedule_dispatch
-        # 4. services and processors
+
+    def _start_flush_service(self) -> None:
+        """The commit log's flushing: group commit for SYNC_FLUSH, then the periodic flush."""
         sync_timeout = getattr(self.store_config, "sync_flush_timeout", 5000) / 1000.0
         if self.is_sync_flush:
             # sends wait for the commit log's fsync only; consume queues and the checkpoint are
@@ -262,6 +274,10 @@ class Broker:
             interval = getattr(self.store_config, "flush_interval_commit_log", 500) / 1000.0
         self.flush_service = FlushRealTimeService(self.store.flush, interval=interval)
         self.flush_service.start()
+
+    async def _start_services(self) -> None:
+        """4. HA, transactions, the processors, long polling, delays, POP, timers, retention, and the
+        config managers' hooks."""
         from tidemq.broker.ha_role import BrokerHA
 
         self.ha = BrokerHA(self)  # master: HA port; slave: replication + metadata sync
@@ -300,8 +316,9 @@ class Broker:
         for manager in (self.topic_config_manager, self.subscription_group_manager):
             manager.persist_later = self.config_persister.request  # no fsync on the loop
         self.remoting_server.register_default_processor(_NotSupportedProcessor())
-        self.started = True
-        # 5. name servers + periodic tasks
+
+    async def _start_periodic_tasks(self) -> None:
+        """5. The first registration with the name servers, then the periodic tasks."""
         await self.register_broker_all()
         period = min(60_000, max(10_000, self.config.register_name_server_period)) / 1000.0
         self._every(period, self.registrar.register_periodic, "register-broker")
