@@ -299,26 +299,7 @@ class SourceOptions:
         """Parse Spark's option dict. Raises :class:`OptionError`."""
         check_known(options, SOURCE_OPTIONS, "source")
         namesrv = _namesrv(options)
-        subscribe, topic_alias = _get(options, "subscribe"), _get(options, "topic")
-        if subscribe is not None and topic_alias is not None:
-            raise OptionError("options subscribe and topic are the same; give only one")
-        topic_text = subscribe if subscribe is not None else topic_alias
-        topics = tuple(dict.fromkeys(t.strip() for t in (topic_text or "").split(",") if t.strip()))
-        pattern = _get(options, "subscribePattern")
-        if pattern is not None:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise OptionError(f"option subscribePattern is not a valid regex: {exc}") from None
-        assign = _assign(options)
-        given = [
-            n for n, v in (("subscribe", topics), ("subscribePattern", pattern), ("assign", assign)) if v
-        ]
-        if len(given) != 1:
-            raise OptionError(
-                "exactly one of the options subscribe (or topic), subscribePattern and assign must be "
-                f"given, got {given or 'none'}"
-            )
+        topics, pattern, assign = _what_to_read(options)
         starting = _offsets_spec(options, "startingOffsets", ("earliest", "latest", "group"))
         ending_raw = _offsets_spec(options, "endingOffsets", ("earliest", "latest", "group"))
         if ending_raw == "earliest":
@@ -328,12 +309,7 @@ class SourceOptions:
         group = (_get(options, "group") or "").strip() or None
         if group is None and "group" in (starting, ending_raw):
             raise OptionError("startingOffsets=group / endingOffsets=group needs the option group")
-        max_per = _int(options, "maxOffsetsPerTrigger", None, minimum=1)
-        min_per = _int(options, "minOffsetsPerTrigger", None, minimum=1)
-        if max_per is not None and min_per is not None and min_per > max_per:
-            raise OptionError(
-                f"option minOffsetsPerTrigger ({min_per}) must not exceed maxOffsetsPerTrigger ({max_per})"
-            )
+        max_per, min_per = _per_trigger(options)
         ending_ts = _int(options, "endingTimestamp", None, minimum=0)
         ending_by_ts = _timestamps(options, "endingOffsetsByTimestamp")
         sub_expression = (_get(options, "subExpression") or "*").strip() or "*"
@@ -423,3 +399,40 @@ class SinkOptions:
             transactional=transactional,
             checkpoint_location=(_get(options, "checkpointLocation") or "").strip() or None,
         )
+
+
+def _what_to_read(
+    options: Mapping[str, str],
+) -> tuple[tuple[str, ...], str | None, tuple[tuple[str, str | int], ...] | None]:
+    """``(topics, pattern, assign)`` of the options subscribe (or its alias topic), subscribePattern
+    and assign, exactly one of which is given. Raises :class:`OptionError`."""
+    subscribe, topic_alias = _get(options, "subscribe"), _get(options, "topic")
+    if subscribe is not None and topic_alias is not None:
+        raise OptionError("options subscribe and topic are the same; give only one")
+    topic_text = subscribe if subscribe is not None else topic_alias
+    topics = tuple(dict.fromkeys(t.strip() for t in (topic_text or "").split(",") if t.strip()))
+    pattern = _get(options, "subscribePattern")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise OptionError(f"option subscribePattern is not a valid regex: {exc}") from None
+    assign = _assign(options)
+    given = [n for n, v in (("subscribe", topics), ("subscribePattern", pattern), ("assign", assign)) if v]
+    if len(given) != 1:
+        raise OptionError(
+            "exactly one of the options subscribe (or topic), subscribePattern and assign must be "
+            f"given, got {given or 'none'}"
+        )
+    return topics, pattern, assign
+
+
+def _per_trigger(options: Mapping[str, str]) -> tuple[int | None, int | None]:
+    """``(maxOffsetsPerTrigger, minOffsetsPerTrigger)``, min not above max. Raises :class:`OptionError`."""
+    max_per = _int(options, "maxOffsetsPerTrigger", None, minimum=1)
+    min_per = _int(options, "minOffsetsPerTrigger", None, minimum=1)
+    if max_per is not None and min_per is not None and min_per > max_per:
+        raise OptionError(
+            f"option minOffsetsPerTrigger ({min_per}) must not exceed maxOffsetsPerTrigger ({max_per})"
+        )
+    return max_per, min_per
