@@ -71,41 +71,19 @@ def install_bytecode_cache(cache_dir: str, packages: Sequence[str] = _PACKAGES) 
     if not own_private_dir(cache_dir):
         return False
     roots = frozenset(packages)
-    import marshal
-    from importlib.util import MAGIC_NUMBER
 
     class CachedSourceLoader(importlib.machinery.SourceFileLoader):
         def get_code(self, fullname: str) -> Any:
             source = self.get_filename(fullname)
             try:
-                st = os.stat(source)
+                header = _pyc_header(os.stat(source))
             except OSError:
                 return super().get_code(fullname)
-            header = b"".join(
-                [
-                    MAGIC_NUMBER,
-                    (0).to_bytes(4, "little"),  # flags: a timestamp-checked pyc
-                    (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little"),
-                    (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"),
-                ]
-            )
             cached = _bytecode_path(cache_dir, source, tag)
-            try:
-                with open(cached, "rb") as f:
-                    data = f.read()
-                if data[:16] == header:
-                    return marshal.loads(memoryview(data)[16:])
-            except (OSError, ValueError, EOFError, TypeError):
-                pass
-            code = super().get_code(fullname)
-            try:
-                os.makedirs(os.path.dirname(cached), mode=0o700, exist_ok=True)
-                tmp = f"{cached}.{os.getpid()}.tmp"
-                with open(tmp, "wb") as f:
-                    f.write(header + marshal.dumps(code))
-                os.replace(tmp, cached)
-            except (OSError, ValueError):
-                pass
+            code = _read_pyc(cached, header)
+            if code is None:
+                code = super().get_code(fullname)
+                _write_pyc(cached, header, code)
             return code
 
     class BytecodeCacheFinder:
@@ -123,3 +101,45 @@ def install_bytecode_cache(cache_dir: str, packages: Sequence[str] = _PACKAGES) 
 
     sys.meta_path.insert(0, BytecodeCacheFinder)  # type: ignore[arg-type]
     return True
+
+
+def _pyc_header(st: os.stat_result) -> bytes:
+    """The 16-byte header of a timestamp-checked ``.pyc`` of a source with stat ``st``."""
+    from importlib.util import MAGIC_NUMBER
+
+    return b"".join(
+        [
+            MAGIC_NUMBER,
+            (0).to_bytes(4, "little"),  # flags: a timestamp-checked pyc
+            (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little"),
+            (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"),
+        ]
+    )
+
+
+def _read_pyc(cached: str, header: bytes) -> Any:
+    """The code object in ``cached`` when its header is ``header``; None when missing, stale or bad."""
+    import marshal
+
+    try:
+        with open(cached, "rb") as f:
+            data = f.read()
+        if data[:16] == header:
+            return marshal.loads(memoryview(data)[16:])
+    except (OSError, ValueError, EOFError, TypeError):
+        pass
+    return None
+
+
+def _write_pyc(cached: str, header: bytes, code: Any) -> None:
+    """Write ``header`` + ``code`` to ``cached`` (a temporary file, then rename); errors are ignored."""
+    import marshal
+
+    try:
+        os.makedirs(os.path.dirname(cached), mode=0o700, exist_ok=True)
+        tmp = f"{cached}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(header + marshal.dumps(code))
+        os.replace(tmp, cached)
+    except (OSError, ValueError):
+        pass
