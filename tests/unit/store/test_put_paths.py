@@ -44,7 +44,7 @@ def _open(root: Path) -> tuple[MessageStore, list[Any]]:
     return store, heard
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=27, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(_MESSAGE, min_size=1, max_size=12))
 def test_single_put_stores_what_the_general_path_stores(tmp_path_factory: Any, messages: list[Any]) -> None:
     """Commit-log bytes, results, consume queues, put and arrival listeners: all the same (the
