@@ -155,7 +155,7 @@ def test_plain_sink_duplicates_where_transactional_does_not(spark: Any, cluster:
     assert sum(1 for n in counts.values() if n > 1) == ROWS_PER_FILE  # batch 0, twice
 
 
-def test_failed_batch_write_leaves_nothing_visible(spark: Any, quick_checks: Any) -> None:
+def test_failed_batch_write_leaves_nothing_visible(spark: Any, quick_checks: Any, tmp_path: Path) -> None:
     from pyspark.sql.functions import udf
 
     namesrv = quick_checks.namesrv_addr
@@ -175,20 +175,21 @@ def test_failed_batch_write_leaves_nothing_visible(spark: Any, quick_checks: Any
         with pytest.raises(Exception, match="task fails"):
             df.write.format("tidemq").option("namesrv", namesrv).option("topic", topic).option(
                 "transactional", "true"
-            ).mode("append").save()
+            ).option("checkpointLocation", str(tmp_path)).mode("append").save()
         _wait_no_pending(quick_checks)
     finally:
         checker.shutdown()
     assert _read_keys(namesrv, mqs, "tx-check-2") == collections.Counter()
 
 
-def test_batch_write_commits_all(spark: Any, cluster: Any) -> None:
+def test_batch_write_commits_all(spark: Any, cluster: Any, tmp_path: Path) -> None:
     namesrv = cluster.namesrv_addr
     topic = "SparkTxBatchOk"
     mqs = create_topic(namesrv, topic, 2)
     df = spark.range(0, 300, numPartitions=3).selectExpr("concat('r', id) as body")
     df.write.format("tidemq").option("namesrv", namesrv).option("topic", topic).option(
         "transactional", "true"
-    ).mode("append").save()
+    ).option("checkpointLocation", str(tmp_path)).mode("append").save()
+    assert len(list((tmp_path / "tidemq-tx").iterdir())) == 1  # the job's state, under the option
     counts = _read_keys(namesrv, mqs, "tx-check-3")
     assert counts == collections.Counter({f"r{i}": 1 for i in range(300)})
