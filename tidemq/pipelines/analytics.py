@@ -350,43 +350,8 @@ class FlightsAnalytics:
         meta = spark.read.parquet(str(self.partials / "batches")).agg(
             F.sum("rows").alias("rows"), F.count(F.lit(1)).alias("batches")
         )
-        departed = F.when(F.col("dep_delay").isNotNull(), F.col("n")).otherwise(0)
-        carriers = (
-            hist.groupBy("carrier")
-            .agg(
-                F.sum("n").alias("flights"),
-                F.sum(F.when(F.col("cancelled"), F.col("n")).otherwise(0)).alias("cancelled"),
-                F.sum(departed).alias("departed"),
-                (F.sum(F.col("dep_delay") * F.col("n")) / F.sum(departed)).alias("mean_dep_delay"),
-                F.percentile(F.col("dep_delay"), F.lit(0.9), F.col("n")).alias("p90_dep_delay"),
-                (F.sum(F.when(F.col("dep_delay") > 15, F.col("n")).otherwise(0)) / F.sum(departed)).alias(
-                    "share_late_15"
-                ),
-            )
-            .join(spark.createDataFrame(airlines), "carrier", "left")
-            .select(
-                "carrier",
-                "name",
-                F.col("flights").cast("bigint"),
-                F.col("cancelled").cast("bigint"),
-                F.col("departed").cast("bigint"),
-                "mean_dep_delay",
-                "p90_dep_delay",
-                "share_late_15",
-            )
-            .orderBy(F.desc("flights"), "carrier")
-        )
-        wx = spark.createDataFrame(weather.select(["origin", "time_hour", "visib", "wind_speed", "precip"]))
-        origin_hour = (
-            hours.groupBy("origin", "time_hour", "year", "month", "day", "hour")
-            .agg(
-                F.sum("flights").alias("flights"),
-                F.sum("departed").alias("departed"),
-                (F.sum("sum_dep_delay") / F.sum("departed")).alias("mean_dep_delay"),
-            )
-            .join(wx, ["origin", "time_hour"], "left")
-            .orderBy("origin", "time_hour")
-        )
+        carriers = _carriers_frame(spark, hist, airlines)
+        origin_hour = _origin_hour_frame(spark, hours, weather)
         carriers_tbl = carriers.toArrow()
         hours_tbl = origin_hour.toArrow()
         _write_result(carriers_tbl, self.out_dir / "carriers")
@@ -399,6 +364,56 @@ class FlightsAnalytics:
             batches=int(m["batches"] or 0),
             out_dir=self.out_dir,
         )
+
+
+def _carriers_frame(spark: Any, hist: Any, airlines: pa.Table) -> Any:
+    """Per carrier, from the merged histograms: flights, cancelled, departed, mean and p90 departure
+    delay, share more than 15 minutes late, with the airline's name; most flights first."""
+    from pyspark.sql import functions as F
+
+    departed = F.when(F.col("dep_delay").isNotNull(), F.col("n")).otherwise(0)
+    return (
+        hist.groupBy("carrier")
+        .agg(
+            F.sum("n").alias("flights"),
+            F.sum(F.when(F.col("cancelled"), F.col("n")).otherwise(0)).alias("cancelled"),
+            F.sum(departed).alias("departed"),
+            (F.sum(F.col("dep_delay") * F.col("n")) / F.sum(departed)).alias("mean_dep_delay"),
+            F.percentile(F.col("dep_delay"), F.lit(0.9), F.col("n")).alias("p90_dep_delay"),
+            (F.sum(F.when(F.col("dep_delay") > 15, F.col("n")).otherwise(0)) / F.sum(departed)).alias(
+                "share_late_15"
+            ),
+        )
+        .join(spark.createDataFrame(airlines), "carrier", "left")
+        .select(
+            "carrier",
+            "name",
+            F.col("flights").cast("bigint"),
+            F.col("cancelled").cast("bigint"),
+            F.col("departed").cast("bigint"),
+            "mean_dep_delay",
+            "p90_dep_delay",
+            "share_late_15",
+        )
+        .orderBy(F.desc("flights"), "carrier")
+    )
+
+
+def _origin_hour_frame(spark: Any, hours: Any, weather: pa.Table) -> Any:
+    """Per origin airport and hour: flights, departed, mean departure delay, with that hour's weather."""
+    from pyspark.sql import functions as F
+
+    wx = spark.createDataFrame(weather.select(["origin", "time_hour", "visib", "wind_speed", "precip"]))
+    return (
+        hours.groupBy("origin", "time_hour", "year", "month", "day", "hour")
+        .agg(
+            F.sum("flights").alias("flights"),
+            F.sum("departed").alias("departed"),
+            (F.sum("sum_dep_delay") / F.sum("departed")).alias("mean_dep_delay"),
+        )
+        .join(wx, ["origin", "time_hour"], "left")
+        .orderBy("origin", "time_hour")
+    )
 
 
 def _write_result(table: pa.Table, directory: Path) -> None:

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Callable, Iterable, Sequence
 
 ZYGOTE_IDLE_EXIT = 600.0
@@ -158,12 +159,7 @@ def zygote(
     exit status to the client. When ``module`` cannot be imported the zygote ends at once (its
     clients then run the module themselves).
     """
-    import gc
-    import importlib
     import selectors
-    import signal
-    import socket
-    import struct
     import time
 
     listener = _listen(address)
@@ -171,59 +167,23 @@ def zygote(
         return
     inode = os.stat(address).st_ino
     try:
-        for name in (module, *_PREWARM):
-            try:
-                importlib.import_module(name)
-            except Exception:
-                if name == module:
-                    return
-        # A child runs the module as __main__ (runpy executes it again; what it imports stays loaded)
-        sys.modules.pop(module, None)
-        gc.collect()
-        gc.freeze()  # the children share these pages and never collect them
+        if not _import_and_freeze(module):
+            return
         children: dict[int, socket.socket] = {}
         selector = selectors.DefaultSelector()
         selector.register(listener, selectors.EVENT_READ)
-        # a child's end wakes the loop at once (its client is waiting for the status)
-        wake_r, wake_w = socket.socketpair()
-        wake_r.setblocking(False)
-        wake_w.setblocking(False)
-        signal.set_wakeup_fd(wake_w.fileno())
-        signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
-        selector.register(wake_r, selectors.EVENT_READ)
+        wake_pair = _wake_on_child_exit(selector)
+        wake = wake_pair[0]
         last = time.monotonic()
         while True:
             for key, _ in selector.select(1.0):
-                if key.fileobj is wake_r:
-                    try:
-                        wake_r.recv(4096)
-                    except OSError:
-                        pass
+                if key.fileobj is wake:
+                    _drain(wake)
                     continue
                 conn, _ = listener.accept()
                 last = time.monotonic()
-                try:
-                    pid = _fork_child(
-                        conn, listener, selector, [*children.values(), wake_r, wake_w], run_module
-                    )
-                except (OSError, EOFError, ValueError, struct.error):
-                    conn.close()
-                    continue
-                children[pid] = conn
-            while children:
-                try:
-                    pid, status = os.waitpid(-1, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if pid == 0:
-                    break
-                done = children.pop(pid, None)
-                if done is not None:
-                    try:
-                        done.sendall(struct.pack(">i", os.waitstatus_to_exitcode(status)))
-                    except OSError:
-                        pass
-                    done.close()
+                _start_child(conn, listener, selector, children, wake_pair, run_module)
+            if _reap(children):
                 last = time.monotonic()
             if not children and (not _alive(owner) or time.monotonic() - last > idle_exit):
                 break
@@ -234,6 +194,93 @@ def zygote(
         except OSError:
             pass
         listener.close()
+
+
+def _import_and_freeze(module: str) -> bool:
+    """Import ``module`` and the modules children would import anyway, then freeze the heap for the
+    children to share; False when ``module`` cannot be imported (the zygote then ends)."""
+    import gc
+    import importlib
+
+    for name in (module, *_PREWARM):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            if name == module:
+                return False
+    # A child runs the module as __main__ (runpy executes it again; what it imports stays loaded)
+    sys.modules.pop(module, None)
+    gc.collect()
+    gc.freeze()  # the children share these pages and never collect them
+    return True
+
+
+def _wake_on_child_exit(selector: Any) -> tuple[socket.socket, socket.socket]:
+    """A socket pair whose read end (registered with ``selector``) becomes readable when a child
+    exits (SIGCHLD through the wake-up fd): its client is waiting for the status."""
+    import selectors
+    import signal
+    import socket
+
+    wake_r, wake_w = socket.socketpair()
+    wake_r.setblocking(False)
+    wake_w.setblocking(False)
+    signal.set_wakeup_fd(wake_w.fileno())
+    signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+    selector.register(wake_r, selectors.EVENT_READ)
+    return wake_r, wake_w
+
+
+def _drain(wake: socket.socket) -> None:
+    """Read what the wake-up fd wrote (the signals' numbers; only the wake-up matters)."""
+    try:
+        wake.recv(4096)
+    except OSError:
+        pass
+
+
+def _start_child(
+    conn: socket.socket,
+    listener: socket.socket,
+    selector: Any,
+    children: dict[int, socket.socket],
+    wake_pair: tuple[socket.socket, socket.socket],
+    run_module: Callable[[str, Sequence[str]], None],
+) -> None:
+    """Fork the child ``conn``'s request asks for and remember it under its pid; a bad request (or a
+    failed fork) closes ``conn``."""
+    import struct
+
+    try:
+        pid = _fork_child(conn, listener, selector, [*children.values(), *wake_pair], run_module)
+    except (OSError, EOFError, ValueError, struct.error):
+        conn.close()
+        return
+    children[pid] = conn
+
+
+def _reap(children: dict[int, socket.socket]) -> bool:
+    """Collect every child that has exited and send its exit status to its client (then close that
+    connection); returns whether any was collected."""
+    import struct
+
+    reaped = False
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        done = children.pop(pid, None)
+        if done is not None:
+            try:
+                done.sendall(struct.pack(">i", os.waitstatus_to_exitcode(status)))
+            except OSError:
+                pass
+            done.close()
+        reaped = True
+    return reaped
 
 
 def _reseed() -> None:
@@ -259,7 +306,6 @@ def _fork_child(
     The child closes ``listener`` and ``others`` (the zygote's other sockets)."""
     import array
     import json
-    import signal
     import socket
     import struct
 
@@ -276,48 +322,7 @@ def _fork_child(
         request = json.loads(_recv_exact(conn, size))
         pid = os.fork()
         if pid == 0:  # the child: never returns
-            code = 1
-            try:
-                signal.set_wakeup_fd(-1)
-                selector.close()
-                listener.close()
-                for other in others:
-                    other.close()
-                for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
-                    signal.signal(sig, signal.SIG_DFL)
-                conn.settimeout(None)
-                conn.sendall(struct.pack(">q", os.getpid()))
-                if conn.recv(1) != b"G":
-                    os._exit(1)
-                conn.close()
-                for i, fd in enumerate(fds):
-                    os.dup2(fd, i)
-                    os.close(fd)
-                os.chdir(request["cwd"])
-                os.environ.clear()
-                os.environ.update(request["env"])
-                _reseed()
-                argv = request["argv"]
-                try:
-                    run_module(argv[0], argv[1:])
-                    code = 0
-                except SystemExit as exc:
-                    if exc.code is None or isinstance(exc.code, int):
-                        code = exc.code or 0
-                    else:
-                        print(exc.code, file=sys.stderr)
-                        code = 1
-            except BaseException:
-                import traceback
-
-                traceback.print_exc()
-            finally:
-                for stream in (sys.stdout, sys.stderr):
-                    try:
-                        stream.flush()
-                    except Exception:
-                        pass
-                os._exit(code)
+            _child(conn, listener, selector, others, fds, request, run_module)
         return pid
     finally:
         for fd in fds:
@@ -325,3 +330,62 @@ def _fork_child(
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _child(
+    conn: Any,
+    listener: Any,
+    selector: Any,
+    others: Iterable[Any],
+    fds: Any,
+    request: dict[str, Any],
+    run_module: Callable[[str, Sequence[str]], None],
+) -> NoReturn:
+    """The forked child: drop the zygote's sockets and signal handlers, tell the client its pid, wait
+    for the go-ahead, adopt the client's stdio (``fds``), working directory and environment, run the
+    module; exits with its status (never returns)."""
+    import signal
+    import struct
+
+    code = 1
+    try:
+        signal.set_wakeup_fd(-1)
+        selector.close()
+        listener.close()
+        for other in others:
+            other.close()
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL)
+        conn.settimeout(None)
+        conn.sendall(struct.pack(">q", os.getpid()))
+        if conn.recv(1) != b"G":
+            os._exit(1)
+        conn.close()
+        for i, fd in enumerate(fds):
+            os.dup2(fd, i)
+            os.close(fd)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        _reseed()
+        argv = request["argv"]
+        try:
+            run_module(argv[0], argv[1:])
+            code = 0
+        except SystemExit as exc:
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
