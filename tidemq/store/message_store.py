@@ -81,6 +81,31 @@ def _total_physical_memory() -> int:
         return 8 << 30
 
 
+def _open_commit_log(config: MessageStoreConfig, room: Callable[[int], bool]) -> CommitLog:
+    """The commit log of ``config``: written with pwrite under SYNC_FLUSH, through the map otherwise;
+    its next segment prepared ahead when ``warm_commit_log`` (``room(nbytes)``: whether the disk has room)."""
+    commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
+    # SYNC_FLUSH: pwrite. Each send's fdatasync cleans the page the next send writes, and a mapped
+    # write then faults it writable again: measured 319 -> 364 us of broker CPU and 0.8 -> 1.5 ms
+    # round trip per single send (bench.send_cpu --mode cpu); ASYNC_FLUSH: 88 -> 64 us, mapped.
+    commit_log.queue.mapped = config.flush_disk_type != SYNC_FLUSH
+    if config.warm_commit_log:
+        commit_log.queue.allocator = AllocateMappedFileService(config.mapped_file_size_commit_log, room=room)
+    return commit_log
+
+
+def _index_service(root: Path, config: MessageStoreConfig) -> IndexService | None:
+    """The message index under ``root/index`` (None when ``message_index_enable`` is off)."""
+    if not config.message_index_enable:
+        return None
+    return IndexService(
+        root / "index",
+        max_hash_slot_num=config.max_hash_slot_num,
+        max_index_num=config.max_index_num,
+        max_msgs_num_batch=config.max_msgs_num_batch,
+    )
+
+
 class MessageStore:
     """RocketMQ's ``DefaultMessageStore`` for one broker.
 
@@ -96,15 +121,7 @@ class MessageStore:
         self.config = config
         self.store_host = store_host
         self.root = Path(config.store_path_root_dir)
-        self.commit_log = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log)
-        # SYNC_FLUSH: pwrite. Each send's fdatasync cleans the page the next send writes, and a mapped
-        # write then faults it writable again: measured 319 -> 364 us of broker CPU and 0.8 -> 1.5 ms
-        # round trip per single send (bench.send_cpu --mode cpu); ASYNC_FLUSH: 88 -> 64 us, mapped.
-        self.commit_log.queue.mapped = config.flush_disk_type != SYNC_FLUSH
-        if config.warm_commit_log:
-            self.commit_log.queue.allocator = AllocateMappedFileService(
-                config.mapped_file_size_commit_log, room=self._room_for
-            )
+        self.commit_log = _open_commit_log(config, self._room_for)
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
         self.consume_queue_table: dict[TopicQueueKey, ConsumeQueue] = {}
         self.topic_queue_table: dict[TopicQueueKey, int] = {}
@@ -113,16 +130,7 @@ class MessageStore:
         self.message_put_listener: Callable[[PutRecords], None] | None = None
         """Told of every put with its consumable records, on the putting thread, after the put lock
         is released (the broker answers a long-polling pull waiting for exactly these records)."""
-        self.index_service: IndexService | None = (
-            IndexService(
-                self.root / "index",
-                max_hash_slot_num=config.max_hash_slot_num,
-                max_index_num=config.max_index_num,
-                max_msgs_num_batch=config.max_msgs_num_batch,
-            )
-            if config.message_index_enable
-            else None
-        )
+        self.index_service = _index_service(self.root, config)
         self._put_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._commit_log_flush_lock = threading.Lock()
