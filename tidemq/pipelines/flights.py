@@ -229,24 +229,7 @@ def run_flights_pipeline(cfg: FlightsConfig, echo: Echo = print) -> PipelineResu
             f"published {report.sent:,} flights in {report.seconds:.1f} s ({report.rate:,.0f} msg/s); "
             f"{report.already_stored:,} were already stored"
         )
-        spark = spark_future.result()
-        hook = _kill_self_after(cfg.fail_after_batch) if cfg.fail_after_batch is not None else None
-        analytics = FlightsAnalytics(
-            spark,
-            namesrv,
-            cfg.out_dir,
-            cfg.checkpoint,
-            topic=FLIGHTS_TOPIC,
-            max_offsets_per_trigger=cfg.max_offsets_per_trigger,
-            batch_hook=hook,
-        )
-        t0 = time.monotonic()
-        batches = analytics.run_stream()
-        echo(f"spark: {batches} micro-batch(es) in {time.monotonic() - t0:.1f} s")
-        if not cfg.master.startswith("local"):
-            executors, pythons = describe_executors(spark)
-            echo(f"spark: master {cfg.master}, {executors} executor(s), executor Python {', '.join(pythons)}")
-        result = analytics.finalize(data.airlines, data.weather)
+        result = _analyze(spark_future.result(), namesrv, data, cfg, echo)
         if not alerts.wait_caught_up(admin):
             log.warning("the %s group still has lag; alerts may be incomplete", ALERTS_GROUP)
         alerts.shutdown()
@@ -263,20 +246,54 @@ def run_flights_pipeline(cfg: FlightsConfig, echo: Echo = print) -> PipelineResu
         echo(format_summary(out))
         return out
     finally:
-        if alerts is not None:
-            alerts.shutdown()
-        if spark_future is not None:
-            try:
-                spark_future.result().stop()
-            except Exception as exc:  # the session never started; nothing to stop
-                log.debug("spark stop: %s", exc)
-        pool.shutdown(wait=False)
-        if admin is not None:
-            admin.close()
-        if loop is not None:
-            loop.stop()
-        if broker is not None:
-            broker.stop()
+        _stop_all(alerts, spark_future, pool, admin, loop, broker)
+
+
+def _analyze(spark: Any, namesrv: str, data: FlightsData, cfg: FlightsConfig, echo: Echo) -> AnalyticsResult:
+    """Run the analytics stream until everything stored is processed (``fail_after_batch``: kill
+    this process after that batch, a test hook), then merge the batches' results."""
+    hook = _kill_self_after(cfg.fail_after_batch) if cfg.fail_after_batch is not None else None
+    analytics = FlightsAnalytics(
+        spark,
+        namesrv,
+        cfg.out_dir,
+        cfg.checkpoint,
+        topic=FLIGHTS_TOPIC,
+        max_offsets_per_trigger=cfg.max_offsets_per_trigger,
+        batch_hook=hook,
+    )
+    t0 = time.monotonic()
+    batches = analytics.run_stream()
+    echo(f"spark: {batches} micro-batch(es) in {time.monotonic() - t0:.1f} s")
+    if not cfg.master.startswith("local"):
+        executors, pythons = describe_executors(spark)
+        echo(f"spark: master {cfg.master}, {executors} executor(s), executor Python {', '.join(pythons)}")
+    return analytics.finalize(data.airlines, data.weather)
+
+
+def _stop_all(
+    alerts: AlertService | None,
+    spark_future: concurrent.futures.Future[Any] | None,
+    pool: concurrent.futures.ThreadPoolExecutor,
+    admin: AdminClient | None,
+    loop: LoopThread | None,
+    broker: EmbeddedBroker | None,
+) -> None:
+    """Stop what the pipeline started, last started first (any may be None: not started)."""
+    if alerts is not None:
+        alerts.shutdown()
+    if spark_future is not None:
+        try:
+            spark_future.result().stop()
+        except Exception as exc:  # the session never started; nothing to stop
+            log.debug("spark stop: %s", exc)
+    pool.shutdown(wait=False)
+    if admin is not None:
+        admin.close()
+    if loop is not None:
+        loop.stop()
+    if broker is not None:
+        broker.stop()
 
 
 def _kill_self_after(batch: int) -> Callable[[int], None]:
