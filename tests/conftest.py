@@ -18,6 +18,7 @@ settings.load_profile("tidemq")
 _SPARK_DIRS = ("spark", "pipelines")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the group into the node id
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """`make test` runs the suite in two processes (pytest-xdist, ``--dist loadgroup``): every
     test that starts Spark (tests/spark, tests/pipelines) goes to one of them, in order, so one
