@@ -68,6 +68,11 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.mapped_file_size = mapped_file_size
         self.queue = MappedFileQueue(Path(root_dir) / topic / str(queue_id), mapped_file_size)
+        # pwrite, not a shared map: CPython's mmap keeps a dup() of the file's descriptor, so a
+        # mapped consume-queue file costs two descriptors, and a broker holds one file per queue
+        # with data (the chaos fuzz test saw 3 new queues take 6); the commit log maps only the
+        # segment being written.
+        self.queue.mapped = False
         self.max_physic_offset = -1
         """End (offset + size) of the last dispatched commit-log record."""
         self.min_logic_offset = 0
