@@ -166,20 +166,15 @@ def _pending(cluster: Any) -> int:
     return sum(1 for tx in list(service.pending.values()) if tx.producer_group == GROUP)
 
 
-def _count(namesrv: str, topic: str) -> collections.Counter[str]:
+def count_bodies(
+    namesrv: str, mqs: list[Any], group: str, idle_polls: int = 3, poll_s: float = 0.5
+) -> collections.Counter[str]:
+    """Every message body in ``mqs`` (MessageQueues, each read from its first offset until
+    ``idle_polls`` polls of ``poll_s`` seconds in a row return nothing), counted."""
     from tidemq.client.consumer.pull import PullConsumer
-    from tidemq.client.producer.producer import Producer
 
-    producer = Producer(namesrv_addr=namesrv, producer_group="bench-eos-route")
-    producer.start()
-    try:
-        mqs = producer.fetch_publish_message_queues(topic)
-    finally:
-        producer.shutdown()
     consumer = PullConsumer(
-        namesrv_addr=namesrv,
-        consumer_group=f"bench-eos-{topic}",
-        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
+        namesrv_addr=namesrv, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
     )
     consumer.assign(mqs)
     consumer.start()
@@ -188,13 +183,25 @@ def _count(namesrv: str, topic: str) -> collections.Counter[str]:
         for mq in mqs:
             consumer.seek_to_begin(mq)
         idle = 0
-        while idle < 3:
-            batch = consumer.poll(0.5)
+        while idle < idle_polls:
+            batch = consumer.poll(poll_s)
             idle = 0 if batch else idle + 1
             got.update(m.body.decode() for m in batch)
     finally:
         consumer.shutdown()
     return got
+
+
+def _count(namesrv: str, topic: str) -> collections.Counter[str]:
+    from tidemq.client.producer.producer import Producer
+
+    producer = Producer(namesrv_addr=namesrv, producer_group="bench-eos-route")
+    producer.start()
+    try:
+        mqs = producer.fetch_publish_message_queues(topic)
+    finally:
+        producer.shutdown()
+    return count_bodies(namesrv, mqs, f"bench-eos-{topic}")
 
 
 def _mode(cluster: Any, base: Path, tx: bool, trials: int, args: argparse.Namespace) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import tidemq.spark
+from bench.spark_eos import count_bodies
 from tests.spark.helpers import create_topic
-from tidemq.client.consumer.pull import PullConsumer
 from tidemq.protocol.message import MessageQueue
 from tidemq.spark.options import DEFAULT_TX_PRODUCER_GROUP
 from tidemq.spark.tx_state import FAULT_FILE, state_root
@@ -25,23 +25,7 @@ FILES = 3
 
 def _read_keys(namesrv: str, mqs: list[MessageQueue], group: str) -> collections.Counter[str]:
     """Every message body in ``mqs`` (read to each queue's end), counted."""
-    consumer = PullConsumer(
-        namesrv_addr=namesrv, consumer_group=group, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
-    )
-    consumer.assign(mqs)
-    consumer.start()
-    got: collections.Counter[str] = collections.Counter()
-    try:
-        for mq in mqs:
-            consumer.seek_to_begin(mq)
-        idle = 0
-        while idle < 2:
-            batch = consumer.poll(0.3)
-            idle = 0 if batch else idle + 1
-            got.update(m.body.decode() for m in batch)
-    finally:
-        consumer.shutdown()
-    return got
+    return count_bodies(namesrv, mqs, group, idle_polls=2, poll_s=0.3)
 
 
 def _input(tmp_path: Path) -> tuple[Path, set[str]]:
