@@ -6,7 +6,7 @@ from __future__ import annotations
 import platform
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tidemq.remoting.client import RemotingClient
@@ -118,3 +118,26 @@ async def create_topic(
     r = await client.invoke(addr, request, timeout)
     if r.code != ResponseCode.SUCCESS:
         raise RuntimeError(f"create topic {topic} failed: {r.code} {r.remark}")
+
+
+def spark_session(app_name: str) -> Any:
+    """A ``local[2]`` SparkSession for the Spark benches: Spark's Python processes through
+    tidemq's launcher, no UI, errors-only log, the tidemq format registered."""
+    import os
+
+    import tidemq.spark
+
+    os.environ["PYSPARK_PYTHON"] = tidemq.spark.python_launcher(sys.executable)
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    tidemq.spark.register(spark)
+    return spark

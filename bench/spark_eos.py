@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import interpreter
+from bench import interpreter, spark_session
 
 GROUP = "tidemq-spark-tx-writer"
 
@@ -44,19 +44,7 @@ def _driver(args: argparse.Namespace) -> None:
     """The driver process: run the query to its end (or until killed)."""
     import tidemq.spark
 
-    os.environ["PYSPARK_PYTHON"] = tidemq.spark.python_launcher(sys.executable)
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("bench-spark-eos")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    tidemq.spark.register(spark)
+    spark = spark_session("bench-spark-eos")
     tidemq.spark.use_filesystem_checkpoints(spark)
     query = (
         spark.readStream.schema("k string")

@@ -16,31 +16,15 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from typing import Any
 
-from bench import interpreter
+from bench import interpreter, spark_session
 
 
 def _session() -> Any:
-    import tidemq.spark
-
-    os.environ["PYSPARK_PYTHON"] = tidemq.spark.python_launcher(sys.executable)
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("bench-spark-sink")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    tidemq.spark.register(spark)
-    return spark
+    return spark_session("bench-spark-sink")
 
 
 def _write(df: Any, namesrv: str, topic: str, tx: bool) -> float:
