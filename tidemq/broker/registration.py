@@ -121,7 +121,11 @@ class BrokerRegistrar:
             tcm.take_unregistered()  # the full table below holds them
             wrapper = tcm.build_topic_config_serialize_wrapper()
             t0 = time.perf_counter()
-            ext, body = self._request(wrapper.topic_config_table, wrapper.data_version)
+            # encoding (and compressing) 50,000 topics takes a few hundred ms: off the loop; the
+            # wrapper is a copy of the table
+            ext, body = await asyncio.get_running_loop().run_in_executor(
+                None, self._request, wrapper.topic_config_table, wrapper.data_version
+            )
             await asyncio.gather(*(self._send(a, ext, body) for a in addrs))
             self.stats.full += 1
             self.stats.last_full_body_bytes = len(body)
