@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tidemq.client.api import PullResult, PullStatus
+from tidemq.client.api import PullResult
 from tidemq.client.config import PullConsumerConfig, apply_overrides
 from tidemq.client.consumer.consume_cache import ConsumeRequestCache
 from tidemq.client.consumer.handoff import InstanceLocks, QueueHandoff
@@ -33,7 +33,7 @@ from tidemq.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffs
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_api import PullAPIWrapper, process_pull_result
 from tidemq.client.consumer.pull_caller import CallerSide
-from tidemq.client.consumer.pull_service import PullRequest
+from tidemq.client.consumer.pull_core import PullRequest, PullVerdict
 from tidemq.client.consumer.pull_table import PullTable
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.selector import Selector, subscription_of
@@ -355,14 +355,14 @@ class AsyncPullConsumer:
         ``put`` a FOUND batch into the cache (counted as cached until polled)."""
         mq, pq = pr.message_queue, pr.process_queue
         self.pull_api.update_pull_from_which_node(mq, result.suggest_which_broker_id)
-        pr.next_offset = result.next_begin_offset
-        self.table.max_offsets[mq] = result.max_offset
-        if result.pull_status is PullStatus.FOUND and result.body:
-            count = _count_records(result.body)
-            with self._lock:
-                pq.msg_count += count  # counted as cached (flow control) until polled
-            put((mq, pq, result, sub, count))
-        elif result.pull_status is PullStatus.OFFSET_ILLEGAL:
+        verdict = pr.on_result(result)  # the kernel's status switch (pull_core.py)
+        if verdict is PullVerdict.FOUND:
+            if result.body:
+                count = _count_records(result.body)
+                with self._lock:
+                    pq.msg_count += count  # counted as cached (flow control) until polled
+                put((mq, pq, result, sub, count))
+        elif verdict is PullVerdict.ILLEGAL:  # PullTaskImpl's policy: go on from the broker's offset
             log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)
 
     @property

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from tidemq.client.api import ClientAPI, PullResult
 from tidemq.client.consumer.failure_log import FailureLog
 from tidemq.client.consumer.pull_api import process_pull_result
-from tidemq.client.consumer.pull_service import PullRequest
+from tidemq.client.consumer.pull_core import PullRequest
 from tidemq.client.direct import DirectConnection, DirectPool
 from tidemq.errors import ClientError, RemotingError, TideMQError
 from tidemq.protocol.body import SubscriptionData
@@ -220,7 +220,7 @@ class CallerSide:
                     mq in table.pulling
                     or pq.dropped
                     or pq.msg_count > cfg.pull_threshold_for_queue
-                    or table.max_offsets.get(mq, -1) <= pr.next_offset
+                    or pr.max_offset <= pr.next_offset
                 ):
                     continue
                 if best is None or pq.msg_count < best.process_queue.msg_count:
@@ -268,11 +268,11 @@ class CallerSide:
                 return  # given up: the pull task pulls this range again
             try:
                 if result is None:
-                    table.max_offsets.pop(mq, None)
+                    pr.max_offset = -1  # backlog unknown: not pulled along until the loop pulls it
                 elif not pr.process_queue.dropped:
                     core.pulled(pr, result, pending.sub, core.cache.put_from_thread)
             except Exception:  # a bug: never let it break the connection that read the answer
                 log.exception("handling the pull of %s sent along a commit failed", mq)
-                table.max_offsets.pop(mq, None)
+                pr.max_offset = -1
             finally:
                 del table.pulling[mq]

@@ -4,7 +4,8 @@ RocketMQ spreads this over ``PullMessageService`` (the thread that runs PullRequ
 ``DefaultMQPushConsumerImpl.pullMessage`` (the checks before a pull: dropped, paused, flow control,
 orderly lock; the pull itself) and its ``PullCallback`` (what an answer does: cache and dispatch
 FOUND messages, move the offset on NO_NEW_MSG, drop the queue on OFFSET_ILLEGAL, schedule the next
-pull). :class:`PushPullKernel` holds all of it for one :class:`~tidemq.client.consumer.push.AsyncPushConsumer`,
+pull); the queue's pull state and the answer's status switch are the sans-I/O kernel's
+(:class:`~tidemq.client.consumer.pull_core.QueuePull`, which a PullRequest is). :class:`PushPullKernel` holds all of it for one :class:`~tidemq.client.consumer.push.AsyncPushConsumer`,
 and its two ways of running a queue's pulls: the loop's :class:`PullMessageService`, and a
 :class:`~tidemq.client.consumer.queue_lane.QueueLane` thread for a queue that is caught up (the
 kernel is the lanes' :class:`~tidemq.client.consumer.queue_lane.LaneHost`; the ``lane_*`` methods run
@@ -20,14 +21,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tidemq.client.api import PullResult, PullStatus
+from tidemq.client.api import PullResult
 from tidemq.client.consumer.consume_service import ConsumeMessageConcurrentlyService
 from tidemq.client.consumer.offset_store import ReadOffsetType
 from tidemq.client.consumer.process_queue import ProcessQueue, check_flow_control
 from tidemq.client.consumer.pull_api import PullKernelFields
-from tidemq.client.consumer.pull_service import PullMessageService, PullRequest
+from tidemq.client.consumer.pull_core import PullRequest, PullVerdict
+from tidemq.client.consumer.pull_service import PullMessageService
 from tidemq.client.consumer.queue_lane import QueueLane
 from tidemq.errors import TideMQError
 from tidemq.protocol.body import SubscriptionData
@@ -67,7 +69,6 @@ class PushPullKernel:
         self.lanes_enabled = False
         self.paused = False
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._background: set[asyncio.Task[None]] = set()
 
     def enable_lanes(self, consume: object) -> None:
         """Turn lanes on when they fit: ``queue_lanes`` set, no ACL signing (a lane's connection does
@@ -138,15 +139,15 @@ class PushPullKernel:
             return
         if pq.dropped or not self.consumer.running:
             return
-        pr.suggest_which_broker_id = result.suggest_which_broker_id
         self.consumer.pull_api.process_pull_result(mq, result, sub)
-        await self._on_pull_result(pr, result)
+        self._on_pull_result(pr, result)
 
-    async def _on_pull_result(self, pr: PullRequest, result: Any) -> None:
+    def _on_pull_result(self, pr: PullRequest, result: PullResult) -> None:
+        """The ``PullCallback``: the kernel's verdict (``pull_core.py``), then hand FOUND messages
+        to the ProcessQueue and the consume service and schedule the next pull."""
         pq, mq = pr.process_queue, pr.message_queue
-        status = result.pull_status
-        if status is PullStatus.FOUND:
-            pr.next_offset = result.next_begin_offset
+        verdict = pr.on_result(result)
+        if verdict is PullVerdict.FOUND:
             msgs: list[MessageExt] = result.msg_found_list
             if msgs:
                 dispatch = pq.put_messages(msgs)
@@ -158,24 +159,28 @@ class PushPullKernel:
             if self.consumer.config.pull_interval > 0:
                 self.service.execute_pull_request_later(pr, self.consumer.config.pull_interval)
             else:
-                self._pull_next(pr, caught_up=result.max_offset <= result.next_begin_offset)
-        elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
-            pr.next_offset = result.next_begin_offset
+                self._pull_next(pr, caught_up=result.max_offset <= pr.next_offset)
+        elif verdict is PullVerdict.EMPTY:
             if pq.msg_count == 0:  # correctTagsOffset
                 self.consumer.offset_store.update_offset(mq, pr.next_offset, True)
             self._pull_next(pr, caught_up=True)
-        else:  # OFFSET_ILLEGAL
-            log.warning("the pull request offset illegal, %s next offset %d", mq, result.next_begin_offset)
-            pr.next_offset = result.next_begin_offset
-            pq.dropped = True
+        else:
+            self._offset_illegal(pr)
 
-            async def fix() -> None:
-                self.consumer.offset_store.update_offset(mq, pr.next_offset, False)
-                await self.consumer.offset_store.persist(mq)
-                self.consumer.rebalancer.process_queue_table.pop(mq, None)
-                self.consumer.instance.rebalance_immediately()
+    def _offset_illegal(self, pr: PullRequest) -> None:
+        """The push consumer's OFFSET_ILLEGAL policy (``PullCallback``): drop the queue; after 10 s
+        store and persist the broker's corrected offset, forget the queue and rebalance."""
+        mq = pr.message_queue
+        log.warning("the pull request offset illegal, %s next offset %d", mq, pr.next_offset)
+        pr.process_queue.dropped = True
 
-            self.service.execute_task_later(fix, 10.0)
+        async def fix() -> None:
+            self.consumer.offset_store.update_offset(mq, pr.next_offset, False)
+            await self.consumer.offset_store.persist(mq)
+            self.consumer.rebalancer.process_queue_table.pop(mq, None)
+            self.consumer.instance.rebalance_immediately()
+
+        self.service.execute_task_later(fix, 10.0)
 
     def _pull_fields(self, pr: PullRequest, sub: SubscriptionData) -> PullKernelFields:
         """The fields of ``pr``'s next pull (``pullMessage``'s call of ``pullKernelImpl``): the
@@ -270,11 +275,9 @@ class PushPullKernel:
         else:
             self.service.execute_pull_request_immediately(pr)
 
-    def lane_pull_result(self, pr: PullRequest, result: PullResult) -> None:
+    def lane_offset_illegal(self, pr: PullRequest) -> None:
         if self.consumer.running and not pr.process_queue.dropped:
-            task = asyncio.ensure_future(self._on_pull_result(pr, result))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._offset_illegal(pr)
 
     def lane_empty_pull(self, mq: MessageQueue, offset: int) -> None:
         if self.consumer.running:

@@ -1,9 +1,10 @@
-"""PullRequest, PullMessageService and pull-result processing.
+"""PullMessageService; PullRequest and pull-result processing re-exported.
 
-Mirrors RocketMQ's ``PullRequest``, ``PullMessageService`` (here: each pull is an asyncio task
+Mirrors RocketMQ's ``PullMessageService`` (here: each pull is an asyncio task
 scheduled now or after a delay, instead of one thread draining a queue) and
 ``process_pull_result`` (re-exported from :mod:`tidemq.client.consumer.pull_api`, where the one
-pull path lives).
+pull path lives). ``PullRequest`` lives with the pull kernel in
+:mod:`tidemq.client.consumer.pull_core`.
 """
 
 from __future__ import annotations
@@ -11,37 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 
-from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_api import process_pull_result
-from tidemq.protocol.message import MessageQueue
+from tidemq.client.consumer.pull_core import PullRequest
 from tidemq.remoting.eager import start_eagerly
 
 __all__ = ["PullMessageService", "PullRequest", "process_pull_result"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class PullRequest:
-    """One owned queue's pull state. Mirrors ``PullRequest``.
-
-    Attributes:
-        consumer_group: the group.
-        message_queue: the queue.
-        process_queue: its cache.
-        next_offset: offset of the next pull.
-        previously_locked: orderly only.
-    """
-
-    consumer_group: str
-    message_queue: MessageQueue
-    process_queue: ProcessQueue
-    next_offset: int
-    previously_locked: bool = False
-    suggest_which_broker_id: int = 0
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 class PullMessageService:

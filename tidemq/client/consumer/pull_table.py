@@ -9,8 +9,6 @@ table, always under :attr:`PullTable.lock` (re-entrant; held for short sections 
 * ``pulling``: who has a pull of the queue in flight, :data:`LOOP` (its pull task) or a
   ``CallerPull`` (a blocking commit's). One pull at a time per queue, so its batches reach the
   cache in queue order;
-* ``max_offsets``: the broker's max offset of each queue from its latest pull (a backlog is known
-  when it is above the PullRequest's next offset);
 * ``committed``: the offset last committed for each queue (a commit sends only what changed).
 
 Mirrors no single RocketMQ class: ``DefaultLitePullConsumerImpl`` keeps the same state in its
@@ -23,7 +21,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from tidemq.client.consumer.pull_service import PullRequest
+from tidemq.client.consumer.pull_core import PullRequest
 from tidemq.protocol.message import MessageQueue
 
 if TYPE_CHECKING:
@@ -48,7 +46,6 @@ class PullTable:
         self.lock = threading.RLock()
         self.requests: dict[MessageQueue, PullRequest] = {}
         self.pulling: dict[MessageQueue, CallerPull | str] = {}
-        self.max_offsets: dict[MessageQueue, int] = {}
         self.committed: dict[MessageQueue, int] = {}
 
     def set_request(self, pr: PullRequest) -> None:

@@ -36,8 +36,8 @@ from tidemq.client.consumer.offset_store import (
 )
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_api import PullAPIWrapper
+from tidemq.client.consumer.pull_core import PullRequest
 from tidemq.client.consumer.pull_kernel import PushPullKernel
-from tidemq.client.consumer.pull_service import PullRequest
 from tidemq.client.consumer.rebalance import Rebalancer
 from tidemq.client.consumer.selector import Selector, subscription_of
 from tidemq.client.consumer.start_offset import compute_pull_from_where

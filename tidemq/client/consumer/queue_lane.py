@@ -47,9 +47,9 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidemq.client.api import ClientAPI, PullResult, PullStatus
+from tidemq.client.api import ClientAPI, PullResult
 from tidemq.client.consumer.process_queue import ProcessQueue
-from tidemq.client.consumer.pull_service import PullRequest
+from tidemq.client.consumer.pull_core import PullRequest, PullVerdict
 from tidemq.client.direct import DirectConnection
 from tidemq.errors import TideMQError
 from tidemq.protocol.body import SubscriptionData
@@ -95,8 +95,10 @@ class LaneHost(Protocol):
         """On the loop: pull ``pr`` on the loop's path after ``delay`` seconds."""
         ...
 
-    def lane_pull_result(self, pr: PullRequest, result: PullResult) -> None:
-        """On the loop: handle a result the lane does not (OFFSET_ILLEGAL), as the loop's own."""
+    def lane_offset_illegal(self, pr: PullRequest) -> None:
+        """On the loop: apply the consumer's OFFSET_ILLEGAL policy to ``pr`` (its offset already
+        corrected by :meth:`~tidemq.client.consumer.pull_core.QueuePull.on_result`), as for the loop's
+        own pulls."""
         ...
 
     def lane_empty_pull(self, mq: MessageQueue, offset: int) -> None:
@@ -216,17 +218,15 @@ class QueueLane:
                 log.warning("pull of %s failed: %s; retrying in %gs", mq, exc, self.retry_delay)
                 self._hand_back(self.retry_delay)
                 return
-            pr.suggest_which_broker_id = result.suggest_which_broker_id
-            status = result.pull_status
-            if status is PullStatus.OFFSET_ILLEGAL:
+            verdict = pr.on_result(result)  # the kernel's status switch (pull_core.py)
+            if verdict is PullVerdict.ILLEGAL:
                 self._stop.set()
-                self._to_loop(host.lane_pull_result, pr, result)
+                self._to_loop(host.lane_offset_illegal, pr)
                 return
-            pr.next_offset = result.next_begin_offset
-            msgs = result.msg_found_list if status is PullStatus.FOUND else None
+            msgs = result.msg_found_list if verdict is PullVerdict.FOUND else None
             if msgs:
                 pq.put_messages(msgs)
-                if result.max_offset > result.next_begin_offset:  # a backlog: the loop's job
+                if pr.max_offset > pr.next_offset:  # a backlog: the loop's job
                     host.lane_consume(msgs, pq, mq, False)
                     self._hand_back(0.0)
                     return

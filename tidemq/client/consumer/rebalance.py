@@ -27,7 +27,7 @@ from typing import Protocol
 
 from tidemq.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from tidemq.client.consumer.process_queue import ProcessQueue
-from tidemq.client.consumer.pull_service import PullRequest
+from tidemq.client.consumer.pull_core import PullRequest
 from tidemq.client.consumer.rebalance_plan import RebalancePlan, plan_rebalance
 from tidemq.errors import ClientError
 from tidemq.protocol.body import SubscriptionData
