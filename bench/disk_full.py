@@ -63,7 +63,7 @@ def readable(cluster: Cluster, topic: str) -> list[bytes]:
     """Every body a consumer of ``topic`` can read now, in queue order."""
     store = cluster.broker.store
     out: list[bytes] = []
-    for qid in store.topics_and_queues().get(topic, []):
+    for qid in store.consume_queues.topics_and_queues().get(topic, []):
         offset = store.get_min_offset_in_queue(topic, qid)
         while True:
             result = store.get_message("b", topic, qid, offset, 32, None)
@@ -176,7 +176,7 @@ async def backlog_run(fs: Path, store: dict[str, Any]) -> dict[str, Any]:
         finally:
             await producer.shutdown()
         broker = cluster.broker
-        for qid in broker.store.topics_and_queues()["Backlog"]:
+        for qid in broker.store.consume_queues.topics_and_queues()["Backlog"]:
             broker.consumer_offset_manager.commit_offset("b", "g", "Backlog", qid, 0)
         fill_to(fs, 85)
         for _ in range(3):

@@ -159,7 +159,7 @@ def verify(store_dir: Path, acks: Acks) -> tuple[int, list[str]]:
     readable = 0
     try:
         by_queue_offset: dict[tuple[int, int], str] = {}
-        for qid in store.topics_and_queues().get(TOPIC, []):
+        for qid in store.consume_queues.topics_and_queues().get(TOPIC, []):
             offset = store.get_min_offset_in_queue(TOPIC, qid)
             while (
                 res := store.get_message("verify", TOPIC, qid, offset, 32, None)
@@ -173,7 +173,7 @@ def verify(store_dir: Path, acks: Acks) -> tuple[int, list[str]]:
         for body, qid, qoff, phy in acks.items:
             ok = by_queue_offset.get((qid, qoff)) == body if qid >= 0 else body in at_offset.get(qoff, set())
             if ok and phy >= 0:
-                msg = store.look_message_by_offset(phy)
+                msg = store.lookup.look_message_by_offset(phy)
                 ok = msg is not None and msg.body.decode(errors="replace") == body
             if ok:
                 readable += 1

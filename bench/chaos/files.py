@@ -76,7 +76,7 @@ class _Collect(logging.Handler):
 
 def _read_all(store: Any) -> set[tuple[str, int, int, bytes]]:
     out: set[tuple[str, int, int, bytes]] = set()
-    for topic, qids in store.topics_and_queues().items():
+    for topic, qids in store.consume_queues.topics_and_queues().items():
         if topic == SCHEDULE:
             continue
         for q in qids:

@@ -92,8 +92,8 @@ async def test_slave_holds_the_masters_log_byte_for_byte_across_segments(tmp_pat
         )
         assert len(segment_bytes(master)) >= 5
         assert segment_bytes(slave) == segment_bytes(master)
-        queues = master.store.topics_and_queues()[TOPIC]
-        assert slave.store.topics_and_queues()[TOPIC] == queues
+        queues = master.store.consume_queues.topics_and_queues()[TOPIC]
+        assert slave.store.consume_queues.topics_and_queues()[TOPIC] == queues
         for q in queues:  # its own consume queues, built from the replicated records
             n = master.store.get_max_offset_in_queue(TOPIC, q)
             assert slave.store.get_max_offset_in_queue(TOPIC, q) == n

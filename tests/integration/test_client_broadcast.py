@@ -33,7 +33,7 @@ def caught_up(consumer: PushConsumer, cluster: ClusterThread) -> bool:
     store = cluster.broker.store
     queues = {mq: pq for mq, pq in consumer.core.owned_process_queues().items() if mq.topic == "BcT"}
     table = consumer.core.offset_store.clone_offset_table("BcT")
-    return len(queues) == len(store.topics_and_queues().get("BcT", [])) and all(
+    return len(queues) == len(store.consume_queues.topics_and_queues().get("BcT", [])) and all(
         pq.msg_count == 0 and table.get(mq, -1) == store.get_max_offset_in_queue("BcT", mq.queue_id)
         for mq, pq in queues.items()
     )

@@ -30,7 +30,10 @@ def nothing_pending(cluster: Cluster, group: str, delivered: int) -> bool:
         ):
             return False
     retry = f"%RETRY%{group}"
-    copies = sum(store.get_max_offset_in_queue(retry, q) for q in store.topics_and_queues().get(retry, []))
+    copies = sum(
+        store.get_max_offset_in_queue(retry, q)
+        for q in store.consume_queues.topics_and_queues().get(retry, [])
+    )
     return delivered == 1 + copies
 
 

@@ -21,7 +21,7 @@ def visible(cluster: Cluster, topic: str) -> list[MessageExt]:
     """What a consumer of ``topic`` can read now (every queue, from offset 0)."""
     store = cluster.broker.store
     out: list[MessageExt] = []
-    for qid in store.topics_and_queues().get(topic, []):
+    for qid in store.consume_queues.topics_and_queues().get(topic, []):
         result = store.get_message("t", topic, qid, 0, 32, None)
         out += [m for buf in result.message_buffers for m in decode_messages(buf)]
     return out

@@ -54,7 +54,7 @@ async def test_half_invisible_until_commit_then_once(wire: Wire) -> None:
     service = wire.cluster.broker.transaction_service
     assert service is not None
     image = service.find_half(half.commit_log_offset, 0, "PG")  # served from memory: the same record
-    stored = wire.cluster.broker.store.look_message_by_offset(half.commit_log_offset)
+    stored = wire.cluster.broker.store.lookup.look_message_by_offset(half.commit_log_offset)
     assert isinstance(image, MessageExt) and image is not stored and stored is not None
     fields = ("topic", "body", "flag", "queue_id", "queue_offset", "sys_flag", "born_timestamp", "born_host")
     fields += (

@@ -142,7 +142,7 @@ def stored_messages(broker: Any, topic: str) -> dict[int, list[Any]]:
 
     store = broker.store
     out: dict[int, list[Any]] = {}
-    for queue_id in store.topics_and_queues().get(topic, []):
+    for queue_id in store.consume_queues.topics_and_queues().get(topic, []):
         msgs: list[Any] = []
         offset = store.get_min_offset_in_queue(topic, queue_id)
         end = store.get_max_offset_in_queue(topic, queue_id)
@@ -162,7 +162,7 @@ def stored_count(broker: Any, topic: str) -> int:
     store = broker.store
     return sum(
         store.get_max_offset_in_queue(topic, q) - store.get_min_offset_in_queue(topic, q)
-        for q in store.topics_and_queues().get(topic, [])
+        for q in store.consume_queues.topics_and_queues().get(topic, [])
     )
 
 

@@ -183,7 +183,7 @@ async def test_unconsumed_backlog_survives_a_full_disk_until_the_operator_forces
                 await producer.send(Message("Backlog", body))
         finally:
             await producer.shutdown()
-        queues = broker.store.topics_and_queues()["Backlog"]
+        queues = broker.store.consume_queues.topics_and_queues()["Backlog"]
         for qid in queues:  # group g subscribed and has consumed nothing
             broker.consumer_offset_manager.commit_offset("t", "g", "Backlog", qid, 0)
         fill_to(small_fs, 80)  # above diskMaxUsedSpaceRatio (75), below the warning level (90)

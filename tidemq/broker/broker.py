@@ -543,8 +543,8 @@ class Broker:
         store = self.store
 
         def work() -> None:
-            store.delete_expired_files(scheduled=self.is_time_to_delete())
-            store.clean_expired_consume_queue()
+            store.retention.delete_expired_files(scheduled=self.is_time_to_delete())
+            store.retention.clean_expired_consume_queue()
             store.disk_guard.check(store.get_max_phy_offset())
 
         await self.loop.run_in_executor(None, work)

@@ -53,7 +53,7 @@ def recreate_missing_topics(broker: Broker, *, files_missing: bool = False) -> l
     tcm = broker.topic_config_manager
     known = set(tcm.topics())
     created: list[str] = []
-    for topic, queue_ids in sorted(broker.store.topics_and_queues().items()):
+    for topic, queue_ids in sorted(broker.store.consume_queues.topics_and_queues().items()):
         if topic in known or topic == SCHEDULE_TOPIC or not queue_ids:
             continue
         queues = max(queue_ids) + 1
@@ -86,7 +86,7 @@ def _holds_messages(broker: Broker) -> bool:
     """Whether any non-system queue of the store holds a message (else: a first start)."""
     return any(
         broker.store.get_max_offset_in_queue(t, q) > 0
-        for t, qs in broker.store.topics_and_queues().items()
+        for t, qs in broker.store.consume_queues.topics_and_queues().items()
         if not is_system_topic(t)
         for q in qs
     )
@@ -95,7 +95,7 @@ def _holds_messages(broker: Broker) -> bool:
 def known_groups(broker: Broker) -> list[str]:
     """Consumer groups the broker can name without the offsets file (sorted)."""
     groups = {g for g in broker.subscription_group_manager.subscription_group_table if not is_system_group(g)}
-    for topic in broker.store.topics_and_queues():
+    for topic in broker.store.consume_queues.topics_and_queues():
         group = group_of_retry_topic(topic)
         if group:
             groups.add(group)

@@ -43,7 +43,7 @@ def consumer_floors(broker: Broker) -> dict[TopicQueueKey, dict[str, int]]:
         topic, _, group = key.partition("@")
         for qid, offset in queues.items():
             floors.setdefault((topic, qid), {})[group] = offset
-    queues_of = broker.store.topics_and_queues()
+    queues_of = broker.store.consume_queues.topics_and_queues()
     for group, info in list(broker.consumer_manager.consumer_table.items()):
         if info.message_model != MessageModel.CLUSTERING or info.consume_from_where not in _FROM_FIRST:
             continue

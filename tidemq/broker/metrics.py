@@ -169,7 +169,7 @@ def _group_rows(broker: Broker) -> list[_GroupRow]:
             lag = max(max_off - committed, 0)
             row.diff += lag
             if lag > 0:
-                ts = store.get_message_store_timestamp(topic, qid, committed)
+                ts = store.lookup.get_message_store_timestamp(topic, qid, committed)
                 if ts > 0 and (oldest == 0 or ts < oldest):
                     oldest = ts
         row.latency_ms = max(now_ms - oldest, 0) if oldest else 0

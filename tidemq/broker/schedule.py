@@ -323,7 +323,7 @@ class ScheduleMessageService:
         due = correct_deliver_timestamp(now, unit.tags_code, delay_ms)
         if due > now:
             return (due - now) / 1000.0
-        msg = self.store.look_message_by_offset(unit.commit_log_offset)
+        msg = self.store.lookup.look_message_by_offset(unit.commit_log_offset)
         if msg is None:
             log.warning(
                 "delay level %d: no message at commit-log offset %d (queue offset %d); skipped",

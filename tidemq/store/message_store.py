@@ -1,4 +1,4 @@
-"""The message store: commit log + consume queues + recovery + retention.
+"""The message store: commit log + consume queues + recovery + lookups + retention.
 
 Mirrors RocketMQ's ``DefaultMessageStore`` (with the dispatch of ``ReputMessageService`` done
 synchronously inside the put, or just after it). Plain synchronous Python over files: no threads, no
@@ -6,56 +6,54 @@ asyncio. Puts are serialised by one lock; reads run concurrently; ``flush()`` ma
 another thread while puts happen (the broker calls it periodically for ASYNC_FLUSH and before
 answering a SYNC_FLUSH send).
 
-The put path itself (encoding, size checks, the append, queue offsets: RocketMQ's
-``CommitLog.putMessage(s)``) is :class:`~tidemq.store.put.CommitLogPut` in ``tidemq/store/put.py``;
-this module keeps the lifecycle and recovery, the dispatch of scheduled puts, flushing, the reads and
-lookups, and retention.
+:class:`MessageStore` keeps the lifecycle, the dispatch of scheduled puts, flushing and the pull
+read, and delegates the rest to components it owns, as RocketMQ's store does to its services:
+
+* the put path (encoding, size checks, the append, queue offsets: RocketMQ's
+  ``CommitLog.putMessage(s)``): :class:`~tidemq.store.put.CommitLogPut` (``put.py``);
+* the consume-queue table, its files and manifest: ``store.consume_queues``,
+  :class:`~tidemq.store.cq_store.ConsumeQueueStore` (``cq_store.py``);
+* start-up and recovery: ``store.recovery``, :class:`~tidemq.store.recovery.StoreRecovery`;
+* lookups by store time, commit-log offset and key: ``store.lookup``,
+  :class:`~tidemq.store.lookup.MessageLookup` (``lookup.py``);
+* retention and cleaning (``CleanCommitLogService``, ``CleanConsumeQueueService``):
+  ``store.retention``, :class:`~tidemq.store.retention.CommitLogRetention` (``retention.py``).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tidemq.errors import ProtocolError, StoreError
-from tidemq.protocol.message import MessageExt
-from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo, decode_message
-from tidemq.store.allocate import AllocateMappedFileService, discard_warm_files
+from tidemq.store.allocate import AllocateMappedFileService
 from tidemq.store.checkpoint import StoreCheckpoint
 from tidemq.store.commit_log import CommitLog
 from tidemq.store.config import SYNC_FLUSH, MessageStoreConfig
 from tidemq.store.consume_queue import ConsumeQueue
 from tidemq.store.cq_prepare import ConsumeQueuePreparer
-from tidemq.store.disk import NO_SPACE_ERRNOS, DiskSpaceGuard, DiskUsage, disk_usage
+from tidemq.store.cq_store import ConsumeQueueStore
+from tidemq.store.disk import NO_SPACE_ERRNOS, DiskSpaceGuard, disk_usage
+from tidemq.store.dispatcher import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # re-exported
 from tidemq.store.dispatcher import (
-    CONSUMABLE,
     Arrival,
     CommitLogDispatcher,
     PutRecords,
     PutRun,
     TopicQueueKey,
 )
-from tidemq.store.dispatcher import SCHEDULE_TOPIC as SCHEDULE_TOPIC  # re-exported
 from tidemq.store.dispatcher import tags_string_to_tags_code as tags_string_to_tags_code  # re-exported
 from tidemq.store.filtered_scan import RecordFilter
-from tidemq.store.index import IndexService, QueryMessageResult, query_message
+from tidemq.store.index import IndexService
 from tidemq.store.lock import StoreLock
+from tidemq.store.lookup import MessageLookup
 from tidemq.store.message_reader import MessageReader
 from tidemq.store.put import CommitLogPut
-from tidemq.store.repair import (
-    check_consume_queue,
-    load_manifest,
-    missing_from_manifest,
-    move_queue_aside,
-    pad_short_segments,
-    rebuild_consume_queues,
-    save_manifest,
-)
+from tidemq.store.recovery import StoreRecovery
 from tidemq.store.results import (
     GetMessageResult,
     MessageExtBatch,
@@ -69,7 +67,6 @@ log = logging.getLogger(__name__)
 MessageArrivingListener = Callable[[str, int, int, int, int], None]
 """``(topic, queue_id, max_offset_after_put, tags_code, store_timestamp_ms)``, after every put."""
 
-_CONSUMABLE = CONSUMABLE
 FIRST_WARM_WAIT = 30.0
 """Seconds :meth:`MessageStore.load` waits for the first segment's warm (warm segments only)."""
 
@@ -92,6 +89,29 @@ def _open_commit_log(config: MessageStoreConfig, room: Callable[[int], bool]) ->
     if config.warm_commit_log:
         commit_log.queue.allocator = AllocateMappedFileService(config.mapped_file_size_commit_log, room=room)
     return commit_log
+
+
+def _room_for(config: MessageStoreConfig, nbytes: int) -> bool:
+    """Whether ``nbytes`` more (a warm segment) keep the commit log's disk at or below
+    ``disk_space_warning_level_ratio`` with one largest message to spare."""
+    try:
+        usage = disk_usage(config.commit_log_dir)
+    except OSError:
+        return False
+    spare = usage.available - nbytes
+    return (
+        usage.percent_after(nbytes) <= config.disk_space_warning_level_ratio
+        and spare >= config.max_message_size
+    )
+
+
+def _disk_guard(config: MessageStoreConfig) -> DiskSpaceGuard:
+    """The guard that refuses puts while the commit log's disk is full (``disk.py``)."""
+    return DiskSpaceGuard(
+        config.commit_log_dir,
+        lambda: config.disk_space_warning_level_ratio,  # updateBrokerConfig: at the next check
+        min_free_bytes=config.max_message_size,
+    )
 
 
 def _index_service(root: Path, config: MessageStoreConfig) -> IndexService | None:
@@ -121,9 +141,12 @@ class MessageStore:
         self.config = config
         self.store_host = store_host
         self.root = Path(config.store_path_root_dir)
-        self.commit_log = _open_commit_log(config, self._room_for)
+        self.commit_log = _open_commit_log(config, functools.partial(_room_for, config))
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint")
-        self.consume_queue_table: dict[TopicQueueKey, ConsumeQueue] = {}
+        self.consume_queues = ConsumeQueueStore(config, self.root, self._settle)
+        """The consume queues, their files and manifest (``cq_store.py``)."""
+        self.consume_queue_table = self.consume_queues.table
+        """``{(topic, queue_id): ConsumeQueue}`` (``consumeQueueTable``; the dict of :attr:`consume_queues`)."""
         self.topic_queue_table: dict[TopicQueueKey, int] = {}
         """Next queue offset of each queue (``CommitLog.topicQueueTable``)."""
         self.message_arriving_listener: MessageArrivingListener | None = None
@@ -135,8 +158,8 @@ class MessageStore:
         self._flush_lock = threading.Lock()
         self._commit_log_flush_lock = threading.Lock()
         self._delay_table = config.delay_level_table()
-        self._memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
-        self._reader = MessageReader(self.commit_log, config, self._memory_limit)
+        memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
+        self._reader = MessageReader(self.commit_log, config, memory_limit)
         self._last_store_timestamp = 0
         self._flushed_offset = 0
         self._last_cq_flush = 0.0
@@ -147,22 +170,26 @@ class MessageStore:
         """Refuse puts (SERVICE_NOT_AVAILABLE): a slave only appends what its master sends (store/ha)."""
         self.recovered_abnormally = False
         """Whether :meth:`load` found an ``abort`` file (the last run did not shut down cleanly)."""
-        self._manifest: dict[TopicQueueKey, int] = {}
-        self.dispatcher = CommitLogDispatcher(self._consume_queue_for, self.index_service, self._delay_table)
+        self.dispatcher = CommitLogDispatcher(
+            self.consume_queues.find_or_create, self.index_service, self._delay_table
+        )
         """Consume-queue + index dispatch for puts, recovery, rebuilds and the HA slave."""
         self.lock = StoreLock(self.root)
         """The exclusive lock on ``<root>/lock``, taken by :meth:`load`, dropped by :meth:`shutdown`."""
         self._put = CommitLogPut(self)
         """Every put goes through it (under :attr:`_put_lock`)."""
-        self.disk_guard = DiskSpaceGuard(
-            config.commit_log_dir,
-            lambda: config.disk_space_warning_level_ratio,  # updateBrokerConfig: at the next check
-            min_free_bytes=config.max_message_size,
-        )
+        self.disk_guard = _disk_guard(config)
         """Refuses puts while the disk is full (PutMessageStatus.DISK_FULL, ``disk.py``)."""
         self.disk_guard.listeners.append(self._on_disk_state)
         self.retention = CommitLogRetention(self)
-        """Which segments may go, given consumers' progress (``retention.py``)."""
+        """Which segments may go, given consumers' progress; deletes them and cleans the consume
+        queues and the index after them (``retention.py``)."""
+        self.recovery = StoreRecovery(self)
+        """Opens and recovers the files in :meth:`load` (``recovery.py``)."""
+        self.lookup = MessageLookup(
+            self.commit_log, self.find_consume_queue, self._reader, self.index_service, self._settle
+        )
+        """Lookups by queue offset, store time, commit-log offset and key (``lookup.py``)."""
         self.consume_queue_preparer = ConsumeQueuePreparer(
             config.consume_queue_dir, config.mapped_file_size_consume_queue
         )
@@ -186,132 +213,18 @@ class MessageStore:
         """
         self.lock.acquire()  # before the abort file: it belongs to the lock holder only
         try:
-            self._load_locked()
+            end = self.recovery.recover()
+            self._flushed_offset = end
+            self._last_cq_flush = time.monotonic()
+            self.disk_guard.check(end)  # a store opened on a full disk refuses puts from the start
+            queue = self.commit_log.queue
+            queue.request_next()  # with warm segments: the next one gets ready now
+            if queue.allocator is not None and queue.last() is None:
+                queue.allocator.wait_ready(FIRST_WARM_WAIT)  # the first put does not wait on the disk
         except BaseException:
             self.lock.release()
             raise
-
-    def _load_locked(self) -> None:
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            Path(self.config.consume_queue_dir).mkdir(parents=True, exist_ok=True)
-            Path(self.config.commit_log_dir).mkdir(parents=True, exist_ok=True)
-            abort = self.root / "abort"
-            abnormal = abort.exists()
-            abort.touch()
-        except OSError as exc:
-            raise StoreError(f"cannot use store directory {self.root}: {exc}") from exc
-        self.recovered_abnormally = abnormal
-        self.commit_log.damaged_dir = self.root / "damaged"
-        discard_warm_files(Path(self.config.commit_log_dir))  # a warm segment the last run did not use
-        padded = pad_short_segments(Path(self.config.commit_log_dir), self.config.mapped_file_size_commit_log)
-        self.commit_log.load()
-        damaged = self._load_consume_queues()
-        cp = self.checkpoint
-        cp.load()
-        for cq in self.consume_queue_table.values():
-            cq.recover(thorough=abnormal)
-        last = self.commit_log.queue.last()
-        dispatch_from = cp.logics_offset if cp.valid else 0
-        if abnormal:
-            start = min(cp.physic_offset, cp.logics_offset) if cp.valid else 0
-            log.warning("store %s was not shut down cleanly; recovering from offset %d", self.root, start)
-        else:
-            start = min(last.file_from_offset if last else 0, dispatch_from)
-        if padded is not None:  # a truncated segment: re-check it and everything after it
-            start = min(start, padded)
-        index = self.index_service
-        if index is not None:
-            index.load(not abnormal, cp.index_msg_timestamp if cp.valid else 0)
-            start = min(start, index.end_phy_offset)
-        end = self.commit_log.recover(
-            start,
-            self.config.check_crc_on_recover or abnormal,
-            lambda info: self._redispatch(info, dispatch_from),
-        )
-        if index is not None:
-            index.truncate(end)
-            cp.index_msg_timestamp = index.flush()
-        min_phy = self.commit_log.get_min_offset()
-        for key, cq in self.consume_queue_table.items():
-            cq.truncate_dirty_logic_files(end)
-            cq.correct_min_offset(min_phy)
-            self.topic_queue_table[key] = cq.get_max_offset_in_queue()
-        self._check_consume_queues(damaged, end, thorough=abnormal)
-        self._flushed_offset = end
-        cp.physic_offset = cp.logics_offset = end
-        self.checkpoint.flush()
-        self._last_cq_flush = time.monotonic()
-        self.disk_guard.check(end)  # a store opened on a full disk refuses puts from the start
-        queue = self.commit_log.queue
-        queue.request_next()  # with warm segments: the next one gets ready now
-        if queue.allocator is not None and queue.last() is None:
-            queue.allocator.wait_ready(FIRST_WARM_WAIT)  # the first put does not wait on the disk
         self._running = True
-
-    def _load_consume_queues(self) -> dict[TopicQueueKey, str]:
-        """Open every consume queue; one that cannot be opened is moved aside and reported for rebuild."""
-        root = Path(self.config.consume_queue_dir)
-        damaged: dict[TopicQueueKey, str] = {}
-        for topic_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-            for qdir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
-                if not qdir.name.isdigit():
-                    log.warning("ignoring %s: not a queue id", qdir)
-                    continue
-                key = (topic_dir.name, int(qdir.name))
-                discard_warm_files(qdir)  # a first file being prepared when the last run stopped
-                cq = ConsumeQueue(key[0], key[1], root, self.config.mapped_file_size_consume_queue)
-                try:
-                    cq.load()
-                except StoreError as exc:
-                    aside = move_queue_aside(qdir, self.root / "damaged")
-                    damaged[key] = f"unreadable ({exc}; its files are kept in {aside})"
-                    cq = ConsumeQueue(key[0], key[1], root, self.config.mapped_file_size_consume_queue)
-                self.consume_queue_table[key] = cq
-        return damaged
-
-    def _check_consume_queues(self, damaged: dict[TopicQueueKey, str], end: int, *, thorough: bool) -> None:
-        """Check every consume queue against the commit log and the manifest; rebuild the damaged
-        ones from the commit log (``tidemq/store/repair.py``, one WARNING per queue)."""
-        for key, why in missing_from_manifest(load_manifest(self.root), self.consume_queue_table).items():
-            damaged.setdefault(key, why)
-        for key, cq in self.consume_queue_table.items():
-            if key not in damaged:
-                problem = check_consume_queue(cq, self.commit_log, end, thorough)
-                if problem is not None:
-                    damaged[key] = f"damaged ({problem})"
-        if damaged:
-            rebuild_consume_queues(
-                self.commit_log, damaged, self._reset_consume_queue, self._dispatch_rebuilt
-            )
-            for key in damaged:
-                self.topic_queue_table[key] = self.consume_queue_table[key].get_max_offset_in_queue()
-        self._save_manifest()
-
-    def _reset_consume_queue(self, key: TopicQueueKey) -> ConsumeQueue:
-        old = self.consume_queue_table.pop(key, None)
-        if old is not None:
-            old.destroy()
-        return self._consume_queue_for(key[0], key[1])
-
-    def _dispatch_rebuilt(self, info: RecordInfo) -> None:
-        self.dispatcher.dispatch_record(info, index=False)
-
-    def _save_manifest(self) -> None:
-        table = {k: cq.get_max_offset_in_queue() for k, cq in list(self.consume_queue_table.items())}
-        if table != self._manifest:
-            try:
-                save_manifest(self.root, table)
-                self._manifest = table
-            except StoreError as exc:
-                log.warning("cannot write %s: %s", self.root / "consumequeue.json", exc)
-
-    def _redispatch(self, info: RecordInfo, dispatch_from: int) -> None:
-        """Recovery / HA: index ``info`` and, from ``dispatch_from`` on, give it its consume-queue entry."""
-        consume_queue = info.commit_log_offset >= dispatch_from
-        self.dispatcher.dispatch_record(info, consume_queue=consume_queue)
-        if consume_queue and MessageSysFlag.get_transaction_value(info.sys_flag) in _CONSUMABLE:
-            self._last_store_timestamp = max(self._last_store_timestamp, info.store_timestamp)
 
     def shutdown(self) -> None:
         """Flush everything, write the checkpoint, remove ``abort`` and close the files."""
@@ -343,23 +256,8 @@ class MessageStore:
         self._settle()
         cq = self.consume_queue_table.get((topic, queue_id))
         if cq is None and create:
-            cq = self._consume_queue_for(topic, queue_id)
+            cq = self.consume_queues.find_or_create(topic, queue_id)
         return cq
-
-    def _consume_queue_for(self, topic: str, queue_id: int) -> ConsumeQueue:
-        """The consume queue of (topic, queue_id), created when missing (the dispatcher's lookup: no
-        settling, it runs under the put lock)."""
-        key = (topic, queue_id)
-        cq = self.consume_queue_table.get(key)
-        if cq is None:
-            cq = ConsumeQueue(
-                topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue
-            )
-            self.consume_queue_table[key] = cq
-        return cq
-
-    def _tags_code(self, topic: str, properties: str, store_timestamp: int) -> int:
-        return self.dispatcher.tags_code(topic, properties, store_timestamp)
 
     def put_message(self, inner: MessageExtBrokerInner) -> PutMessageResult:
         """Append one message; assigns queue and commit-log offsets and the store timestamp.
@@ -518,7 +416,7 @@ class MessageStore:
         if self.index_service is not None:
             cp.index_msg_timestamp = self.index_service.flush(force_index)
         cp.flush()
-        self._save_manifest()
+        self.consume_queues.save_manifest()
         self._last_cq_flush = time.monotonic()
 
     # ------------------------------------------------------------------------------------- get
@@ -588,167 +486,13 @@ class MessageStore:
     def get_min_phy_offset(self) -> int:
         return self.commit_log.get_min_offset()
 
-    def _unit_store_time(self, cq: ConsumeQueue, index: int) -> int:
-        unit = cq.get_unit(index)
-        if unit is None or not unit.is_valid:
-            return -1
-        return self.commit_log.pickup_store_timestamp(unit.commit_log_offset, unit.size)
-
-    def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
-        """STORETIMESTAMP (ms) of the message at a queue offset; -1 if there is none."""
-        cq = self.find_consume_queue(topic, queue_id)
-        if (
-            cq is None
-            or not cq.get_min_offset_in_queue() <= consume_queue_offset < cq.get_max_offset_in_queue()
-        ):
-            return -1
-        return self._unit_store_time(cq, consume_queue_offset)
-
-    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
-        """Store time (ms) of the message at the queue's min offset, -1 if none (code 32)."""
-        cq = self.find_consume_queue(topic, queue_id)
-        if cq is None:
-            return -1
-        return self.get_message_store_timestamp(topic, queue_id, cq.get_min_offset_in_queue())
-
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        """Queue offset for a store time in ms (SEARCH_OFFSET_BY_TIMESTAMP, protocol.md §3.5).
-
-        Binary search on store time: an exact match, else the closer of the two neighbours (the
-        earlier one on a tie); 0 if the queue is unknown or empty. Mirrors
-        ``ConsumeQueue.getOffsetInQueueByTime``.
-        """
-        cq = self.find_consume_queue(topic, queue_id)
-        if cq is None:
-            return 0
-        low, high = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue() - 1
-        left = right = -1
-        left_value = right_value = -1
-        while low <= high:
-            mid = (low + high) // 2
-            store_time = self._unit_store_time(cq, mid)
-            if store_time < 0:
-                low, left = mid + 1, mid
-                continue
-            if store_time == timestamp:
-                return mid
-            if store_time > timestamp:
-                high, right, right_value = mid - 1, mid, store_time
-            else:
-                low, left, left_value = mid + 1, mid, store_time
-        if left_value == -1:
-            return max(right, 0)
-        if right_value == -1:
-            return max(left, 0)
-        return right if abs(timestamp - left_value) > abs(timestamp - right_value) else left
-
-    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
-        """Whether the message at a queue offset lies further than the in-memory ratio of RAM from the end."""
-        cq = self.find_consume_queue(topic, queue_id)
-        unit = cq.get_unit(consume_offset) if cq is not None else None
-        if unit is None:
-            return False
-        return self._reader.is_in_disk(unit.commit_log_offset, self.commit_log.get_max_offset())
-
-    # ------------------------------------------------------------------------- by commit offset
-    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
-        """The raw record at a commit-log offset (VIEW_MESSAGE_BY_ID); None if absent."""
-        if size is not None:
-            return self.commit_log.get_message(commit_log_offset, size)
-        return self.commit_log.get_record(commit_log_offset)
-
-    def look_message_by_offset(self, commit_log_offset: int) -> MessageExt | None:
-        """The decoded message at a commit-log offset (body left compressed); None if absent."""
-        record = self.commit_log.get_record(commit_log_offset)
-        if record is None:
-            return None
-        try:
-            return decode_message(record, decompress=False)[0]
-        except ProtocolError:
-            log.warning("no valid record at commit-log offset %d", commit_log_offset)
-            return None
-
-    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
-        """Stored records of ``topic`` indexed under ``key`` (UNIQ_KEY or a KEYS token) and stored
-        within ``[begin, end]`` ms, at most ``max_num`` (QUERY_MESSAGE). Mirrors
-        ``DefaultMessageStore.queryMessage``; empty when ``message_index_enable`` is off."""
-        self._settle()
-        return query_message(self.index_service, self.commit_log.get_record, topic, key, max_num, begin, end)
-
-    # ----------------------------------------------------------------------- topics / retention
-    def topics_and_queues(self) -> dict[str, list[int]]:
-        """``{topic: sorted queue ids}`` of every consume queue in the store."""
-        self._settle()
-        out: dict[str, list[int]] = {}
-        for topic, qid in sorted(self.consume_queue_table):
-            out.setdefault(topic, []).append(qid)
-        return out
-
+    # ---------------------------------------------------------------------------------- topics
     def delete_topics(self, topics: set[str]) -> int:
         """Delete the consume queues of ``topics`` (``DefaultMessageStore.deleteTopics``); returns count."""
-        count = 0
         self.consume_queue_preparer.cancel(topics)
         with self._put_lock:
             self._drain_locked()
-            for key in [k for k in self.consume_queue_table if k[0] in topics]:
-                self.consume_queue_table.pop(key).destroy()
+            removed = self.consume_queues.remove_topics(topics)
+            for key in removed:
                 self.topic_queue_table.pop(key, None)
-                count += 1
-            for topic in topics:
-                shutil.rmtree(Path(self.config.consume_queue_dir) / topic, ignore_errors=True)
-        return count
-
-    def disk_usage(self) -> DiskUsage | None:
-        """df's figures for the file system of the commit log (None if ``statvfs`` fails)."""
-        try:
-            return disk_usage(self.config.commit_log_dir)
-        except OSError:
-            return None
-
-    def _room_for(self, nbytes: int) -> bool:
-        """Whether ``nbytes`` more (a warm segment) keep the disk at or below
-        ``disk_space_warning_level_ratio`` with one largest message to spare."""
-        usage = self.disk_usage()
-        if usage is None:
-            return False
-        spare = usage.available - nbytes
-        return (
-            usage.percent_after(nbytes) <= self.config.disk_space_warning_level_ratio
-            and spare >= self.config.max_message_size
-        )
-
-    def disk_used_ratio(self) -> float:
-        """Percent used of the commit log's file system, as ``df`` computes it (``used = blocks -
-        bfree``, ``used / (used + bavail)``: ``tidemq/store/disk.py``); 0.0 if unknown. Retention
-        reads it here (tests may replace it); the put path's :attr:`disk_guard` reads statvfs itself."""
-        usage = self.disk_usage()
-        return usage.percent if usage is not None else 0.0
-
-    def delete_expired_files(
-        self, force: bool = False, *, scheduled: bool = True, now_ms: int | None = None
-    ) -> int:
-        """One retention pass (:class:`~tidemq.store.retention.CommitLogRetention`); returns the
-        number of commit-log segments deleted (never the one being written), then moves the consume
-        queues' min offsets (:meth:`clean_expired_consume_queue`).
-
-        Unforced, a segment goes only when it is older than ``file_reserved_time`` hours at
-        ``now_ms`` (default: now) and every consumer known to :attr:`retention` has consumed it.
-        ``force`` (or ``clean_file_forcibly_enable``) lets expired segments go whoever still needs
-        them and unexpired ones while the disk is above ``disk_space_clean_forcibly_ratio``; a loss
-        is one ERROR line. ``scheduled`` False: only when the disk is above
-        ``disk_max_used_space_ratio`` (the broker's periodic check outside ``delete_when``).
-        """
-        deleted = self.retention.run(scheduled=scheduled, force=force, now_ms=now_ms)
-        if deleted:
-            self.clean_expired_consume_queue()
-            self.disk_guard.check(self.commit_log.get_max_offset())
-        return deleted
-
-    def clean_expired_consume_queue(self) -> None:
-        """Drop consume-queue files pointing only below the commit log's min offset; move min offsets."""
-        self._settle()
-        min_phy = self.commit_log.get_min_offset()
-        for cq in list(self.consume_queue_table.values()):
-            cq.delete_expired_file(min_phy)
-        if self.index_service is not None:
-            self.index_service.delete_expired_file(min_phy)
+        return len(removed)

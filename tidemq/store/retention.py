@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidemq.store.consume_queue import ConsumeQueue
+from tidemq.store.disk import disk_usage
 from tidemq.store.dispatcher import TopicQueueKey
 from tidemq.store.mapped_file import MappedFile
 
@@ -86,11 +87,13 @@ def first_offset_at_or_after(cq: ConsumeQueue, low: int, high: int, phy: int) ->
 
 
 class CommitLogRetention:
-    """Decides which commit-log segments may go, deletes them, reports forced losses.
+    """Decides which commit-log segments may go, deletes them, reports forced losses, and cleans the
+    consume queues and the index after them (RocketMQ's ``CleanCommitLogService`` and
+    ``CleanConsumeQueueService``).
 
     Args:
-        store: the owning store (its config, commit log, consume queues and disk usage are read at
-            each run).
+        store: the owning store (its config, commit log, consume queues, index and disk guard are
+            read at each run).
 
     Attributes:
         floor_providers: where consumers' progress comes from (the broker adds the committed offsets
@@ -159,18 +162,54 @@ class CommitLogRetention:
                 out.append(LostRange(key[0], key[1], low, end - 1, behind))
         return out
 
-    def run(self, *, scheduled: bool, force: bool = False, now_ms: int | None = None) -> int:
-        """One cleaning pass; returns the number of segments deleted.
+    def disk_used_ratio(self) -> float:
+        """Percent used of the commit log's file system, as ``df`` computes it (``used = blocks -
+        bfree``, ``used / (used + bavail)``: ``tidemq/store/disk.py``); 0.0 if unknown. Retention
+        reads it here (tests may replace it); the put path's disk guard reads statvfs itself."""
+        try:
+            return disk_usage(self._store.config.commit_log_dir).percent
+        except OSError:
+            return 0.0
 
-        Args:
-            scheduled: it is a ``delete_when`` hour or an operator asked (expired, consumed segments
-                go even when the disk has room).
-            force: one forced pass (the admin verb's ``--force``), as if ``clean_file_forcibly_enable``.
-            now_ms: the clock for expiry (default: the store's).
+    def delete_expired_files(
+        self, force: bool = False, *, scheduled: bool = True, now_ms: int | None = None
+    ) -> int:
+        """One retention pass (``CleanCommitLogService.deleteExpiredFiles``); returns the number of
+        commit-log segments deleted (never the one being written), then moves the consume queues'
+        min offsets (:meth:`clean_expired_consume_queue`).
+
+        Unforced, a segment goes only when it is older than ``file_reserved_time`` hours at
+        ``now_ms`` (default: the store's clock) and every consumer known to :attr:`floor_providers`
+        and :attr:`offset_providers` has consumed it. ``force`` (or ``clean_file_forcibly_enable``)
+        lets expired segments go whoever still needs them and unexpired ones while the disk is above
+        ``disk_space_clean_forcibly_ratio``; a loss is one ERROR line. ``scheduled`` False: only when
+        the disk is above ``disk_max_used_space_ratio`` (the broker's periodic check outside
+        ``delete_when``); True: it is a ``delete_when`` hour or an operator asked (expired, consumed
+        segments go even when the disk has room).
         """
+        deleted = self._delete_segments(scheduled=scheduled, force=force, now_ms=now_ms)
+        if deleted:
+            self.clean_expired_consume_queue()
+            store = self._store
+            store.disk_guard.check(store.commit_log.get_max_offset())
+        return deleted
+
+    def clean_expired_consume_queue(self) -> None:
+        """Drop consume-queue and index files pointing only below the commit log's min offset; move
+        the queues' min offsets (``CleanConsumeQueueService``)."""
+        store = self._store
+        queues = store.consume_queues.settled_queues()
+        min_phy = store.commit_log.get_min_offset()
+        for cq in queues:
+            cq.delete_expired_file(min_phy)
+        if store.index_service is not None:
+            store.index_service.delete_expired_file(min_phy)
+
+    def _delete_segments(self, *, scheduled: bool, force: bool, now_ms: int | None) -> int:
+        """The segments part of :meth:`delete_expired_files`; returns how many went."""
         store = self._store
         cfg = store.config
-        percent = store.disk_used_ratio()
+        percent = self.disk_used_ratio()
         if not (scheduled or force or percent > cfg.disk_max_used_space_ratio):
             return 0
         now = store.clock_ms() if now_ms is None else now_ms
@@ -198,7 +237,7 @@ class CommitLogRetention:
                     services = {n: o for n, o in self.needed_offsets().items() if o < end}
             store.commit_log.queue.delete_files([mf])
             deleted.append(mf)
-            percent = store.disk_used_ratio()
+            percent = self.disk_used_ratio()
         if deleted:
             self._report(deleted, lost, services, force)
         return len(deleted)

@@ -36,7 +36,7 @@ _SEND = st.tuples(
 
 def _processor(root: Path) -> SendMessageProcessor:
     store = MessageStore(make_config(root, max_message_size=600), store_host=STORE_HOST)
-    store.disk_used_ratio = lambda: 0.0  # type: ignore[method-assign]
+    store.retention.disk_used_ratio = lambda: 0.0  # type: ignore[method-assign]
     store.load()
     store.clock_ms = lambda: 1_700_000_000_000
     topics = {

@@ -43,7 +43,7 @@ def open_store(tmp_path: Path) -> Iterator[StoreFactory]:
 
     def factory(**overrides: Any) -> MessageStore:
         store = MessageStore(make_config(tmp_path / "store", **overrides), store_host=STORE_HOST)
-        store.disk_used_ratio = lambda: 0.0  # type: ignore[method-assign]
+        store.retention.disk_used_ratio = lambda: 0.0  # type: ignore[method-assign]
         store.load()
         opened.append(store)
         return store

@@ -135,5 +135,5 @@ def test_a_deleted_topic_does_not_come_back_with_a_prepared_file(
     store.get_message("g", "Gone", 0, 0, 32, None)
     store.delete_topics({"Gone"})
     store.shutdown()
-    assert "Gone" not in open_store().topics_and_queues()
+    assert "Gone" not in open_store().consume_queues.topics_and_queues()
     assert not (tmp_path / "store" / "consumequeue" / "Gone").exists()

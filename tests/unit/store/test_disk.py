@@ -94,14 +94,14 @@ def test_retention_keeps_what_a_consumer_has_not_consumed_unless_forced(
     assert segments >= 4
     floors = {("T", 0): {"g": 0, "h": 150}}
     store.retention.floor_providers.append(lambda: floors)
-    assert store.delete_expired_files() == 0  # g has consumed nothing
+    assert store.retention.delete_expired_files() == 0  # g has consumed nothing
     floors[("T", 0)]["g"] = 60
-    assert store.delete_expired_files() >= 1  # what g consumed goes, nothing else
+    assert store.retention.delete_expired_files() >= 1  # what g consumed goes, nothing else
     assert store.get_min_offset_in_queue("T", 0) <= 60
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     store.config.clean_file_forcibly_enable = True
     caplog.set_level(logging.ERROR)
-    assert store.delete_expired_files() >= 1
+    assert store.retention.delete_expired_files() >= 1
     assert len(store.commit_log.queue.files) == 1
     lost_to = store.get_min_offset_in_queue("T", 0)
     (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
@@ -118,11 +118,11 @@ def test_a_service_needing_the_commit_log_keeps_it(
     needed = offsets[60]
     assert needed is not None
     store.retention.offset_providers["timer log"] = lambda: needed.wrote_offset
-    assert store.delete_expired_files() >= 1
+    assert store.retention.delete_expired_files() >= 1
     assert store.get_min_phy_offset() <= needed.wrote_offset  # its segment and later ones stay
     store.config.clean_file_forcibly_enable = True
     caplog.set_level(logging.ERROR)
-    assert store.delete_expired_files() >= 1
+    assert store.retention.delete_expired_files() >= 1
     (line,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert f"timer log still needed commit-log offsets {needed.wrote_offset}.." in line
 

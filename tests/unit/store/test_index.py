@@ -33,7 +33,7 @@ def put(store: MessageStore, *msgs: MessageExtBrokerInner) -> None:
 def found(
     store: MessageStore, topic: str, key: str, max_num: int = 32, span: tuple[int, int] = FOREVER
 ) -> list[bytes]:
-    res = store.query_message(topic, key, max_num, *span)
+    res = store.lookup.query_message(topic, key, max_num, *span)
     return [m.body for m in decode_messages(b"".join(res.message_buffers))]
 
 
@@ -84,7 +84,7 @@ def test_query_time_range_and_index_state(open_store: StoreFactory) -> None:
         put(store, keyed(i, keys="same"))
     assert found(store, "T", "same", span=(1_002_000, 1_004_000)) == [b"body-2", b"body-3", b"body-4"]
     assert found(store, "T", "same", span=(2_000_000, 3_000_000)) == []
-    res = store.query_message("T", "same", 32, *FOREVER)
+    res = store.lookup.query_message("T", "same", 32, *FOREVER)
     assert res.index_last_update_timestamp == 1_005_000
     assert res.index_last_update_phyoffset == store.get_max_phy_offset()
 
@@ -158,7 +158,7 @@ def test_retention_drops_index_files_below_the_commit_log(open_store: StoreFacto
     put(store, *(keyed(i) for i in range(120)))
     index_dir = tmp_path / "store" / "index"
     before = len(os.listdir(index_dir))
-    store.delete_expired_files(now_ms=store.clock_ms() + 73 * 3600 * 1000)
+    store.retention.delete_expired_files(now_ms=store.clock_ms() + 73 * 3600 * 1000)
     after = len(os.listdir(index_dir))
     assert 1 <= after < before
     assert found(store, "T", "UNIQ0000") == []  # its segment is gone

@@ -73,7 +73,7 @@ def test_put_get_across_segment_rolls(open_store: StoreFactory, tmp_path: Path) 
     # offset msg id resolves back to the message
     r = results[57].append_result
     assert r is not None
-    msg = store.look_message_by_offset(r.wrote_offset)
+    msg = store.lookup.look_message_by_offset(r.wrote_offset)
     assert msg is not None and msg.body == bodies[57] and msg.offset_msg_id == r.msg_id
     assert msg.store_host == STORE_HOST and msg.queue_offset == 28
 
@@ -208,7 +208,7 @@ def test_prepared_transaction_gets_no_queue_entry(open_store: StoreFactory) -> N
     res = store.put_message(inner(sys_flag=MessageSysFlag.TRANSACTION_PREPARED_TYPE))
     assert res.is_ok and res.append_result is not None
     assert store.get_max_offset_in_queue("T", 0) == 0
-    assert store.look_message_by_offset(res.append_result.wrote_offset) is not None
+    assert store.lookup.look_message_by_offset(res.append_result.wrote_offset) is not None
 
 
 def test_offset_by_timestamp_and_store_times(open_store: StoreFactory) -> None:
@@ -217,7 +217,7 @@ def test_offset_by_timestamp_and_store_times(open_store: StoreFactory) -> None:
     store.clock_ms = lambda: next(times)
     for _ in range(6):
         store.put_message(inner())
-    by_time = store.get_offset_in_queue_by_time
+    by_time = store.lookup.get_offset_in_queue_by_time
     assert by_time("T", 0, 1000) == 0
     assert by_time("T", 0, 3000) == 3
     assert by_time("T", 0, 3900) == 3  # closer to 3000 than 5000
@@ -227,10 +227,10 @@ def test_offset_by_timestamp_and_store_times(open_store: StoreFactory) -> None:
     assert by_time("T", 0, 10) == 0
     assert by_time("T", 0, 99999) == 5
     assert by_time("nope", 0, 1000) == 0
-    assert store.get_earliest_message_time("T", 0) == 1000
-    assert store.get_earliest_message_time("nope", 0) == -1
-    assert store.get_message_store_timestamp("T", 0, 4) == 5000
-    assert store.get_message_store_timestamp("T", 0, 6) == -1
+    assert store.lookup.get_earliest_message_time("T", 0) == 1000
+    assert store.lookup.get_earliest_message_time("nope", 0) == -1
+    assert store.lookup.get_message_store_timestamp("T", 0, 4) == 5000
+    assert store.lookup.get_message_store_timestamp("T", 0, 6) == -1
 
 
 def test_time_never_goes_backwards(open_store: StoreFactory) -> None:
@@ -239,17 +239,17 @@ def test_time_never_goes_backwards(open_store: StoreFactory) -> None:
     store.clock_ms = lambda: next(times)
     store.put_message(inner())
     store.put_message(inner())
-    assert store.get_message_store_timestamp("T", 0, 1) == 5000
+    assert store.lookup.get_message_store_timestamp("T", 0, 1) == 5000
 
 
 def test_select_and_look_by_offset(open_store: StoreFactory) -> None:
     store = open_store()
     res = store.put_message(inner(body=b"abc"))
     assert res.append_result is not None
-    raw = store.select_one_message_by_offset(res.append_result.wrote_offset)
+    raw = store.lookup.select_one_message_by_offset(res.append_result.wrote_offset)
     assert raw is not None and len(raw) == res.append_result.wrote_bytes
-    assert store.select_one_message_by_offset(123456) is None
-    assert store.look_message_by_offset(99999) is None
+    assert store.lookup.select_one_message_by_offset(123456) is None
+    assert store.lookup.look_message_by_offset(99999) is None
 
 
 def test_flush_from_another_thread_while_putting(open_store: StoreFactory) -> None:
@@ -283,9 +283,9 @@ def test_arriving_listener_and_topics(open_store: StoreFactory) -> None:
     store.put_message(inner(topic="A", queue_id=1))
     store.put_messages([inner(topic="B"), inner(topic="B")])
     assert seen == [("A", 1, 1), ("B", 0, 2)]
-    assert store.topics_and_queues() == {"A": [1], "B": [0]}
+    assert store.consume_queues.topics_and_queues() == {"A": [1], "B": [0]}
     assert store.delete_topics({"A"}) == 1
-    assert store.topics_and_queues() == {"B": [0]}
+    assert store.consume_queues.topics_and_queues() == {"B": [0]}
 
 
 @settings(max_examples=15, deadline=None)

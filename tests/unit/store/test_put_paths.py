@@ -35,7 +35,7 @@ _MESSAGE = st.tuples(
 
 def _open(root: Path) -> tuple[MessageStore, list[Any]]:
     store = MessageStore(make_config(root, max_message_size=700), store_host=STORE_HOST)
-    store.disk_used_ratio = lambda: 0.0  # type: ignore[method-assign]
+    store.retention.disk_used_ratio = lambda: 0.0  # type: ignore[method-assign]
     store.load()
     store.clock_ms = lambda: 1_700_000_000_000
     heard: list[Any] = []

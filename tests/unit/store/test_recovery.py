@@ -163,8 +163,8 @@ def test_retention_moves_min_offset(open_store: StoreFactory, tmp_path: Path) ->
     segments = len(os.listdir(tmp_path / "store" / "commitlog"))
     assert segments >= 4
     now = store.clock_ms()
-    assert store.delete_expired_files(now_ms=now) == 0  # nothing is 72 h old yet
-    deleted = store.delete_expired_files(now_ms=now + 73 * 3600 * 1000)
+    assert store.retention.delete_expired_files(now_ms=now) == 0  # nothing is 72 h old yet
+    deleted = store.retention.delete_expired_files(now_ms=now + 73 * 3600 * 1000)
     assert deleted == segments - 1  # never the segment being written
     assert len(os.listdir(tmp_path / "store" / "commitlog")) == 1
     min_off = store.get_min_offset_in_queue("T", 0)
@@ -174,7 +174,7 @@ def test_retention_moves_min_offset(open_store: StoreFactory, tmp_path: Path) ->
     assert (res.status, res.next_begin_offset) == (GetMessageStatus.OFFSET_TOO_SMALL, min_off)
     cq = store.find_consume_queue("T", 0)
     assert cq is not None and cq.queue.files[0].file_from_offset > 0  # old CQ files dropped
-    assert store.get_earliest_message_time("T", 0) > 0
+    assert store.lookup.get_earliest_message_time("T", 0) > 0
     store.shutdown()
     again = open_store()
     assert again.get_min_offset_in_queue("T", 0) == min_off
@@ -188,7 +188,7 @@ def test_message_was_removing_before_consume_queue_cleanup(open_store: StoreFact
     res = store.get_message("g", "T", 0, 0, 32, None)
     assert res.status is GetMessageStatus.MESSAGE_WAS_REMOVING
     assert res.next_begin_offset > 0
-    store.clean_expired_consume_queue()
+    store.retention.clean_expired_consume_queue()
     res = store.get_message("g", "T", 0, 0, 32, None)
     assert res.status is GetMessageStatus.OFFSET_TOO_SMALL
 
@@ -199,12 +199,12 @@ def test_full_disk_deletes_nothing_unexpired_unless_forcibly_enabled(
     store = open_store()
     put_many(store, 150)
     names = sorted(os.listdir(tmp_path / "store" / "commitlog"))
-    store.disk_used_ratio = lambda: 95.0  # type: ignore[method-assign]
-    assert store.delete_expired_files(scheduled=False) == 0  # unexpired: kept, however full
+    store.retention.disk_used_ratio = lambda: 95.0  # type: ignore[method-assign]
+    assert store.retention.delete_expired_files(scheduled=False) == 0  # unexpired: kept, however full
     store.config.clean_file_forcibly_enable = True
     usage = iter([90.0, 88.0, 86.0, 80.0])
-    store.disk_used_ratio = lambda: next(usage)  # type: ignore[method-assign]
-    assert store.delete_expired_files(scheduled=False) == 3  # oldest first, while above 85%
+    store.retention.disk_used_ratio = lambda: next(usage)  # type: ignore[method-assign]
+    assert store.retention.delete_expired_files(scheduled=False) == 3  # oldest first, while above 85%
     assert sorted(os.listdir(tmp_path / "store" / "commitlog")) == names[3:]
 
 
@@ -214,9 +214,9 @@ def test_force_deletes_unexpired_only_while_above_the_forcibly_ratio(
     store = open_store()
     put_many(store, 100)
     segments = len(os.listdir(tmp_path / "store" / "commitlog"))
-    assert store.delete_expired_files(force=True) == 0  # disk at 0%: nothing to free
-    store.disk_used_ratio = lambda: 99.0  # type: ignore[method-assign]
-    assert store.delete_expired_files(force=True) == segments - 1
+    assert store.retention.delete_expired_files(force=True) == 0  # disk at 0%: nothing to free
+    store.retention.disk_used_ratio = lambda: 99.0  # type: ignore[method-assign]
+    assert store.retention.delete_expired_files(force=True) == segments - 1
     assert len(os.listdir(tmp_path / "store" / "commitlog")) == 1
     assert store.put_message(inner(body=b"still works")).is_ok
     assert bodies(store)[-1] == b"still works"
@@ -244,7 +244,7 @@ def test_deferred_dispatch_is_read_your_writes_and_crash_safe(open_store: StoreF
 
     key = "order-42"
     assert store.put_message(inner(body=b"keyed", properties={"KEYS": key})).is_ok
-    assert len(store.query_message("T", key, 10, 0, 1 << 62).message_buffers) == 1
+    assert len(store.lookup.query_message("T", key, 10, 0, 1 << 62).message_buffers) == 1
 
     expect += put_many(store, 2, start=3)
     store.flush_consume_queue()  # writes the checkpoint: it must cover the pending entries first

@@ -46,7 +46,7 @@ def delivered(store: MessageStore, topic: str = "Real", queue_id: int = 1) -> li
     for i in range(cq.get_max_offset_in_queue()):
         unit = cq.get_unit(i)
         assert unit is not None
-        msg = store.look_message_by_offset(unit.commit_log_offset)
+        msg = store.lookup.look_message_by_offset(unit.commit_log_offset)
         assert msg is not None
         out.append(msg.body)
     return out
@@ -139,7 +139,8 @@ def test_delivered_after_its_time_not_before_and_once(open_store: StoreFactory) 
     clock.now = T0 + 5000
     ts.dequeue()
     assert delivered(store) == [b"late", b"b", b"a"] and ts.delivered == 3
-    msg = store.look_message_by_offset(store.find_consume_queue("Real", 1).get_unit(2).commit_log_offset)  # type: ignore[union-attr]
+    unit = store.find_consume_queue("Real", 1).get_unit(2)  # type: ignore[union-attr]
+    msg = store.lookup.look_message_by_offset(unit.commit_log_offset)  # type: ignore[union-attr]
     assert msg is not None
     props = msg.properties
     assert MessageConst.PROPERTY_REAL_TOPIC not in props and props["TIMER_OUT_MS"] == str(T0 + 250)
@@ -239,7 +240,7 @@ def test_beyond_the_roll_window_is_stored_again_then_delivered(open_store: Store
     cq = store.find_consume_queue(TIMER_TOPIC, 0)
     assert cq is not None and cq.get_max_offset_in_queue() == 3  # the original and two rolled copies
     unit = store.find_consume_queue("Real", 1).get_unit(0)  # type: ignore[union-attr]
-    msg = store.look_message_by_offset(unit.commit_log_offset)  # type: ignore[union-attr]
+    msg = store.lookup.look_message_by_offset(unit.commit_log_offset)  # type: ignore[union-attr]
     assert msg is not None and msg.properties["TIMER_ROLL_TIMES"] == "2"
     assert msg.properties["TIMER_OUT_MS"] == str(far)
     first = ts.log.read(0)

@@ -366,7 +366,7 @@ class PopService:
             offset = store.get_max_offset_in_queue(topic, queue_id)
             if store.get_min_offset_in_queue(
                 topic, queue_id
-            ) == 0 and not store.check_in_disk_by_consume_offset(topic, queue_id, 0):
+            ) == 0 and not store.lookup.check_in_disk_by_consume_offset(topic, queue_id, 0):
                 offset = 0  # initPopOffsetByCheckMsgInMem: the whole queue is still in memory
         offsets.commit_offset("POP", group, topic, queue_id, offset)
         return offset

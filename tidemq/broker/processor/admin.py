@@ -97,16 +97,16 @@ class AdminBrokerProcessor:
         try:
             if code == RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE:
                 await asyncio.get_running_loop().run_in_executor(
-                    None, self.broker.store.clean_expired_consume_queue
+                    None, self.broker.store.retention.clean_expired_consume_queue
                 )
                 return _resp(ResponseCode.SUCCESS)
             if code == RequestCode.DELETE_EXPIRED_COMMITLOG:
                 # tidemq's extField force=true (admin deleteExpiredCommitLog --force): one forced pass
                 force = (request.ext_fields or {}).get("force", "").lower() == "true"
                 deleted = await asyncio.get_running_loop().run_in_executor(
-                    None, lambda: self.broker.store.delete_expired_files(force)
+                    None, lambda: self.broker.store.retention.delete_expired_files(force)
                 )
-                self.broker.store.clean_expired_consume_queue()
+                self.broker.store.retention.clean_expired_consume_queue()
                 log.info(
                     "DELETE_EXPIRED_COMMITLOG%s from %s deleted %s segment(s)",
                     " (force)" if force else "",
@@ -255,7 +255,7 @@ class AdminBrokerProcessor:
         for qid in range(tc.write_queue_nums):
             mx = max(store.get_max_offset_in_queue(topic, qid), 0)
             mn = max(store.get_min_offset_in_queue(topic, qid), 0)
-            last = store.get_message_store_timestamp(topic, qid, mx - 1) if mx > 0 else 0
+            last = store.lookup.get_message_store_timestamp(topic, qid, mx - 1) if mx > 0 else 0
             mq = MessageQueue(topic, self.broker.config.broker_name, qid)
             table.offset_table[mq] = TopicOffset(
                 min_offset=mn, max_offset=mx, last_update_timestamp=max(last, 0)
@@ -285,7 +285,9 @@ class AdminBrokerProcessor:
                 consumer_offset = max(broker.consumer_offset_manager.query_offset(group, t, qid), 0)
                 last = 0
                 if consumer_offset > 0:
-                    last = max(broker.store.get_message_store_timestamp(t, qid, consumer_offset - 1), 0)
+                    last = max(
+                        broker.store.lookup.get_message_store_timestamp(t, qid, consumer_offset - 1), 0
+                    )
                 stats.offset_table[MessageQueue(t, broker.config.broker_name, qid)] = OffsetWrapper(
                     broker_offset=broker_offset, consumer_offset=consumer_offset, last_timestamp=last
                 )

@@ -145,7 +145,7 @@ class BrokerRuntimeProcessor:
         min_phy = store.get_min_phy_offset()
         if store.get_max_phy_offset() <= min_phy:
             return 0
-        record = store.select_one_message_by_offset(min_phy)
+        record = store.lookup.select_one_message_by_offset(min_phy)
         if not record:
             return 0
         from tidemq.protocol.message_codec import decode_message
@@ -258,7 +258,7 @@ def _commit_log_rows(broker: Broker) -> dict[str, str]:
         capacity = f"Total : {usage.total / 2**30:.2f} GiB, Free : {usage.free / 2**30:.2f} GiB."
     except OSError:
         capacity = "Total : 0, Free : 0."
-    disk_ratio = f"{store.disk_used_ratio() / 100.0:.4f}"
+    disk_ratio = f"{store.retention.disk_used_ratio() / 100.0:.4f}"
     return {
         "commitLogMaxOffset": str(store.get_max_phy_offset()),
         "commitLogMinOffset": str(store.get_min_phy_offset()),

@@ -85,11 +85,11 @@ class ConsumerManageProcessor:
             return _ok(GetMinOffsetResponseHeader(offset=offset).to_ext_fields())
         if code == RequestCode.SEARCH_OFFSET_BY_TIMESTAMP:
             so = SearchOffsetRequestHeader.from_ext_fields(ext)
-            offset = store.get_offset_in_queue_by_time(so.topic, so.queue_id, so.timestamp)
+            offset = store.lookup.get_offset_in_queue_by_time(so.topic, so.queue_id, so.timestamp)
             return _ok(SearchOffsetResponseHeader(offset=offset).to_ext_fields())
         if code == RequestCode.GET_EARLIEST_MSG_STORETIME:
             em = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(ext)
-            ts = store.get_earliest_message_time(em.topic, em.queue_id)
+            ts = store.lookup.get_earliest_message_time(em.topic, em.queue_id)
             return _ok(GetEarliestMsgStoretimeResponseHeader(timestamp=ts).to_ext_fields())
         return RemotingCommand.create_response(
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported"
@@ -110,7 +110,7 @@ class ConsumerManageProcessor:
     def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, consume_offset: int) -> bool:
         """True if the message at ``consume_offset`` is older than the in-memory window (the store's
         ``checkInDiskByConsumeOffset``); an empty queue has no such message: False."""
-        return self.broker.store.check_in_disk_by_consume_offset(topic, queue_id, consume_offset)
+        return self.broker.store.lookup.check_in_disk_by_consume_offset(topic, queue_id, consume_offset)
 
 
 def _ok(ext: dict[str, str]) -> RemotingCommand:

@@ -56,7 +56,7 @@ class QueryMessageProcessor:
 
     def view_message_by_id(self, offset: int) -> RemotingCommand:
         """The stored record at commit-log ``offset``, or SYSTEM_ERROR when there is none."""
-        record = self.broker.store.select_one_message_by_offset(offset) if offset >= 0 else None
+        record = self.broker.store.lookup.select_one_message_by_offset(offset) if offset >= 0 else None
         if not record:
             return RemotingCommand.create_response(
                 ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
@@ -68,7 +68,7 @@ class QueryMessageProcessor:
         max_num = header.max_num
         if header.unique_key_query:
             max_num = self.broker.store_config.default_query_max_num
-        result = self.broker.store.query_message(
+        result = self.broker.store.lookup.query_message(
             header.topic, header.key, max_num, header.begin_timestamp, header.end_timestamp
         )
         ext = QueryMessageResponseHeader(

@@ -104,7 +104,7 @@ class AdminRelayProcessor:
             if timestamp == -1:
                 target = store.get_max_offset_in_queue(topic, qid)
             else:
-                target = store.get_offset_in_queue_by_time(topic, qid, timestamp)
+                target = store.lookup.get_offset_in_queue_by_time(topic, qid, timestamp)
             target = max(target, 0)
             mq = MessageQueue(topic, broker.config.broker_name, qid)
             table[mq] = target if is_force or target < committed else committed
@@ -167,7 +167,7 @@ class AdminRelayProcessor:
                 _, offset = decode_offset_msg_id(h.msg_id)
             except ProtocolError:
                 offset = -1
-            record = self.broker.store.select_one_message_by_offset(offset) if offset >= 0 else None
+            record = self.broker.store.lookup.select_one_message_by_offset(offset) if offset >= 0 else None
             if record:
                 request.body = bytes(record)
         return await self.call_consumer(request, h.consumer_group, h.client_id or "")

@@ -491,7 +491,7 @@ class SendMessageProcessor:
             return error(
                 ResponseCode.SERVICE_NOT_AVAILABLE,
                 "service not available now. It may be caused by one of the following reasons: the broker's "
-                f"disk is full [{disk_util_text(self.broker.store.disk_used_ratio())}], messages are put to "
+                f"disk is full [{disk_util_text(self.broker.store.retention.disk_used_ratio())}], messages are put to "
                 "the slave, message store has been shut down, etc." + detail,
                 ext,
             )

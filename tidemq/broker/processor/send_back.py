@@ -129,7 +129,7 @@ class SendMessageBackProcessor:
         )
         if not topic_config.perm & 2:
             return error(ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden")
-        msg = broker.store.look_message_by_offset(header.offset)
+        msg = broker.store.lookup.look_message_by_offset(header.offset)
         if msg is None:
             return error(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
         props = dict(msg.properties)

@@ -141,7 +141,7 @@ class TransactionChecker:
                 "transactions: re-appending half message %s failed: %s", msg.msg_id, result.status.value
             )
             return None
-        copy = store.look_message_by_offset(append.wrote_offset)
+        copy = store.lookup.look_message_by_offset(append.wrote_offset)
         if copy is None:
             return None
         copy.queue_offset = append.logics_offset
@@ -206,7 +206,7 @@ class TransactionChecker:
         com.commit_offset(_OFFSET_HOST, CID_SYS_TRANS, TRANS_HALF_TOPIC, 0, offset)
         horizon = start
         if offset < half_cq.get_max_offset_in_queue():
-            stored = store.get_message_store_timestamp(TRANS_HALF_TOPIC, 0, offset)
+            stored = store.lookup.get_message_store_timestamp(TRANS_HALF_TOPIC, 0, offset)
             if stored >= 0:
                 horizon = min(horizon, stored)
         op_cq = store.find_consume_queue(TRANS_OP_HALF_TOPIC, 0)
@@ -216,7 +216,7 @@ class TransactionChecker:
         high = op_cq.get_max_offset_in_queue()
         while low < high:  # first op record stored at or after the horizon
             mid = (low + high) // 2
-            if 0 <= store.get_message_store_timestamp(TRANS_OP_HALF_TOPIC, 0, mid) < horizon:
+            if 0 <= store.lookup.get_message_store_timestamp(TRANS_OP_HALF_TOPIC, 0, mid) < horizon:
                 low = mid + 1
             else:
                 high = mid

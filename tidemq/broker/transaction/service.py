@@ -171,7 +171,7 @@ class TransactionalMessageService:
         unit = cq.get_unit(offset)
         if unit is None or not unit.is_valid:
             return None
-        msg = self.broker.store.look_message_by_offset(unit.commit_log_offset)
+        msg = self.broker.store.lookup.look_message_by_offset(unit.commit_log_offset)
         if msg is not None:
             msg.queue_offset = offset
         return msg
@@ -239,13 +239,13 @@ class TransactionalMessageService:
                 last = unit
         if last is None or last.commit_log_offset + last.size != store.get_max_phy_offset():
             return False
-        msg = store.look_message_by_offset(last.commit_log_offset)
+        msg = store.lookup.look_message_by_offset(last.commit_log_offset)
         if (
             msg is None
             or MessageSysFlag.get_transaction_value(msg.sys_flag) != MessageSysFlag.TRANSACTION_COMMIT_TYPE
         ):
             return False
-        half = store.look_message_by_offset(msg.prepared_transaction_offset)
+        half = store.lookup.look_message_by_offset(msg.prepared_transaction_offset)
         if half is None or half.topic != TRANS_HALF_TOPIC or not _commit_of(msg, half):
             return False
         origin = origin_of(half)
@@ -295,7 +295,7 @@ class TransactionalMessageService:
         return result
 
     def _image(self, batch: MessageExtBatch, append: AppendMessageResult) -> MessageExt:
-        """The half record just stored, as :meth:`MessageStore.look_message_by_offset` would read it."""
+        """The half record just stored, as :meth:`MessageLookup.look_message_by_offset` would read it."""
         image = MessageExt(
             TRANS_HALF_TOPIC,
             batch.bodies[0],
@@ -325,7 +325,7 @@ class TransactionalMessageService:
         self.ensure_loaded()
         msg = self._images.get(commit_log_offset)
         if msg is None and commit_log_offset >= 0:
-            msg = self.broker.store.look_message_by_offset(commit_log_offset)
+            msg = self.broker.store.lookup.look_message_by_offset(commit_log_offset)
         if msg is None or msg.topic != TRANS_HALF_TOPIC:
             return "Find prepared transaction message failed"
         if (msg.get_property(MessageConst.PROPERTY_PRODUCER_GROUP) or "") != producer_group:

@@ -106,14 +106,14 @@ class SlaveCommitLogAppender:
             except ProtocolError as exc:
                 log.error("HA: bad record at commit-log offset %d: %s", offset, exc)
                 break
-            store._redispatch(info, 0)
+            store.recovery.redispatch(info, 0)
             self.reput_from_offset = offset + total
             count += 1
             if MessageSysFlag.get_transaction_value(info.sys_flag) not in _CONSUMABLE:
                 continue
             key = (info.topic, info.queue_id)
             store.topic_queue_table[key] = max(store.topic_queue_table.get(key, 0), info.queue_offset + 1)
-            tags = store._tags_code(info.topic, info.properties, info.store_timestamp)
+            tags = store.dispatcher.tags_code(info.topic, info.properties, info.store_timestamp)
             arrived[key] = (info.queue_offset + 1, tags, info.store_timestamp)
         listener = store.message_arriving_listener
         if listener is not None:

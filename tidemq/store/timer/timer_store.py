@@ -452,7 +452,7 @@ class TimerMessageStore:
         """Deliver one pending record of the slot being walked, or roll it when it is due after its
         slot (beyond the roll window, or the clock set back); False: the store refused, retry later."""
         roll = rec.deliver_ms >= slot_ms + self.precision_ms and rec.deliver_ms > now
-        msg = self.store.look_message_by_offset(rec.phy)
+        msg = self.store.lookup.look_message_by_offset(rec.phy)
         if msg is None or msg.topic != TIMER_TOPIC or _REAL_TOPIC not in msg.properties:
             log.warning(
                 "timer log: no timer message at commit-log offset %d (queue offset %d); skipped",
