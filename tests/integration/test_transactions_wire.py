@@ -90,8 +90,9 @@ async def test_rollback_delivers_nothing(wire: Wire) -> None:
     sent = await wire.send("TxRollback", b"x", properties=HALF, sys_flag=4)
     r = await wire.client.invoke(wire.addr, end_request("PG", sent, 12), 5)
     assert r.code == ResponseCode.SUCCESS
-    r = await wire.client.invoke(wire.addr, end_request("PG", sent, 8), 5)  # too late: decided
-    assert r.code == ResponseCode.SUCCESS
+    r = await wire.client.invoke(wire.addr, end_request("PG", sent, 8), 5)  # too late: rolled back
+    assert r.code == ResponseCode.SYSTEM_ERROR and r.remark is not None
+    assert r.remark.startswith("Find prepared transaction message failed: ") and "rolled back" in r.remark
     assert await messages(wire, "TxRollback") == []
     assert wire.cluster.broker.transaction_service is not None
     assert wire.cluster.broker.transaction_service.pending == {}

@@ -130,8 +130,10 @@ def test_records_half_copy_op_commit() -> None:
     )
     assert string_to_properties(fast.properties[0]) == real.properties
     assert committed_batch(_half(17, {**half.properties, "DELAY": "3"})) is None  # scheduled: general put
-    op = op_batch(later, "127.0.0.1:1")
-    assert (op.topic, op.bodies, op.properties) == ("RMQ_SYS_TRANS_OP_HALF_TOPIC", [b"25,17"], ["TAGS\x01d"])
+    op = op_batch(later, "127.0.0.1:1", False)
+    assert (op.topic, op.bodies) == ("RMQ_SYS_TRANS_OP_HALF_TOPIC", [b"25,17"])
+    assert op.properties == ["TAGS\x01d\x02TIDEMQ_TX_END\x0112"]  # the decision, for late ENDs
+    assert op_message(later, "127.0.0.1:1").properties["TIDEMQ_TX_END"] == "8"
     decoded, _ = decode_message(check_body(_half(25, copy_props)))
     assert (decoded.topic, decoded.queue_id, decoded.queue_offset) == ("T", 3, 25)
     assert decoded.properties["TRANSACTION_CHECK_TIMES"] == "1"

@@ -15,7 +15,8 @@ Record shapes (all on queue 0 of their system topic; the half queue id is always
   *origin*); an immunity copy has the origin only;
 * op: tag ``d`` on ``RMQ_SYS_TRANS_OP_HALF_TOPIC``, body the ended record's half queue offset in
   decimal ASCII (``"17"``, as 4.9 writes it), followed by ``",<origin>"`` when the ended record is
-  a copy (5.x's comma-separated form: readers split on ``,``);
+  a copy (5.x's comma-separated form: readers split on ``,``); property ``TIDEMQ_TX_END`` ``8``
+  or ``12`` (tidemq: the decision, for :mod:`~tidemq.broker.transaction.fates`);
 * committed message: ``REAL_TOPIC`` / ``REAL_QID`` restored and removed, ``TRAN_MSG`` removed,
   sysFlag transaction bits 8, ``preparedTransactionOffset`` = the ended record's commit-log offset;
 * discarded: the half record as it is, on ``TRANS_CHECK_MAX_TIME_TOPIC`` queue 0.
@@ -47,6 +48,7 @@ __all__ = [
     "BATCH_BODY",
     "CHECK_TIMES",
     "CID_SYS_TRANS",
+    "END_PROPERTY",
     "IMMUNITY",
     "PREPARED_QUEUE_OFFSET",
     "REMOVE_TAG",
@@ -83,7 +85,13 @@ _TIMER_KEYS = frozenset(
 """Properties that make a committed message go through the timer (RocketMQ 5's put hook)."""
 _SCHEDULE_PAIRS = tuple(f"{key}\x01" for key in (_DELAY, *_TIMER_KEYS))
 _COMMIT_DROPS = frozenset({_REAL_TOPIC, _REAL_QID, _TRAN_MSG})
-_OP_PROPERTIES = f"{MessageConst.PROPERTY_TAGS}\x01{REMOVE_TAG}"
+END_PROPERTY: Final = "TIDEMQ_TX_END"
+"""Op-record property (tidemq): the decision it records, ``"8"`` commit or ``"12"`` rollback
+(:mod:`tidemq.broker.transaction.fates` reads it back at start-up)."""
+_OP_PROPERTIES = {
+    commit: f"{MessageConst.PROPERTY_TAGS}\x01{REMOVE_TAG}\x02{END_PROPERTY}\x01{8 if commit else 12}"
+    for commit in (True, False)
+}
 _PREPARED_PAIR = f"{PREPARED_QUEUE_OFFSET}\x01"
 
 
@@ -174,12 +182,12 @@ def discard_batch(msg: MessageExt) -> MessageExtBatch:
     return _batch(TRANS_CHECK_MAX_TIME_TOPIC, msg, dict(msg.properties))
 
 
-def op_message(half: MessageExt, born_host: str) -> MessageExtBrokerInner:
+def op_message(half: MessageExt, born_host: str, commit: bool = True) -> MessageExtBrokerInner:
     """The op record that ends ``half`` (``addRemoveTagInTransactionOp``): tag ``d``, body the half
-    queue offset, plus ``,<origin>`` for a copy."""
+    queue offset, plus ``,<origin>`` for a copy; :data:`END_PROPERTY` says whether it commits."""
     origin = origin_of(half)
     body = str(half.queue_offset) if origin == half.queue_offset else f"{half.queue_offset},{origin}"
-    props = {MessageConst.PROPERTY_TAGS: REMOVE_TAG}
+    props = {MessageConst.PROPERTY_TAGS: REMOVE_TAG, END_PROPERTY: "8" if commit else "12"}
     return MessageExtBrokerInner(
         TRANS_OP_HALF_TOPIC,
         body.encode(),
@@ -282,7 +290,7 @@ def _committed_items(half: MessageExt, props: dict[str, str]) -> MessageExtBatch
     )
 
 
-def op_batch(half: MessageExt, born_host: str) -> MessageExtBatch:
+def op_batch(half: MessageExt, born_host: str, commit: bool) -> MessageExtBatch:
     """:func:`op_message` as a one-message batch."""
     origin = origin_of(half)
     body = str(half.queue_offset) if origin == half.queue_offset else f"{half.queue_offset},{origin}"
@@ -295,7 +303,7 @@ def op_batch(half: MessageExt, born_host: str) -> MessageExtBatch:
         0,
         flags=[0],
         bodies=[body.encode()],
-        properties=[_OP_PROPERTIES],
+        properties=[_OP_PROPERTIES[commit]],
     )
 
 

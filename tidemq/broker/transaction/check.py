@@ -200,9 +200,13 @@ class TransactionChecker:
 
     def _commit_progress(self, half_cq: ConsumeQueue, offset: int, start: int) -> None:
         """Store the half offset reached and move the op offset past the op records stored before
-        the first half record still to look at (or before the pass began)."""
+        the first half record still to look at (or before the pass began), once the fates those
+        op records told are on disk; delete the fate files of half records gone."""
         store = self.broker.store
         com = self.broker.consumer_offset_manager
+        fates = self.service.fates
+        fates.sync()  # the op records this passes over are read at start-up no more
+        fates.delete_below(half_cq.get_min_offset_in_queue())
         com.commit_offset(_OFFSET_HOST, CID_SYS_TRANS, TRANS_HALF_TOPIC, 0, offset)
         horizon = start
         if offset < half_cq.get_max_offset_in_queue():

@@ -13,8 +13,11 @@ END_TRANSACTION, in order:
    remark;
 4. with ACL, the caller needs PUB on the real topic;
 5. commit puts the real message and the op record, rollback the op record
-   (:meth:`TransactionalMessageService.end`); an END for a transaction already decided writes
-   nothing and answers SUCCESS.
+   (:meth:`TransactionalMessageService.end`); an END for a transaction no longer pending writes
+   nothing and answers from its recorded fate (:meth:`TransactionalMessageService.late_end`):
+   a COMMIT of a committed one SUCCESS (idempotent, across restarts too), of a rolled-back or
+   discarded one SYSTEM_ERROR ``Find prepared transaction message failed: ...`` (RocketMQ's remark
+   for a half it cannot find, then what happened); a ROLLBACK SUCCESS.
 
 Header values may be JSON strings (C++ 2.x sends ``"272"``, ``fromTransactionCheck:"1"``) or
 numbers: :class:`EndTransactionRequestHeader` takes both. The answer follows the request's oneway
@@ -107,6 +110,8 @@ class EndTransactionProcessor:
             return _answer(request, ResponseCode.SYSTEM_ERROR, f"END_TRANSACTION refused: {exc}")
         if result is None:
             return _answer(request, ResponseCode.SUCCESS)
+        if isinstance(result, str):  # a late COMMIT of a rolled-back or discarded transaction
+            return _answer(request, ResponseCode.SYSTEM_ERROR, result)
         append = result.append_result
         if append is None or result.status.value != "PUT_OK":
             remark = f"END_TRANSACTION put failed: {result.status.value} {result.remark or ''}".strip()

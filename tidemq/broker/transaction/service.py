@@ -15,7 +15,10 @@ start-up from the two queues (:meth:`TransactionalMessageService.load`) and is w
 * END_TRANSACTION acts only while the transaction is pending: the first decision wins, a
   duplicate or late END (a check answer racing the producer's own END, a retried END after a
   restart) writes nothing, so a committed transaction is put on its real topic exactly once.
-  RocketMQ re-puts on every matching commit; tidemq does not.
+  RocketMQ re-puts on every matching commit; tidemq does not. How a decided transaction ended is
+  kept on disk (:mod:`tidemq.broker.transaction.fates`): a late COMMIT of a committed one answers
+  SUCCESS, of a rolled-back or discarded one SYSTEM_ERROR (the message will never be delivered);
+  a late ROLLBACK answers SUCCESS.
 * A commit puts the real message and its op record in one append (one contiguous write). A crash
   can only cut the op off the commit log's tail; :meth:`load` then finds the committed message
   as the commit log's last record and writes the missing op
@@ -33,10 +36,12 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidemq.broker.transaction.bridge import (
     CID_SYS_TRANS,
+    END_PROPERTY,
     committed_batch,
     committed_message,
     op_batch,
@@ -45,10 +50,19 @@ from tidemq.broker.transaction.bridge import (
     parse_op_body,
 )
 from tidemq.broker.transaction.check import TransactionChecker
+from tidemq.broker.transaction.fates import (
+    COMMITTED,
+    DECIDED,
+    DISCARDED,
+    ROLLED_BACK,
+    UNKNOWN,
+    TransactionFates,
+    fate_name,
+)
 from tidemq.clock import now_ms
 from tidemq.protocol.message import MessageConst, MessageExt
 from tidemq.protocol.message_codec import MessageSysFlag
-from tidemq.protocol.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from tidemq.protocol.topic import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from tidemq.store.results import (
     AppendMessageResult,
     MessageExtBatch,
@@ -118,6 +132,8 @@ class TransactionalMessageService:
         self.checker = TransactionChecker(self)
         self._images: dict[int, MessageExt] = {}
         """``{commit-log offset: the half record as stored}`` for pending transactions' ENDs."""
+        root = Path(broker.store_config.store_path_root_dir).expanduser()
+        self.fates = TransactionFates(root / "transaction" / "fates")
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -136,6 +152,7 @@ class TransactionalMessageService:
             with contextlib.suppress(BaseException):
                 await self._task
             self._task = None
+        self.fates.close()
 
     def wakeup(self) -> None:
         """Run a check pass now instead of at the end of the current interval."""
@@ -193,7 +210,7 @@ class TransactionalMessageService:
             ):
                 op = self.read(op_cq, offset)
                 if op is not None:
-                    resolved.update(parse_op_body(op.body))
+                    resolved.update(self._note_fate(op))
         records: list[MessageExt] = []
         half_cq = store.find_consume_queue(TRANS_HALF_TOPIC, 0)
         if half_cq is not None:
@@ -221,6 +238,19 @@ class TransactionalMessageService:
         self.repair_torn_commit()
         if pending:
             log.info("transactions: %d pending half messages after start-up", len(pending))
+
+    def _note_fate(self, op: MessageExt) -> list[int]:
+        """Record the fate an op record read at start-up tells (unless recorded already); returns
+        the half queue offsets it ends. tidemq's op records name the origin last and carry
+        ``TIDEMQ_TX_END``; older ones only say "decided"."""
+        ended = parse_op_body(op.body)
+        if ended:
+            raw = op.get_property(END_PROPERTY)
+            fate = COMMITTED if raw == "8" else ROLLED_BACK if raw == "12" else DECIDED
+            for origin in ended[-1:] if fate != DECIDED else ended:
+                if self.fates.get(origin) == UNKNOWN:
+                    self.fates.set(origin, fate)
+        return ended
 
     def repair_torn_commit(self) -> bool:
         """Write the op record a crash cut off a commit: when the commit log's last record is a
@@ -252,7 +282,7 @@ class TransactionalMessageService:
         if origin not in self.pending:
             return False
         self.ensure_topic(TRANS_OP_HALF_TOPIC)
-        result = store.put_message(op_message(half, self.broker.addr or "127.0.0.1:0"))
+        result = store.put_message(op_message(half, self.broker.addr or "127.0.0.1:0", commit=True))
         if result.status is not PutMessageStatus.PUT_OK:
             log.warning(
                 "transactions: cannot complete the commit of %s cut by a crash: %s",
@@ -261,6 +291,7 @@ class TransactionalMessageService:
             )
             return False
         del self.pending[origin]
+        self.fates.set(origin, COMMITTED)
         log.warning(
             "transactions: the commit of %s (half queue offset %d) was cut by a crash before its op record; completed",
             half.msg_id,
@@ -336,40 +367,64 @@ class TransactionalMessageService:
             return "The commit log offset wrong"
         return msg
 
-    def end(self, half: MessageExt, commit: bool) -> PutMessageResult | None:
+    def end(self, half: MessageExt, commit: bool) -> PutMessageResult | str | None:
         """Commit (real message + op record, one append) or roll back (op record) the transaction of
-        ``half``. Returns the put's result, or None when the transaction is not pending (decided
-        already, or discarded): nothing is written then."""
+        ``half``. Returns the put's result; when the transaction is not pending, nothing is written
+        and the answer is :meth:`late_end`'s (None: SUCCESS, a string: the refusal's remark)."""
         origin = origin_of(half)
         tx = self.pending.get(origin)
         if tx is None:
-            log.info(
-                "transactions: END %s for %s ignored: its transaction (half queue offset %d) is decided already",
-                "COMMIT" if commit else "ROLLBACK",
-                half.msg_id,
-                origin,
-            )
-            return None
+            return self.late_end(half, origin, commit)
         self.ensure_topic(TRANS_OP_HALF_TOPIC)
         host = self.broker.addr or "127.0.0.1:0"
         store = self.broker.store
         topic, count = "", 1
         if not commit:
-            result = store.put_message_batch(op_batch(half, host))
+            result = store.put_message_batch(op_batch(half, host, False))
         elif (fast := committed_batch(half)) is not None:  # one write: real message(s), op record
             topic, count = fast.topic, len(fast)
-            result = store.put_message_batches([fast, op_batch(half, host)])
+            result = store.put_message_batches([fast, op_batch(half, host, True)])
         else:  # DELAY or a timer: the general put schedules it
             real = committed_message(half)
             self._schedule_timer(real)
             topic = real.topic
-            result = store.put_messages([real, op_message(half, host)])
+            result = store.put_messages([real, op_message(half, host, commit=True)])
         if result.status is PutMessageStatus.PUT_OK:
             del self.pending[origin]
+            self.fates.set(origin, COMMITTED if commit else ROLLED_BACK)
             self._images.pop(tx.image_key, None)
             if commit and result.append_result is not None:
                 self.broker.broker_stats.inc_put(topic, count, result.append_result.wrote_bytes)
         return result
+
+    def late_end(self, half: MessageExt, origin: int, commit: bool) -> str | None:
+        """The answer to an END for a transaction that is no longer pending, from its recorded fate:
+        a COMMIT of a rolled-back or discarded one is refused (the remark, SYSTEM_ERROR; RocketMQ's
+        ``Find prepared transaction message failed`` followed by what happened); anything else is
+        None (SUCCESS, nothing written): a duplicate COMMIT, any ROLLBACK, an unknown fate."""
+        fate = self.fates.get(origin)
+        uniq = half.get_property(MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or half.msg_id
+        if commit and fate in (ROLLED_BACK, DISCARDED):
+            how = (
+                "rolled back"
+                if fate == ROLLED_BACK
+                else f"discarded to {TRANS_CHECK_MAX_TIME_TOPIC} after {self.broker.config.transaction_check_max} "
+                "checks without a decision"
+            )
+            remark = (
+                f"Find prepared transaction message failed: the transaction of half message {uniq} "
+                f"(half queue offset {origin}) was {how}; it cannot be committed"
+            )
+            log.warning("transactions: late END COMMIT refused: %s", remark)
+            return remark
+        log.info(
+            "transactions: END %s for %s ignored: its transaction (half queue offset %d) is %s already",
+            "COMMIT" if commit else "ROLLBACK",
+            uniq,
+            origin,
+            fate_name(fate) if fate != UNKNOWN else "decided",
+        )
+        return None
 
     def _schedule_timer(self, real: MessageExtBrokerInner) -> None:
         """A committed message with ``TIMER_*`` / ``__STARTDELIVERTIME`` is parked on the timer wheel
@@ -392,8 +447,9 @@ class TransactionalMessageService:
         return await self.checker.run_pass()
 
     def forget(self, origin: int) -> PendingTransaction | None:
-        """Drop a transaction from the pending table (discarded); returns it."""
+        """Drop a transaction from the pending table and record it discarded; returns it."""
         tx = self.pending.pop(origin, None)
+        self.fates.set(origin, DISCARDED)
         if tx is not None:
             self._images.pop(tx.image_key, None)
         return tx
