@@ -18,6 +18,7 @@ from tidemq.broker.config import BrokerConfig
 from tidemq.broker.config_persist import ConfigPersister
 from tidemq.protocol.body import SubscriptionGroupConfig
 from tidemq.protocol.codes import RequestCode, ResponseCode
+from tidemq.store import journaled_table
 from tidemq.store.config_journal import ConfigJournal
 from tidemq.testing import Cluster
 
@@ -53,7 +54,7 @@ def writer_threads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real_append(self, *args)
 
     monkeypatch.setattr(config_persist, "atomic_write_json", spy)
-    monkeypatch.setattr(topic_config, "atomic_write_json", spy)
+    monkeypatch.setattr(journaled_table, "atomic_write_json", spy)
     monkeypatch.setattr(ConfigJournal, "append", spy_append)
     return names
 

@@ -5,7 +5,7 @@ File ``<store>/config/consumerOffset.json`` in RocketMQ's shape::
     {"offsetTable": {"TopicA@GroupA": {"0": 123, "1": 98}}}
 
 Persisting (every ``flushConsumerOffsetInterval``, 5 s) appends one line per (topic, group) whose
-offsets changed to ``consumerOffset.json.journal`` (``store/config_journal.py``) instead of
+offsets changed to ``consumerOffset.json.journal`` (``store/journaled_table.py``) instead of
 rewriting the whole table, so its cost follows the groups that committed, not all the groups the
 broker knows; the whole file is rewritten when the journal outgrows it, at shutdown and on a slave's
 sync. The file then carries a ``dataVersion`` (as RocketMQ 5's does) that orders it against the
@@ -26,8 +26,8 @@ from typing import Any
 
 from tidemq.broker.names import is_valid_group, is_valid_topic
 from tidemq.errors import StoreError
-from tidemq.store.config_file import atomic_write_json, load_json
-from tidemq.store.config_journal import ConfigJournal
+from tidemq.store.config_journal import JournalEntry
+from tidemq.store.journaled_table import JournaledTable
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +53,17 @@ class ConsumerOffsetManager:
         self.path = Path(path)
         self.offset_table: dict[str, dict[int, int]] = {}
         self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._changed: set[str] = set()
-        """Keys committed to (or removed) since the last persist."""
         self.version = 0
         """Counter of persists (the file's ``dataVersion.counter``; orders it against the journal)."""
-        self.journal = ConfigJournal(self.path)
+        self.file = JournaledTable(
+            self.path,
+            self._lock,
+            encode=self.encode,
+            journal_value=self._queues_json,
+            version=self._next_version,
+        )
+        """``consumerOffset.json`` and its journal; keys committed to or removed are marked in it."""
+        self.journal = self.file.journal
 
     # -- persistence ---------------------------------------------------------------------------
 
@@ -69,15 +74,42 @@ class ConsumerOffsetManager:
         Raises:
             StoreError: both the file and its ``.bak`` are corrupt, or the content has the wrong shape.
         """
-        parsed, version = _read_offsets(self.path, self.journal)
         with self._lock:
-            self.offset_table = parsed
-            self.version = version
+            self.offset_table, self.version = {}, 0
+        self.file.load(self._read_snapshot, self._apply_change)
+        log.info("loaded %d consumer offset entries from %s", len(self.offset_table), self.path)
+
+    def _read_snapshot(self, obj: Any) -> int:
+        table = obj.get("offsetTable") if isinstance(obj, dict) else None
+        if not isinstance(table, dict):
+            raise StoreError(f"{self.path}: no 'offsetTable' object; refusing to start with reset offsets")
         try:
-            self.journal.snapshot_bytes = self.path.stat().st_size
-        except OSError:
-            self.journal.snapshot_bytes = 0
-        log.info("loaded %d consumer offset entries from %s", len(parsed), self.path)
+            parsed = {
+                str(key): {int(q): int(o) for q, o in dict(queues).items()} for key, queues in table.items()
+            }
+            data_version = obj.get("dataVersion")
+            version = int(data_version.get("counter", 0)) if isinstance(data_version, dict) else 0
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"{self.path}: malformed offsetTable ({exc}); refusing to start") from exc
+        with self._lock:
+            self.offset_table, self.version = parsed, version
+        return version
+
+    def _apply_change(self, entry: JournalEntry) -> None:
+        with self._lock:
+            if entry.value is None:
+                self.offset_table.pop(entry.key, None)
+            else:
+                self.offset_table[entry.key] = {int(q): int(o) for q, o in dict(entry.value).items()}
+            self.version = entry.version
+
+    def _queues_json(self, key: str) -> dict[str, int] | None:
+        queues = self.offset_table.get(key)
+        return None if queues is None else {str(qid): off for qid, off in sorted(queues.items())}
+
+    def _next_version(self) -> tuple[int, int]:
+        self.version += 1
+        return self.version, time.time_ns() // 1_000_000
 
     def encode(self) -> dict[str, object]:
         """The JSON object written to disk (queue ids as string keys)."""
@@ -94,7 +126,7 @@ class ConsumerOffsetManager:
         """Persist the offsets: with ``force`` (shutdown, a slave's sync) the whole file atomically
         (tmp + fsync + rename, previous kept as ``.bak``); without, only the (topic, group) entries
         changed since the last persist, appended to the journal (nothing at all when none changed;
-        the whole file when there is none yet or the journal outgrew it).
+        the whole file when there is none yet, the journal outgrew it or the last write failed).
 
         Returns:
             True when something was written.
@@ -102,29 +134,7 @@ class ConsumerOffsetManager:
         Raises:
             StoreError: the file or journal cannot be written (the changes stay pending).
         """
-        with self._write_lock:  # one writer at a time (the periodic task, a slave's sync, shutdown)
-            with self._lock:
-                if not force and not self._changed:
-                    return False
-                changed, self._changed = self._changed, set()
-                self.version += 1
-                whole = force or not self.path.exists() or self.journal.needs_compaction()
-                changes = [
-                    (key, _queues_json(self.offset_table.get(key))) for key in sorted(changed) if not whole
-                ]
-                version = self.version
-            try:
-                if whole:
-                    atomic_write_json(self.path, self.encode())
-                    self.journal.snapshot_bytes = self.path.stat().st_size
-                    self.journal.truncate()
-                else:
-                    self.journal.append(version, time.time_ns() // 1_000_000, changes)
-            except (OSError, StoreError):
-                with self._lock:
-                    self._changed |= changed
-                raise
-        return True
+        return self.file.write(whole=force)
 
     # -- offsets -----------------------------------------------------------------------------
 
@@ -138,7 +148,7 @@ class ConsumerOffsetManager:
             queues = self.offset_table.setdefault(key, {})
             old = queues.get(queue_id)
             queues[queue_id] = offset
-            self._changed.add(key)
+            self.file.mark_changed(key)
         if old is not None and offset < old:
             log.debug(
                 "[NOTIFYME] update consumer offset less than store. client=%s key=%s queue=%d new=%d old=%d",
@@ -190,7 +200,7 @@ class ConsumerOffsetManager:
         with self._lock:
             for key in [k for k in self.offset_table if k.startswith(prefix)]:
                 del self.offset_table[key]
-                self._changed.add(key)
+                self.file.mark_changed(key)
 
     def remove_offset(self, group: str) -> None:
         """Forget ``group``'s offsets of every topic (``removeOffset``: DELETE_SUBSCRIPTIONGROUP with
@@ -199,35 +209,7 @@ class ConsumerOffsetManager:
         with self._lock:
             for key in [k for k in self.offset_table if k.endswith(suffix)]:
                 del self.offset_table[key]
-                self._changed.add(key)
-
-
-def _queues_json(queues: dict[int, int] | None) -> dict[str, int] | None:
-    return None if queues is None else {str(qid): off for qid, off in sorted(queues.items())}
-
-
-def _read_offsets(path: Path, journal: ConfigJournal) -> tuple[dict[str, dict[int, int]], int]:
-    obj = load_json(path)
-    parsed: dict[str, dict[int, int]] = {}
-    version = 0
-    if obj is not None:
-        table = obj.get("offsetTable") if isinstance(obj, dict) else None
-        if not isinstance(table, dict):
-            raise StoreError(f"{path}: no 'offsetTable' object; refusing to start with reset offsets")
-        try:
-            for key, queues in table.items():
-                parsed[str(key)] = {int(qid): int(off) for qid, off in dict(queues).items()}
-            data_version = obj.get("dataVersion")
-            version = int(data_version.get("counter", 0)) if isinstance(data_version, dict) else 0
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"{path}: malformed offsetTable ({exc}); refusing to start") from exc
-    for entry in journal.replay(version if obj is not None else -1):
-        if entry.value is None:
-            parsed.pop(entry.key, None)
-        else:
-            parsed[entry.key] = {int(qid): int(off) for qid, off in dict(entry.value).items()}
-        version = entry.version
-    return parsed, version
+                self.file.mark_changed(key)
 
 
 def load_offset_table(path: str | Path) -> dict[str, Any]:
@@ -238,5 +220,6 @@ def load_offset_table(path: str | Path) -> dict[str, Any]:
     Raises:
         StoreError: as :meth:`ConsumerOffsetManager.load`.
     """
-    table, _ = _read_offsets(Path(path), ConfigJournal(path))
-    return {key: {str(q): o for q, o in queues.items()} for key, queues in table.items()}
+    manager = ConsumerOffsetManager(path)
+    manager.load()
+    return {key: {str(q): o for q, o in queues.items()} for key, queues in manager.offset_table.items()}

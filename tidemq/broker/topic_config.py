@@ -15,7 +15,7 @@ request-reply answers are stored).
 
 Every change bumps ``data_version`` and is persisted (off the event loop in a broker:
 ``config_persist.py``) as one line per changed topic appended to ``topics.json.journal``
-(``store/config_journal.py``); ``topics.json`` itself is rewritten whole only when the journal has
+(``store/journaled_table.py``); ``topics.json`` itself is rewritten whole only when the journal has
 outgrown it, and at shutdown, so creating N topics one at a time writes O(N) bytes, not O(N²).
 ``on_change`` (set by the broker) then re-registers the broker with the name servers, sending only
 the topics changed since its last registration (RocketMQ's ``registerIncrementBrokerData``).
@@ -42,8 +42,8 @@ from tidemq.protocol.topic import (
     TIMER_TOPIC,
     PermName,
 )
-from tidemq.store.config_file import atomic_write_json, load_json
-from tidemq.store.config_journal import ConfigJournal
+from tidemq.store.config_journal import JournalEntry
+from tidemq.store.journaled_table import JournaledTable
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +99,11 @@ class TopicConfigManager(PersistedConfig):
         self.fallback: Callable[[str], TopicConfig | None] | None = None
         """A slave's lookup of topics it holds messages of but has not copied yet (slave_sync.py)."""
         self._lock = threading.RLock()
-        self.journal = ConfigJournal(self.path)
-        self._dirty: dict[str, TopicConfig | None] = {}
-        """Topics changed (None: deleted) since the last journal append or snapshot."""
-        self._snapshot_due = False
-        """The next write must be a whole snapshot (the table was replaced, or a write failed)."""
+        self.file = JournaledTable(
+            self.path, self._lock, encode=self.encode, journal_value=self._topic_json, version=self._version
+        )
+        """``topics.json`` and its journal; every changed topic is marked in it."""
+        self.journal = self.file.journal
         self.unregistered: dict[str, TopicConfig | None] = {}
         """Topics changed since the broker last registered them with the name servers."""
         self._add_builtin_topics()
@@ -134,29 +134,19 @@ class TopicConfigManager(PersistedConfig):
             table[cfg.msg_trace_topic_name] = make_topic_config(cfg.msg_trace_topic_name, 1)
 
     def load(self) -> None:
-        """Read ``topics.json`` (falling back to ``.bak``); entries override the built-ins.
+        """Read ``topics.json`` (falling back to ``.bak``), then the changes journalled after it;
+        entries override the built-ins.
 
         Raises:
             StoreError: both files are corrupt or the content has the wrong shape.
         """
-        obj = load_json(self.path)
-        if obj is not None:
-            self._load_snapshot(obj)
-        replayed = 0
-        with self._lock:
-            for entry in self.journal.replay(self.data_version.counter if obj is not None else -1):
-                if entry.value is None:
-                    self.topic_config_table.pop(entry.key, None)
-                else:
-                    self.topic_config_table[entry.key] = TopicConfig.from_json(entry.value)
-                self.data_version = DataVersion(timestamp=entry.timestamp, counter=entry.version)
-                replayed += 1
+        replayed = self.file.load(self._load_snapshot, self._apply_change)
         if replayed:
             log.info("replayed %d topic change(s) from %s", replayed, self.journal.path)
         if not self.broker_config.auto_create_topic_enable:
             self.topic_config_table.pop(AUTO_CREATE_TOPIC_KEY, None)
 
-    def _load_snapshot(self, obj: Any) -> None:
+    def _load_snapshot(self, obj: Any) -> int:
         if not isinstance(obj, dict) or not isinstance(obj.get("topicConfigTable", {}), dict):
             raise StoreError(f"{self.path}: not a topics.json object")
         try:
@@ -167,11 +157,23 @@ class TopicConfigManager(PersistedConfig):
                     self.data_version = DataVersion.from_json(obj["dataVersion"])
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreError(f"{self.path}: malformed topic config ({exc})") from exc
-        try:
-            self.journal.snapshot_bytes = self.path.stat().st_size
-        except OSError:
-            self.journal.snapshot_bytes = 0
         log.info("loaded %d topic configs from %s", len(self.topic_config_table), self.path)
+        return self.data_version.counter
+
+    def _apply_change(self, entry: JournalEntry) -> None:
+        with self._lock:
+            if entry.value is None:
+                self.topic_config_table.pop(entry.key, None)
+            else:
+                self.topic_config_table[entry.key] = TopicConfig.from_json(entry.value)
+            self.data_version = DataVersion(timestamp=entry.timestamp, counter=entry.version)
+
+    def _topic_json(self, topic: str) -> dict[str, Any] | None:
+        tc = self.topic_config_table.get(topic)
+        return None if tc is None else tc.to_json()
+
+    def _version(self) -> tuple[int, int]:
+        return self.data_version.counter, self.data_version.timestamp
 
     def encode(self) -> dict[str, Any]:
         """The JSON object written to ``topics.json``."""
@@ -188,62 +190,29 @@ class TopicConfigManager(PersistedConfig):
         self.data_version = DataVersion(timestamp=now_ms(), counter=self.data_version.counter + 1)
         for topic in topics:
             tc = self.topic_config_table.get(topic)
-            self._dirty[topic] = tc
+            self.file.mark_changed(topic)
             self.unregistered[topic] = tc
 
     # -- persistence: journal appends, whole snapshots ------------------------------------------
 
     def persist(self) -> None:
         """Write ``topics.json`` whole (previous copy kept as ``.bak``) and empty the journal; one
-        writer at a time. Used at shutdown and when the journal outgrew the snapshot.
+        writer at a time. Used at shutdown.
 
         Raises:
             StoreError: the file cannot be written.
         """
-        with self._write_lock:
-            self._write_snapshot()
-
-    def _write_snapshot(self) -> None:
-        with self._lock:
-            dirty, self._dirty = self._dirty, {}
-            self._snapshot_due = False
-            obj = self.encode()
-        try:
-            atomic_write_json(self.path, obj)
-            self.journal.snapshot_bytes = self.path.stat().st_size
-            self.journal.truncate()
-        except (OSError, StoreError):
-            with self._lock:
-                self._dirty = {**dirty, **self._dirty}
-                self._snapshot_due = True
-            raise
+        self.file.write(whole=True)
 
     def persist_changes(self) -> None:
         """Persist what changed since the last write: appended to the journal (one fdatasync), or a
-        whole snapshot when there is none yet, the journal outgrew it, or the table was replaced.
+        whole snapshot when there is none yet, the journal outgrew it, the table was replaced or the
+        last write failed (:class:`~tidemq.store.journaled_table.JournaledTable`).
 
         Raises:
             StoreError: the journal or the file cannot be written (the changes stay pending).
         """
-        with self._write_lock:
-            with self._lock:
-                if self._snapshot_due or not self.path.exists() or self.journal.needs_compaction():
-                    snapshot = True
-                else:
-                    snapshot = False
-                    dirty, self._dirty = self._dirty, {}
-                    version = self.data_version
-            if snapshot:
-                self._write_snapshot()
-                return
-            changes = [(name, None if tc is None else tc.to_json()) for name, tc in dirty.items()]
-            try:
-                self.journal.append(version.counter, version.timestamp, changes)
-            except StoreError:
-                with self._lock:
-                    self._dirty = {**dirty, **self._dirty}
-                    self._snapshot_due = True
-                raise
+        self.file.write()
 
     def persist_soon(self) -> None:
         """Persist after a change (:meth:`persist_changes`), queued off the caller's thread when the
@@ -260,8 +229,7 @@ class TopicConfigManager(PersistedConfig):
             self.topic_config_table.clear()
             self.topic_config_table.update(table)
             self.data_version = data_version
-            self._dirty.clear()
-            self._snapshot_due = True
+            self.file.mark_replaced()
         self.persist_soon()
 
     def take_unregistered(self) -> dict[str, TopicConfig | None]:
