@@ -30,11 +30,11 @@ from tidemq.client.direct import DirectConnection, DirectPool
 from tidemq.errors import ClientError, RemotingError, TideMQError
 from tidemq.protocol.body import SubscriptionData
 from tidemq.protocol.command import RemotingCommand
-from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageExt, MessageQueue
 
 if TYPE_CHECKING:
-    from tidemq.client.consumer.pull import AsyncPullConsumer, PulledBatch
+    from tidemq.client.consumer.lite_poll import PulledBatch
+    from tidemq.client.consumer.pull import AsyncPullConsumer
 
 __all__ = ["CallerPull", "CallerSide"]
 
@@ -95,11 +95,11 @@ class CallerSide:
                 if pre is not None:
                     item, decoded = pre
                 else:
-                    item, decoded = core.cache.take_blocking(deadline - time.monotonic()), None
+                    item, decoded = core.buffer.cache.take_blocking(deadline - time.monotonic()), None
                 if item is None:
                     self._auto_commit_soon()
                     return []
-                msgs = core.consumed(item, decoded)
+                msgs = core.buffer.consumed(item, decoded)
             if msgs:
                 self._auto_commit_soon()
                 return msgs
@@ -107,9 +107,9 @@ class CallerSide:
     def _auto_commit_soon(self) -> None:
         """From a poller's thread: start a commit on the loop when auto-commit is due."""
         core = self._core
-        if core.take_auto_commit():
+        if core.committer.take_auto_commit():
             try:
-                core.instance.loop.call_soon_threadsafe(core.spawn_commit)
+                core.instance.loop.call_soon_threadsafe(core.committer.spawn_commit)
             except (RuntimeError, ClientError):  # the loop is closed or the consumer stopped
                 pass
 
@@ -121,7 +121,7 @@ class CallerSide:
         if self._predecoded is not None or not self._take_lock.acquire(blocking=False):
             return
         try:
-            if self._predecoded is None and (item := self._core.cache.take_nowait()) is not None:
+            if self._predecoded is None and (item := self._core.buffer.cache.take_nowait()) is not None:
                 mq, pq, result, sub, _ = item
                 msgs = None
                 if not pq.dropped:
@@ -142,12 +142,13 @@ class CallerSide:
         Returns what must still go through the loop (a broker whose address is not known yet, or
         whose connection another thread is using)."""
         core = self._core
-        core.last_commit = time.monotonic()
-        changed = core.changed_offsets()
+        core.committer.last_commit = time.monotonic()
+        changed = core.committer.changed_offsets()
         if not changed:
             return []
         inst = core.instance
         api = inst.api
+        table = core.pulls.table
         by_addr: dict[str, list[tuple[MessageQueue, int]]] = {}
         rest: list[tuple[MessageQueue, int]] = []
         for mq, off in changed:
@@ -188,8 +189,8 @@ class CallerSide:
                     self._commit_failures.failed(mq.broker_name, exc)
                     continue
                 self._commit_failures.succeeded(mq.broker_name)
-                with core.table.lock:
-                    core.table.committed[mq] = off
+                with table.lock:
+                    table.committed[mq] = off
         return rest
 
     def _pull_and_predecode(self, conn: DirectConnection, along: list[_AlongPull]) -> None:
@@ -205,13 +206,13 @@ class CallerSide:
         queue with the fewest cached messages among those the loop would pull now (under flow
         control's thresholds, a backlog known on the broker, no pull in flight, pulled from this
         master). Queues without a known backlog stay with the loop's long polling. The request is
-        the pull task's. The pull then costs no wake-up of the loop thread and no round trip of
+        the pull task's (:meth:`LitePulls.pull_fields`). The pull then costs no wake-up of the loop thread and no round trip of
         its own."""
         core = self._core
         cfg = core.config
-        if len(core.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all:
+        if len(core.buffer.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all:
             return []
-        table = core.table
+        table = core.pulls.table
         with table.lock:
             best: PullRequest | None = None
             for mq, pr in table.requests.items():
@@ -228,22 +229,11 @@ class CallerSide:
             if best is None:
                 return []
             mq = best.message_queue
-            found = core.pull_api.find_broker(mq)
-            if found is None or found.slave or found.broker_addr != addr:
-                return []
             sub = core.rebalancer.subscription_inner.get(mq.topic)
-            request = core.instance.api.build_pull_message_request(
-                consumer_group=core.group_name,
-                mq=mq,
-                queue_offset=best.next_offset,
-                max_msg_nums=cfg.pull_batch_size,
-                sys_flag=PullSysFlag.build_sys_flag(False, True, True, False),
-                commit_offset=0,
-                suspend_timeout_millis=int(cfg.broker_suspend_max_time * 1000),
-                subscription=sub.sub_string if sub else "*",
-                sub_version=0,
-                expression_type=sub.expression_type if sub else "TAG",
-            )
+            built = core.pull_api.build_pull_request(mq, **core.pulls.pull_fields(best, sub))
+            if built is None or built[0].slave or built[0].broker_addr != addr:
+                return []
+            request = built[1]
             pending = CallerPull(best, sub, best.next_offset, addr, conn)
             table.pulling[mq] = pending
         return [(request, functools.partial(self._caller_pulled, pending))]
@@ -262,7 +252,7 @@ class CallerSide:
                 result = ClientAPI.parse_pull_message_response(response, pending.offset, pending.addr)
             except TideMQError as exc:
                 log.debug("pull of %s along a commit failed: %s", mq, exc)
-        table = core.table
+        table = core.pulls.table
         with table.lock:
             if table.pulling.get(mq) is not pending:
                 return  # given up: the pull task pulls this range again
@@ -270,7 +260,7 @@ class CallerSide:
                 if result is None:
                     pr.max_offset = -1  # backlog unknown: not pulled along until the loop pulls it
                 elif not pr.process_queue.dropped:
-                    core.pulled(pr, result, pending.sub, core.cache.put_from_thread)
+                    core.pulls.pulled(pr, result, pending.sub, core.buffer.cache.put_from_thread)
             except Exception:  # a bug: never let it break the connection that read the answer
                 log.exception("handling the pull of %s sent along a commit failed", mq)
                 pr.max_offset = -1

@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import logging
 import time
+import weakref
 from typing import Any, Protocol
 
 from tidemq.client.consumer.consume_rates import ConsumeRates
@@ -168,23 +169,23 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+_rates: weakref.WeakKeyDictionary[object, ConsumeRates] = weakref.WeakKeyDictionary()
+"""The rate windows of each consumer asked for its running info (kept as long as the consumer)."""
+
+
 def _consume_status(consumer: ResettableConsumer) -> dict[str, float | int]:
     """``ConsumeStatus`` of ``consumer``: ok / failed rates, the listener's mean time (ms) and the
     failures of the last hour (``consume_rates.py``)."""
-    service = getattr(consumer, "_consume", None)
+    service = getattr(consumer, "consume_service", None)  # a lite pull consumer has none
     totals = (
         int(getattr(service, "consumed_ok", 0)),
         int(getattr(service, "consumed_failed", 0)),
         int(getattr(service, "consume_calls", 0)),
         float(getattr(service, "consume_rt_ms", 0.0)),
     )
-    rates = getattr(consumer, "_consume_rates", None)
+    rates = _rates.get(consumer)
     if rates is None:
         started_ms = int(getattr(consumer, "start_timestamp", 0) or 0)
         age = max(time.time() - started_ms / 1000, 0.0) if started_ms else 0.0
-        rates = ConsumeRates(time.monotonic() - age)
-        try:
-            consumer._consume_rates = rates  # type: ignore[attr-defined]
-        except AttributeError:
-            pass
+        rates = _rates[consumer] = ConsumeRates(time.monotonic() - age)
     return rates.figures(totals)
