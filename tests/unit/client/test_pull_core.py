@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.consumer.process_queue import ProcessQueue
-from tidemq.client.consumer.pull_core import PullRequest, PullVerdict, QueuePull
+from tidemq.client.consumer.pull_core import PullRequest, PullVerdict, QueuePull, run_pipelined
 from tidemq.protocol.message import MessageQueue
 
 MQ = MessageQueue("T", "b", 0)
@@ -105,6 +105,10 @@ class FakeQueue:
         self.sent[self.tokens] = offset
         return self.tokens
 
+    def receive(self, token: int, offset: int) -> tuple[PullResult, list[int]]:
+        assert self.sent[token] == offset
+        return self.read(token)
+
     def read(self, token: int) -> tuple[PullResult, list[int]]:
         offset = self.sent.pop(token)
         if offset < self.lo or offset > self.hi:
@@ -137,32 +141,44 @@ class FakeQueue:
 def test_blocking_runner_reads_every_offset_once_in_order(
     lo: int, size: int, start: int, length: int, filtered: set[int], depth: int
 ) -> None:
-    """The module docstring's blocking runner over a fake queue: every offset of the range is read
-    once, in order, or reported lost (never both), and the read ends."""
+    """run_pipelined over a fake queue: every offset of the range is read once, in order, or
+    reported lost (never both), and the read ends."""
     end = start + length
     queue = FakeQueue(lo, lo + size, filtered, batch=8)
     q: QueuePull[int] = QueuePull(MQ, start, end=end, depth=depth, step=8)
     read: list[int] = []
     lost: list[int] = []
-    q.fill(queue.send)
-    for _ in range(1000):
-        if q.done:
-            break
-        for token in q.stale():
-            queue.read(token)
-        q.fill(queue.send)
-        _, token = q.take()
-        result, got = queue.read(token)
-        verdict = q.on_result(result)
+    for verdict, _, got in run_pipelined(q, queue.send, queue.receive, queue.read):
         if verdict is PullVerdict.LOST:
             lost.extend(range(*q.lost))
-        for token in q.stale():
-            queue.read(token)
-        q.fill(queue.send)
-        if verdict is PullVerdict.FOUND:
+        elif verdict is PullVerdict.FOUND:
             read.extend(o for o in got if o < end)
     assert q.done
     assert read == sorted(set(read)) and not set(read) & set(lost)
     expected = [o for o in range(start, end) if lo <= o < lo + size and o not in filtered]
     assert read == expected
     assert set(lost) == set(range(start, end)) - set(range(lo, lo + size))
+
+
+def test_run_pipelined_goes_on_after_a_transport_error() -> None:
+    """An error while refilling still yields the answer received; a new run (after clear())
+    continues from there, nothing read twice or skipped."""
+    queue = FakeQueue(0, 40, set(), batch=8)
+    q: QueuePull[int] = QueuePull(MQ, 0, end=40, depth=3, step=8)
+    sends = 0
+
+    def flaky_send(offset: int) -> int:
+        nonlocal sends
+        sends += 1
+        if sends == 5:
+            raise ConnectionError("broken")
+        return queue.send(offset)
+
+    read: list[int] = []
+    with pytest.raises(ConnectionError):
+        for _, _, got in run_pipelined(q, flaky_send, queue.receive, queue.read):
+            read.extend(got)
+    q.clear()
+    for _, _, got in run_pipelined(q, flaky_send, queue.receive, queue.read):
+        read.extend(got)
+    assert read == list(range(40))

@@ -43,26 +43,45 @@ on). An answer is used only when it starts at :attr:`QueuePull.next_offset`; aft
 the pulls in flight are stale (:meth:`QueuePull.stale`) and the window is refilled from there.
 Push and lite pull keep one pull in flight per queue (``depth`` 1, no window: they await it).
 
-How a blocking runner uses it (the Spark source's range reader; a socket with ``send(request)``
-returning a token and ``read(token)`` returning the answer)::
+How a blocking runner uses it (the Spark source's range reader): :func:`run_pipelined` is the whole
+loop, with the I/O passed in as three functions over a blocking socket::
 
     q = QueuePull(mq, start, end=end, depth=4, step=32)
-    q.fill(lambda offset: sock.send(pull_request(offset)))  # 4 pulls in flight
-    while not q.done:
-        for token in q.stale():            # answers nobody will use: read past them
-            sock.read(token)
-        q.fill(lambda offset: sock.send(pull_request(offset)))   # (re)start at next_offset
-        offset, token = q.take()           # the pull that starts at q.next_offset
-        result = parse(sock.read(token), offset)
-        verdict = q.on_result(result)      # next_offset moves on
+
+    def send(offset):                      # write the pull at offset; a token for its answer
+        request = pull_request(offset)
+        sock.send(request, timeout)
+        return request.opaque
+
+    def receive(token, offset):            # (PullResult, what the runner wants of the answer)
+        response, body = sock.read(token, timeout)
+        return parse(response, offset), body
+
+    def skip(token):                       # an answer nobody will use
+        sock.read(token, timeout)
+
+    for verdict, result, body in run_pipelined(q, send, receive, skip):
         if verdict is PullVerdict.LOST:
             report_data_loss(*q.lost)
+        elif verdict is PullVerdict.FOUND:
+            use(body)                      # the next pulls are in flight meanwhile
+
+A transport error raised by ``send`` / ``receive`` / ``skip`` ends the generator with the state
+intact: ``q.clear()`` (the tokens are void), reconnect, and call :func:`run_pipelined` again; it
+goes on from ``q.next_offset`` (an answer already yielded is not pulled again). Written out, the
+loop is::
+
+    while not q.done:
+        for token in q.stale():            # answers nobody will use: read past them
+            skip(token)
+        q.fill(send)                       # (re)start at next_offset
+        offset, token = q.take()           # the pull that starts at q.next_offset
+        result, body = receive(token, offset)
+        verdict = q.on_result(result)      # next_offset moves on
         for token in q.stale():            # a short answer: the pulls after it are stale
-            sock.read(token)
-        q.fill(lambda offset: sock.send(pull_request(offset)))   # the broker works meanwhile
-        if verdict is PullVerdict.FOUND:
-            use(result)                    # decode while the next answers arrive
-    # on a transport error: q.clear() (the tokens are void), reconnect, q.fill(...)
+            skip(token)
+        q.fill(send)                       # the broker works meanwhile
+        ...use the answer...
 
 An asyncio runner (push, lite pull) has one pull in flight and awaits it: it sends at
 ``q.next_offset``, then calls ``q.on_result(result)`` and acts on the verdict.
@@ -71,7 +90,7 @@ An asyncio runner (push, lite pull) has one pull in flight and awaits it: it sen
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from typing import Generic, TypeVar
 
@@ -79,9 +98,10 @@ from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.protocol.message import MessageQueue
 
-__all__ = ["PullRequest", "PullVerdict", "QueuePull"]
+__all__ = ["PullRequest", "PullVerdict", "QueuePull", "run_pipelined"]
 
 T = TypeVar("T")
+P = TypeVar("P")
 
 
 class PullVerdict(IntEnum):
@@ -228,6 +248,46 @@ class QueuePull(Generic[T]):
         tokens = [token for _, token in self.window]
         self.window.clear()
         return tokens
+
+
+def run_pipelined(
+    q: QueuePull[T],
+    send: Callable[[int], T],
+    receive: Callable[[T, int], tuple[PullResult, P]],
+    skip: Callable[[T], object],
+) -> Iterator[tuple[PullVerdict, PullResult, P]]:
+    """Run ``q`` with up to ``q.depth`` pulls in flight until it is :attr:`~QueuePull.done` (forever
+    when unbounded), yielding ``(verdict, result, payload)`` for each answer used, in queue order.
+
+    Args:
+        q: the queue's state (its ``next_offset`` moves on; it survives an error, see below).
+        send: ``send(offset)`` writes the pull that starts at ``offset`` and returns a token for its
+            answer.
+        receive: ``receive(token, offset)`` reads that answer: ``(PullResult, payload)``, the
+            payload being whatever the runner wants of it (the raw body, say).
+        skip: ``skip(token)`` reads past an answer nobody will use (a pull made stale by a short
+            answer before it).
+
+    Each answer's next pulls are sent before it is yielded, so the broker works while the runner
+    uses it. An exception from ``send`` / ``receive`` / ``skip`` propagates and ends the generator;
+    an answer already received is yielded first (its offsets are past ``next_offset``). To go on:
+    ``q.clear()``, reconnect, call again. Blocking or not depends on the three functions only.
+    """
+    while not q.done:
+        for token in q.stale():
+            skip(token)
+        q.fill(send)
+        offset, token = q.take()
+        result, payload = receive(token, offset)
+        verdict = q.on_result(result)
+        try:
+            for token in q.stale():
+                skip(token)
+            q.fill(send)
+        except BaseException:
+            yield verdict, result, payload  # received and counted: never pulled again
+            raise
+        yield verdict, result, payload
 
 
 class PullRequest(QueuePull[object]):
