@@ -10,7 +10,13 @@ Two phases over RocketMQ transactional messages, with Spark's checkpoint as the 
 2. the driver's commit of batch B first records B as committed in the checkpoint (durably,
    :meth:`TxState.record_commit`; a replayed B reads the first record), then sends END_TRANSACTION
    COMMIT for every half the record names (concurrently) and ROLLBACK for the halves of attempts it
-   does not name; an abort records the run's abort and rolls back.
+   does not name; an abort records the run's abort and rolls back. When the broker has committed
+   every half of the record, the batch is marked ended; a COMMIT the broker refuses because the
+   half is gone (discarded after its checks, or rolled back) fails the batch with
+   :class:`TransactionLostError`, recorded in ``lost/B`` so that every restart fails the same way
+   until the user decides (docs/spark.md, "When the broker refuses a batch's commit"). Each commit
+   also confirms up to :data:`RETRIES_PER_COMMIT` older batches not yet ended, and purges the files
+   of ended batches Spark keeps no more (:mod:`tidemq.spark.tx_retention`).
 
 Whatever the driver does not end (it died, an END was lost, a failed task's halves) the broker
 checks with the producer group: every producer of the group -- each write task's and
@@ -31,6 +37,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -50,17 +57,21 @@ from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers import EndTransactionRequestHeader
 from tidemq.protocol.message import Message, MessageExt, MessageQueue
 from tidemq.protocol.message_codec import MessageSysFlag, decode_offset_msg_id, encode_batch_body
+from tidemq.spark import tx_retention
 from tidemq.spark.conn import ProcessConnections, connections
 from tidemq.spark.options import DEFAULT_TX_PRODUCER_GROUP, OptionError, SinkOptions
 from tidemq.spark.sink import _ArrowSink, _task_ids
-from tidemq.spark.tx_state import CommitRecord, HalfRef, TxState, fault_point, state_root
+from tidemq.spark.tx_state import CommitRecord, HalfRef, LostBatch, TxState, fault_point, state_root
 
 __all__ = [
+    "EndFailure",
     "SparkCheckListener",
     "TideMQTxArrowWriter",
     "TideMQTxStreamArrowWriter",
+    "TransactionLostError",
     "TxCommitMessage",
     "check_state",
+    "lost_message",
     "transaction_checker",
 ]
 
@@ -78,6 +89,58 @@ HALVES_IN_FLIGHT = 4
 """Half-message sends in flight per task (chunks of up to ``maxBatchBytes``)."""
 ENDS_IN_FLIGHT = 64
 """END_TRANSACTION requests in flight during a driver commit."""
+RETRIES_PER_COMMIT = 4
+"""Older batches not yet ended whose halves a driver commit confirms (COMMIT again)."""
+LOST_REMARK = "Find prepared transaction message failed"
+"""How a broker's refusal of a COMMIT begins when the half is gone (RocketMQ's remark; tidemq adds
+": ... was discarded / rolled back ...")."""
+
+
+class TransactionLostError(ClientError):
+    """The broker refused to commit half messages of a batch recorded committed: their rows will
+    never be in the topic. The message names the batch, the halves and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndFailure:
+    """An END_TRANSACTION that did not answer SUCCESS: ``code`` None when no answer came."""
+
+    half: HalfRef
+    code: int | None
+    remark: str
+
+    @property
+    def lost(self) -> bool:
+        """True when the broker says the half is gone (discarded, rolled back, or not found): a
+        COMMIT can never succeed. Other failures (no answer, a flush timeout, a busy broker) leave
+        the half pending, and the broker's check commits it from the checkpoint."""
+        return self.code == ResponseCode.SYSTEM_ERROR and self.remark.startswith(LOST_REMARK)
+
+    def __str__(self) -> str:
+        code = "no answer" if self.code is None else str(self.code)
+        return f"{self.half.msg_id}: {code} {self.remark}"
+
+
+def lost_message(lost: LostBatch, state: TxState) -> str:
+    """The text of :class:`TransactionLostError` for ``lost``: the batch, its lost halves (the
+    first 10), the rows, and the two ways on."""
+    path = state.lost_path(lost.batch_id)
+    named = "; ".join(
+        f"{h.msg_id} ({h.rows} rows, broker {h.broker_name} {h.broker_addr}, commitLogOffset "
+        f"{h.commit_log_offset}): {remark}"
+        for h, remark in lost.halves[:10]
+    )
+    more = f"; and {len(lost.halves) - 10} more (all in {path})" if len(lost.halves) > 10 else ""
+    return (
+        f"tidemq sink: batch {lost.batch_id} is recorded committed, but the broker refused to commit "
+        f"{len(lost.halves)} of its half messages, {lost.rows} rows that will never be in the topic "
+        f"(the other {lost.committed_rows} rows of the batch are): {named}{more}. The query stops, "
+        f"and fails the same way at every restart from this checkpoint until you decide: to go on "
+        f"without those rows, rename {path} to {path.name}.accepted; to write the whole batch again "
+        f"(its {lost.committed_rows} committed rows a second time), delete {path} and "
+        f'{state.root / "commits" / str(lost.batch_id)}. See docs/spark.md, "When the broker refuses '
+        f"a batch's commit\"."
+    )
 
 
 # -- checks ------------------------------------------------------------------------------------
@@ -258,19 +321,26 @@ class TxCommitter:
     Args:
         opts: the sink's options (producer group, send timeout).
         root: the state root (:func:`tidemq.spark.tx_state.state_root`).
+        checkpoint: a stream's checkpoint directory (its ``offsets/`` says which batches Spark
+            keeps: older ended ones are purged); None for a batch write (nothing purged).
     """
 
-    def __init__(self, opts: SinkOptions, root: str) -> None:
+    def __init__(self, opts: SinkOptions, root: str, checkpoint: str | None = None) -> None:
         self.opts = opts
         self.root = root
         self.state = TxState(root)
+        self.checkpoint = checkpoint
 
     def commit(self, messages: Sequence[Any], batch_id: int) -> None:
         """Record ``batch_id`` committed (unless it is: then its record wins), then COMMIT its
-        record's halves and ROLLBACK the other halves of ``messages``.
+        record's halves and ROLLBACK the other halves of ``messages``; then confirm older batches
+        not yet ended and purge what Spark keeps no more.
 
         Raises:
             ClientError: the run is dead (a newer run of the query started): nothing recorded.
+            TransactionLostError: the broker refused to commit halves of this batch's record (or of
+                an older batch's): recorded in ``lost/<batchId>``, raised again at every commit
+                of that batch until the user renames it ``.accepted`` or deletes it.
         """
         msgs = [m for m in messages if isinstance(m, TxCommitMessage)]
         fault_point(self.root, "before-record")
@@ -279,44 +349,88 @@ class TxCommitter:
             raise ClientError(
                 f"batch {batch_id} of run {run} not committed: a newer run of the query started"
             )
+        tx_retention.adopt_legacy_records(self.state, batch_id)
         mine = CommitRecord(
             batch_id, run, frozenset(m.attempt for m in msgs), tuple(h for m in msgs for h in m.halves)
         )
         record = self.state.record_commit(mine)
         fault_point(self.root, "after-record")
         named = set(record.halves)
-        others = [h for m in msgs for h in m.halves if h not in named]
-        failed = self._end(list(record.halves), True) + self._end(others, False)
+        self.settle(record, [h for m in msgs for h in m.halves if h not in named])
+        for older in tx_retention.unended(self.state, batch_id)[:RETRIES_PER_COMMIT]:
+            old = self.state.commit_record(older)
+            if old is not None:
+                self.settle(old, [])
+        if self.checkpoint is not None:
+            oldest = tx_retention.oldest_retained_batch(self.checkpoint)
+            if oldest is not None:
+                tx_retention.purge(self.state, min(oldest, batch_id))
+
+    def settle(self, record: CommitRecord, others: list[HalfRef]) -> None:
+        """COMMIT the halves of ``record`` (none when the batch ended; not those recorded lost)
+        and ROLLBACK ``others``; mark the batch ended when every COMMIT succeeded.
+
+        Raises:
+            TransactionLostError: the batch has lost halves not accepted, before or now.
+        """
+        batch_id = record.batch_id
+        lost = self.state.lost(batch_id)
+        if lost is not None and not lost.accepted:
+            self._end(others, False)
+            raise TransactionLostError(lost_message(lost, self.state))
+        skip = {h for h, _ in lost.halves} if lost is not None else set()
+        todo = [] if self.state.ended(batch_id) else [h for h in record.halves if h not in skip]
+        failed = self._end(todo, True)
+        failed += self._end(others, False)
+        committing = set(record.halves)
+        refused = [(f.half, f.remark) for f in failed if f.lost and f.half in committing]
         rows = sum(h.rows for h in record.halves)
-        if failed:
+        if refused:
+            gone = {h for h, _ in refused} | skip
+            lost = self.state.record_lost(
+                LostBatch(batch_id, tuple(refused), sum(h.rows for h in record.halves if h not in gone))
+            )
+            log.error("%s", lost_message(lost, self.state))
+            raise TransactionLostError(lost_message(lost, self.state))
+        if any(f.half in committing for f in failed):
             log.warning(
                 "tidemq sink: batch %d committed (%d rows); %d END_TRANSACTION failed, the broker's check "
-                "will end them from the checkpoint: %s",
+                "will end them from the checkpoint (the next commit confirms them): %s",
                 batch_id,
                 rows,
                 len(failed),
-                failed[:3],
+                [str(f) for f in failed[:3]],
             )
-        else:
+            return
+        if failed:
+            log.info("tidemq sink: batch %d: %d ROLLBACK failed (the check ends them)", batch_id, len(failed))
+        if not self.state.ended(batch_id):
+            self.state.mark_ended(batch_id)
+        if todo:
             log.info(
-                "tidemq sink: batch %d committed, %d rows in %d half messages", batch_id, rows, len(named)
+                "tidemq sink: batch %d committed, %d rows in %d half messages", batch_id, rows, len(todo)
             )
 
     def abort(self, messages: Sequence[Any], batch_id: int, run_id: str | None = None) -> None:
         """Record the runs of ``messages`` (and ``run_id``) as having given ``batch_id`` up, then
-        ROLLBACK their halves; a batch recorded committed is committed again instead."""
+        ROLLBACK their halves; a batch recorded committed is settled again instead (its lost
+        halves, if any, are logged: the next commit of the batch raises)."""
         msgs = [m for m in messages if isinstance(m, TxCommitMessage)]
         record = self.state.commit_record(batch_id)
         if record is not None:
-            self._end(list(record.halves), True)
+            named = set(record.halves)
+            try:
+                self.settle(record, [h for m in msgs for h in m.halves if h not in named])
+            except TransactionLostError as exc:
+                log.error("tidemq sink: abort of batch %d: %s", batch_id, exc)
             return
         for run in {m.run_id for m in msgs} | ({run_id} if run_id else set()):
             self.state.record_abort(batch_id, run)
         self._end([h for m in msgs for h in m.halves], False)
         log.warning("tidemq sink: batch %d aborted; its half messages rolled back", batch_id)
 
-    def _end(self, halves: list[HalfRef], commit: bool) -> list[str]:
-        """END_TRANSACTION for each of ``halves`` (concurrently); the failures, as text. With the
+    def _end(self, halves: list[HalfRef], commit: bool) -> list[EndFailure]:
+        """END_TRANSACTION for each of ``halves`` (concurrently); the failures. With the
         ``mid-commit`` fault, the process is killed after the first half of the COMMITs."""
         if not halves:
             return []
@@ -324,9 +438,9 @@ class TxCommitter:
         group, timeout = self.opts.producer_group, self.opts.send_timeout
         cut = len(halves) // 2 if commit else -1
 
-        async def end_all() -> list[str]:
+        async def end_all() -> list[EndFailure]:
             gate = asyncio.Semaphore(ENDS_IN_FLIGHT)
-            failed: list[str] = []
+            failed: list[EndFailure] = []
 
             async def one(half: HalfRef) -> None:
                 async with gate:
@@ -335,10 +449,10 @@ class TxCommitter:
                             half.broker_addr, end_request(group, half, commit), timeout
                         )
                     except Exception as exc:  # the check decides it then
-                        failed.append(f"{half.msg_id}: {exc}")
+                        failed.append(EndFailure(half, None, str(exc)))
                         return
                 if answer.code != ResponseCode.SUCCESS:
-                    failed.append(f"{half.msg_id}: {answer.code} {answer.remark}")
+                    failed.append(EndFailure(half, answer.code, answer.remark or ""))
 
             if cut > 0:
                 await asyncio.gather(*(one(h) for h in halves[:cut]))
@@ -404,9 +518,16 @@ class TideMQTxStreamArrowWriter(DataSourceStreamArrowWriter):  # type: ignore[mi
         return self.sink.write_batches(iterator)
 
     def commit(self, messages: list[Any], batchId: int) -> None:
-        """Driver side: record ``batchId`` committed, then commit its half messages."""
-        TxCommitter(self.opts, self.root).commit(messages, batchId)
+        """Driver side: record ``batchId`` committed, then commit its half messages.
+
+        Raises:
+            TransactionLostError: the broker refused to commit some of them (the query stops).
+        """
+        self._committer().commit(messages, batchId)
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         """Driver side: record the abort, roll back the half messages it knows of."""
-        TxCommitter(self.opts, self.root).abort(messages, batchId)
+        self._committer().abort(messages, batchId)
+
+    def _committer(self) -> TxCommitter:
+        return TxCommitter(self.opts, self.root, str(Path(self.root).parent))

@@ -13,6 +13,12 @@ directory ``<checkpointLocation or tmp>/tidemq-tx/<jobId>``)::
     commits/<batchId>     the commit record of a batch (JSON, :class:`CommitRecord`); the first
                           one written wins, later commits of the batch read it
     aborts/<batchId>.<runId>   the run gave the batch up (Spark called abort)
+    ended/<batchId>       every half the record names was committed (the broker answered SUCCESS)
+    lost/<batchId>        halves of the record the broker refused to commit (JSON, :class:`LostBatch`):
+                          the driver fails the batch while this file is there
+    lost/<batchId>.accepted   the same, renamed by the user: go on without those rows
+    purged                the batches below this id have had their files purged
+                          (:mod:`tidemq.spark.tx_retention`)
 
 Every file is written to a temporary name, fsynced, hard-linked to its name (which fails if the name
 exists: the first writer wins, atomically) and the directory fsynced, so a record the driver wrote
@@ -32,7 +38,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CommitRecord", "Decision", "HalfRef", "TxState", "fault_point", "state_root"]
+__all__ = ["CommitRecord", "Decision", "HalfRef", "LostBatch", "TxState", "fault_point", "state_root"]
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +121,34 @@ class CommitRecord:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class LostBatch:
+    """Halves of a batch's record that the broker refused to commit: their rows will never be in the
+    topic. ``halves``: ``(half, the broker's remark)``; ``committed_rows``: rows of the record's
+    other halves; ``accepted``: the user renamed the file to ``<batchId>.accepted``."""
+
+    batch_id: int
+    halves: tuple[tuple[HalfRef, str], ...]
+    committed_rows: int
+    accepted: bool = False
+
+    @property
+    def rows(self) -> int:
+        """Rows lost."""
+        return sum(h.rows for h, _ in self.halves)
+
+    def to_bytes(self) -> bytes:
+        halves = [[*h.to_json(), remark] for h, remark in self.halves]
+        obj = {"batchId": self.batch_id, "committedRows": self.committed_rows, "halves": halves}
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, accepted: bool = False) -> LostBatch:
+        obj = json.loads(raw)
+        halves = tuple((HalfRef.from_json(h[:6]), str(h[6])) for h in obj["halves"])
+        return cls(int(obj["batchId"]), halves, int(obj["committedRows"]), accepted)
+
+
 def state_root(checkpoint_location: str) -> Path:
     """``<checkpointLocation>/tidemq-tx`` as a local path (``file:`` URIs accepted).
 
@@ -156,6 +190,19 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_replace(path: Path, data: bytes) -> None:
+    """Write ``data`` durably at ``path``, replacing what is there (temporary file, fsync, rename,
+    fsync of the directory): a reader sees the old content or the new, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 def write_once(path: Path, data: bytes) -> bool:
@@ -239,6 +286,48 @@ class TxState:
     def aborted(self, batch_id: int, run_id: str) -> bool:
         return (self.root / "aborts" / f"{batch_id}.{run_id}").exists()
 
+    def ended(self, batch_id: int) -> bool:
+        """True when every half of the batch's record was committed (:meth:`mark_ended`)."""
+        return (self.root / "ended" / str(batch_id)).exists()
+
+    def mark_ended(self, batch_id: int) -> None:
+        """Record that the broker committed every half of the batch's record. Not fsynced: a marker
+        a machine crash loses only makes the next commit confirm the batch's halves again."""
+        path = self.root / "ended" / str(batch_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+    def lost_path(self, batch_id: int) -> Path:
+        """``lost/<batchId>``: rename it to ``<batchId>.accepted`` to go on without those rows."""
+        return self.root / "lost" / str(batch_id)
+
+    def lost(self, batch_id: int) -> LostBatch | None:
+        """The batch's lost halves (``lost/<batchId>``, or ``.accepted`` when only that is there)."""
+        path = self.lost_path(batch_id)
+        for candidate, accepted in ((path, False), (path.with_name(f"{path.name}.accepted"), True)):
+            try:
+                return LostBatch.from_bytes(candidate.read_bytes(), accepted)
+            except FileNotFoundError:
+                continue
+        return None
+
+    def record_lost(self, lost: LostBatch) -> LostBatch:
+        """Record ``lost`` (joined with the halves recorded before, accepted or not) as
+        ``lost/<batchId>``, durably; returns what was recorded (not accepted)."""
+        earlier = self.lost(lost.batch_id)
+        halves = dict(earlier.halves) if earlier is not None else {}
+        halves.update(lost.halves)
+        joined = LostBatch(lost.batch_id, tuple(halves.items()), lost.committed_rows)
+        write_replace(self.lost_path(lost.batch_id), joined.to_bytes())
+        return joined
+
+    def purged_below(self) -> int:
+        """Batches below this id had their files purged (0: none)."""
+        try:
+            return int((self.root / "purged").read_bytes() or b"0")
+        except (FileNotFoundError, ValueError):
+            return 0
+
     # -- checks ---------------------------------------------------------------------------------
 
     def decide(self, batch_id: int, run_id: str, attempt: str) -> Decision:
@@ -246,6 +335,8 @@ class TxState:
         (``"partition:attemptNumber"``) of ``run_id``:
 
         * the batch is recorded committed: COMMIT if through this run and attempt, else ROLLBACK;
+        * else ROLLBACK if the batch's files were purged (every half its record named was
+          committed: what is still pending is not the batch's);
         * else ROLLBACK if the run aborted the batch or a newer run exists (the run is dead);
         * else UNKNOW: the batch is still running (the broker asks again later).
         """
@@ -253,6 +344,8 @@ class TxState:
         if record is not None:
             ok = record.run_id == run_id and attempt in record.attempts
             return Decision.COMMIT if ok else Decision.ROLLBACK
+        if batch_id < self.purged_below():
+            return Decision.ROLLBACK
         if self.aborted(batch_id, run_id) or self.run_dead(run_id):
             return Decision.ROLLBACK
         return Decision.UNKNOW
