@@ -44,8 +44,15 @@ def test_pulled_answers_go_through_the_kernel_into_the_buffer() -> None:
     put: list[object] = []
     found = PullResult(PullStatus.FOUND, 13, 0, 20, suggest_which_broker_id=1, body=_records(3))
     core.pulls.pulled(pr, found, None, put.append)
-    assert put == [(MQ, pr.process_queue, found, None, 3)]
-    assert (pr.next_offset, pr.max_offset, pr.process_queue.msg_count, nodes.suggested[MQ]) == (13, 20, 3, 1)
+    assert put == [(MQ, pr.process_queue, found, None, 3, 36)]
+    pq = pr.process_queue
+    assert (pr.next_offset, pr.max_offset, pq.msg_count, pq.msg_size, nodes.suggested[MQ]) == (
+        13,
+        20,
+        3,
+        36,
+        1,
+    )
     # OFFSET_ILLEGAL: the lite pull consumer goes on from the broker's offset
     core.pulls.pulled(pr, PullResult(PullStatus.OFFSET_ILLEGAL, 5, 5, 20), None, put.append)
     assert pr.next_offset == 5 and len(put) == 1

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidemq.client.consumer.process_queue import ProcessQueue, check_flow_control
+from tidemq.client.consumer.process_queue import ProcessQueue
+from tidemq.client.consumer.pull_core import FlowLimits
 from tidemq.protocol.message import MessageExt
 
 
@@ -33,54 +34,22 @@ def test_duplicates_are_ignored_and_span_reported() -> None:
     pq.put_messages([msg(1)])
     assert pq.msg_count == 3
     assert pq.get_max_span() == 2000
-    assert (
-        check_flow_control(
-            pq,
-            pull_threshold_for_queue=1000,
-            pull_threshold_size_for_queue_mib=100,
-            consume_concurrently_max_span=2000,
-        )
-        is None
-    )
+    assert FlowLimits(1000, 100, 2000).check(pq) is None
     pq.put_messages([msg(2001)])
-    fc = check_flow_control(
-        pq,
-        pull_threshold_for_queue=1000,
-        pull_threshold_size_for_queue_mib=100,
-        consume_concurrently_max_span=2000,
-    )
+    fc = FlowLimits(1000, 100, 2000).check(pq)
     assert fc is not None and "span" in fc.reason and fc.delay == 0.05
-    assert (
-        check_flow_control(
-            pq,
-            pull_threshold_for_queue=1000,
-            pull_threshold_size_for_queue_mib=100,
-            consume_concurrently_max_span=2000,
-            orderly=True,
-        )
-        is None
-    )
+    assert FlowLimits(1000, 100, None).check(pq) is None
 
 
 def test_flow_control_on_count_and_size() -> None:
     """More than the threshold of messages or MiB postpones the pull."""
     pq = ProcessQueue(now=0)
     pq.put_messages([msg(i, 1) for i in range(4)])
-    fc = check_flow_control(
-        pq,
-        pull_threshold_for_queue=3,
-        pull_threshold_size_for_queue_mib=100,
-        consume_concurrently_max_span=2000,
-    )
+    fc = FlowLimits(3, 100, 2000).check(pq)
     assert fc is not None and "count" in fc.reason
     big = ProcessQueue(now=0)
     big.put_messages([msg(0, 3 * 1024 * 1024)])
-    fc = check_flow_control(
-        big,
-        pull_threshold_for_queue=1000,
-        pull_threshold_size_for_queue_mib=2,
-        consume_concurrently_max_span=2000,
-    )
+    fc = FlowLimits(1000, 2, 2000).check(big)
     assert fc is not None and "MiB" in fc.reason
 
 

@@ -25,9 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = ["PollBuffer", "PulledBatch"]
 
-PulledBatch = tuple[MessageQueue, ProcessQueue, PullResult, "SubscriptionData | None", int]
+PulledBatch = tuple[MessageQueue, ProcessQueue, PullResult, "SubscriptionData | None", int, int]
 """A pull answer waiting in the buffer, not decoded yet: ``(queue, its ProcessQueue, the FOUND result
-with its raw body, the subscription it was pulled with, records in the body)``."""
+with its raw body, the subscription it was pulled with, records in the body, body bytes)``; its
+records and bytes count as cached in the ProcessQueue (flow control) until taken."""
 
 
 class PollBuffer:
@@ -68,13 +69,14 @@ class PollBuffer:
         """Decode a taken batch (unless ``decoded`` already) and count its messages as consumed: the
         queue's offset moves past them. [] when its queue was dropped meanwhile or the tag filter
         kept nothing. Any thread."""
-        mq, pq, result, sub, count = item
+        mq, pq, result, sub, count, size = item
         if pq.dropped:
             return []
         msgs = decoded if decoded is not None else process_pull_result(mq, result, sub).msg_found_list
         core = self.core
         with core.pulls.table.lock:
             pq.msg_count -= count
+            pq.msg_size -= size
             if pq.dropped or not msgs:
                 return []
             offset = pq.pass_through(msgs)

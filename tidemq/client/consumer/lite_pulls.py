@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from tidemq.client.api import PullResult
 from tidemq.client.consumer.pull_api import PullAPIWrapper, PullKernelFields
-from tidemq.client.consumer.pull_core import PullRequest, PullVerdict
+from tidemq.client.consumer.pull_core import FLOW_CONTROL_DELAY_S, FlowLimits, PullRequest, PullVerdict
 from tidemq.client.consumer.pull_table import PullTable
 from tidemq.errors import TideMQError
 from tidemq.protocol.body import SubscriptionData
@@ -32,12 +32,9 @@ if TYPE_CHECKING:
     from tidemq.client.consumer.lite_poll import PulledBatch
     from tidemq.client.consumer.pull import AsyncPullConsumer
 
-__all__ = ["FLOW_CONTROL_DELAY_S", "LitePulls", "count_records"]
+__all__ = ["LitePulls", "count_records"]
 
 log = logging.getLogger(__name__)
-
-FLOW_CONTROL_DELAY_S = 0.05
-"""Seconds a pull task waits when flow control holds its queue, or a caller's pull of it is in flight."""
 
 _SIZE = struct.Struct(">i")
 _LITE_SYS_FLAG = PullSysFlag.build_sys_flag(False, True, True, False)
@@ -76,6 +73,8 @@ class LitePulls:
         self.core = core
         self.table = PullTable(core.config.consumer_pull_timeout)
         self.api: PullAPIWrapper | None = None
+        self.limits = FlowLimits.of(core.config, span=False)
+        """Per-queue flow control (no offset span: a lite ProcessQueue keeps counts and sizes only)."""
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
 
     def start(self, pr: PullRequest) -> None:
@@ -119,22 +118,17 @@ class LitePulls:
             broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
         )
 
-    def flow_controlled(self, pr: PullRequest) -> bool:
-        """True while ``pr``'s queue must not be pulled: too many of its messages cached
-        (``pull_threshold_for_queue``) or too many batches in the buffer (``pull_threshold_for_all``)."""
-        cfg = self.core.config
-        return (
-            pr.process_queue.msg_count > cfg.pull_threshold_for_queue
-            or len(self.core.buffer.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all
-        )
-
     async def _pull_loop(self, pr: PullRequest) -> None:
         """Mirrors ``DefaultLitePullConsumerImpl.PullTaskImpl``: pull, buffer, repeat."""
         core, mq, pq, table = self.core, pr.message_queue, pr.process_queue, self.table
         cfg = core.config
-        api = core.pull_api
+        api, limits, cache = core.pull_api, self.limits, core.buffer.cache
         while core.running and not pq.dropped:
-            if self.flow_controlled(pr) or not table.claim_for_loop(mq):
+            if (  # flow control: the queue's cached messages, or the whole poll buffer
+                limits.check(pq) is not None
+                or len(cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all
+                or not table.claim_for_loop(mq)
+            ):
                 await asyncio.sleep(FLOW_CONTROL_DELAY_S)
                 continue
             sub = core.rebalancer.subscription_inner.get(mq.topic)
@@ -155,7 +149,7 @@ class LitePulls:
                     return
                 # The body is decoded by poll(), on the poller's thread: this loop only moves bytes
                 # (a blocking PullConsumer's thread and this loop then do not fight over the GIL).
-                self.pulled(pr, result, sub, core.buffer.cache.put)
+                self.pulled(pr, result, sub, cache.put)
             finally:
                 table.release_loop_claim(mq)
 
@@ -177,9 +171,10 @@ class LitePulls:
         if verdict is PullVerdict.FOUND:
             body = result.body
             if body:
-                count = count_records(body)
+                count, size = count_records(body), len(body)
                 with self.table.lock:
                     pq.msg_count += count  # counted as cached (flow control) until polled
-                put((mq, pq, result, sub, count))
+                    pq.msg_size += size
+                put((mq, pq, result, sub, count, size))
         elif verdict is PullVerdict.ILLEGAL:
             log.warning("offset of %s illegal; continuing from %d", mq, pr.next_offset)

@@ -13,7 +13,7 @@ the smallest queue offset still cached here (pulled, not yet acknowledged), or
 ``queue_offset_max + 1`` once the cache is empty. An offset is never committed past an
 unconsumed message, so a restart re-delivers rather than skips.
 
-Flow control reads ``msg_count``, ``msg_size`` (body bytes) and :meth:`get_max_span`.
+Flow control (``pull_core.FlowLimits``) reads ``msg_count``, ``msg_size`` (body bytes) and :meth:`get_max_span`.
 Timestamps are milliseconds (``now_ms``), passed in so tests need no clock.
 """
 
@@ -22,16 +22,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from tidemq.protocol.message import MessageConst, MessageExt
 
 __all__ = [
     "PULL_MAX_IDLE_TIME_MS",
     "REBALANCE_LOCK_MAX_LIVE_TIME_MS",
-    "FlowControl",
     "ProcessQueue",
-    "check_flow_control",
     "now_ms",
 ]
 
@@ -285,35 +282,3 @@ class ProcessQueue:
             f"ProcessQueue(count={self.msg_count}, size={self.msg_size}, max={self.queue_offset_max}, "
             f"span={self.get_max_span()}, dropped={self.dropped})"
         )
-
-
-@dataclass(frozen=True, slots=True)
-class FlowControl:
-    """Why a pull is postponed, and for how long (seconds). Result of :func:`check_flow_control`."""
-
-    reason: str
-    delay: float
-
-
-def check_flow_control(
-    pq: ProcessQueue,
-    *,
-    pull_threshold_for_queue: int,
-    pull_threshold_size_for_queue_mib: int,
-    consume_concurrently_max_span: int,
-    orderly: bool = False,
-) -> FlowControl | None:
-    """Decide whether pulling this queue must wait (``DefaultMQPushConsumerImpl.pullMessage`` checks).
-
-    Returns:
-        None to pull now, else a :class:`FlowControl` with a 50 ms delay: too many cached
-        messages, too many cached MiB, or (concurrent only) an offset span over the maximum.
-    """
-    if pq.msg_count > pull_threshold_for_queue:
-        return FlowControl(f"cached message count {pq.msg_count} > {pull_threshold_for_queue}", 0.05)
-    size_mib = pq.msg_size // (1024 * 1024)
-    if size_mib > pull_threshold_size_for_queue_mib:
-        return FlowControl(f"cached size {size_mib} MiB > {pull_threshold_size_for_queue_mib} MiB", 0.05)
-    if not orderly and pq.get_max_span() > consume_concurrently_max_span:
-        return FlowControl(f"offset span {pq.get_max_span()} > {consume_concurrently_max_span}", 0.05)
-    return None

@@ -122,7 +122,7 @@ class CallerSide:
             return
         try:
             if self._predecoded is None and (item := self._core.buffer.cache.take_nowait()) is not None:
-                mq, pq, result, sub, _ = item
+                mq, pq, result, sub, _, _ = item
                 msgs = None
                 if not pq.dropped:
                     try:
@@ -212,15 +212,16 @@ class CallerSide:
         cfg = core.config
         if len(core.buffer.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all:
             return []
-        table = core.pulls.table
+        table, limits = core.pulls.table, core.pulls.limits
         with table.lock:
             best: PullRequest | None = None
             for mq, pr in table.requests.items():
                 pq = pr.process_queue
-                if (
+                if (  # the loop's flow limits (FlowLimits.check, written out: a call per queue)
                     mq in table.pulling
                     or pq.dropped
-                    or pq.msg_count > cfg.pull_threshold_for_queue
+                    or pq.msg_count > limits.max_count
+                    or pq.msg_size >> 20 > limits.max_size_mib
                     or pr.max_offset <= pr.next_offset
                 ):
                     continue

@@ -37,6 +37,9 @@ in the queue is :attr:`PullVerdict.LOST` with the lost offsets in :attr:`QueuePu
 * NO_MATCHED_MSG that does not move forward: the rest of the range holds nothing that matches
   (done, nothing lost).
 
+Flow control: :meth:`FlowLimits.check` says whether a queue's next pull waits, from what its
+ProcessQueue holds (cached count, size, offset span), for every runner.
+
 Pipelining: a runner may keep up to ``depth`` pulls in flight (:meth:`QueuePull.fill`); the ones
 after the first start where the previous one would end if it came back full (``step`` messages
 on). An answer is used only when it starts at :attr:`QueuePull.next_offset`; after a short answer
@@ -91,17 +94,86 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from enum import IntEnum
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from tidemq.client.api import PullResult, PullStatus
 from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.protocol.message import MessageQueue
 
-__all__ = ["PullRequest", "PullVerdict", "QueuePull", "run_pipelined"]
+__all__ = [
+    "FLOW_CONTROL_DELAY_S",
+    "FlowControl",
+    "FlowLimits",
+    "PullRequest",
+    "PullVerdict",
+    "QueuePull",
+    "run_pipelined",
+]
 
 T = TypeVar("T")
 P = TypeVar("P")
+
+
+FLOW_CONTROL_DELAY_S = 0.05
+"""Seconds a pull waits when flow control holds its queue (RocketMQ: 50 ms)."""
+
+
+class FlowConfig(Protocol):
+    """The consumer settings flow control reads (``PushConsumerConfig`` / ``PullConsumerConfig``)."""
+
+    pull_threshold_for_queue: int
+    pull_threshold_size_for_queue: int
+    consume_concurrently_max_span: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlowControl:
+    """Why a pull is postponed, and for how long (seconds). Result of :meth:`FlowLimits.check`."""
+
+    reason: str
+    delay: float
+
+
+@dataclass(frozen=True, slots=True)
+class FlowLimits:
+    """When pulling a queue waits: the checks of ``DefaultMQPushConsumerImpl.pullMessage`` and
+    ``DefaultLitePullConsumerImpl.PullTaskImpl`` on the queue's ProcessQueue.
+
+    Attributes:
+        max_count: cached messages above this hold the pull (``pullThresholdForQueue``).
+        max_size_mib: cached body MiB above this hold the pull (``pullThresholdSizeForQueue``).
+        max_span: cached offset span above this holds the pull (``consumeConcurrentlyMaxSpan``);
+            None: not checked (orderly consumption; a lite pull consumer, whose ProcessQueue keeps
+            counts only).
+    """
+
+    max_count: int
+    max_size_mib: int
+    max_span: int | None
+
+    @classmethod
+    def of(cls, config: FlowConfig, *, span: bool) -> FlowLimits:
+        """The limits of a consumer's ``config``; ``span``: check the offset span too."""
+        return cls(
+            config.pull_threshold_for_queue,
+            config.pull_threshold_size_for_queue,
+            config.consume_concurrently_max_span if span else None,
+        )
+
+    def check(self, pq: ProcessQueue) -> FlowControl | None:
+        """None to pull now, else why and how long (:data:`FLOW_CONTROL_DELAY_S`) to wait."""
+        if pq.msg_count > self.max_count:
+            return FlowControl(
+                f"cached message count {pq.msg_count} > {self.max_count}", FLOW_CONTROL_DELAY_S
+            )
+        size_mib = pq.msg_size >> 20
+        if size_mib > self.max_size_mib:
+            return FlowControl(f"cached size {size_mib} MiB > {self.max_size_mib} MiB", FLOW_CONTROL_DELAY_S)
+        if self.max_span is not None and (span := pq.get_max_span()) > self.max_span:
+            return FlowControl(f"offset span {span} > {self.max_span}", FLOW_CONTROL_DELAY_S)
+        return None
 
 
 class PullVerdict(IntEnum):

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 from tidemq.client.api import PullResult
 from tidemq.client.consumer.consume_service import ConsumeMessageConcurrentlyService
 from tidemq.client.consumer.offset_store import ReadOffsetType
-from tidemq.client.consumer.process_queue import ProcessQueue, check_flow_control
+from tidemq.client.consumer.process_queue import ProcessQueue
 from tidemq.client.consumer.pull_api import PullKernelFields
-from tidemq.client.consumer.pull_core import PullRequest, PullVerdict
+from tidemq.client.consumer.pull_core import FlowLimits, PullRequest, PullVerdict
 from tidemq.client.consumer.pull_service import PullMessageService
 from tidemq.client.consumer.queue_lane import QueueLane
 from tidemq.errors import TideMQError
@@ -57,7 +57,8 @@ class PushPullKernel:
     Attributes:
         service: the loop's :class:`PullMessageService` (RocketMQ's ``PullMessageService``).
         lanes: queues pulled and consumed by a thread of their own (``queue_lane.py``); loop only.
-        lanes_enabled: whether new lanes may start (set by the consumer's ``start``).
+        lanes_enabled: whether new lanes may start (set by :meth:`start`).
+        limits: the flow limits of every owned queue (set by :meth:`start`).
         paused: pulls wait while set (``suspend`` / ``resume``).
         loop: the client loop while the consumer runs (lanes hand results to it), else None.
     """
@@ -67,13 +68,16 @@ class PushPullKernel:
         self.service = PullMessageService(self.pull_message)
         self.lanes: dict[MessageQueue, QueueLane] = {}
         self.lanes_enabled = False
+        self.limits = FlowLimits.of(consumer.config, span=True)
         self.paused = False
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def enable_lanes(self, consume: object) -> None:
-        """Turn lanes on when they fit: ``queue_lanes`` set, no ACL signing (a lane's connection does
-        not sign requests), concurrent consumption with a plain-function listener, no pull interval."""
+    def start(self, consume: object) -> None:
+        """At the consumer's start: fix the flow limits (no span check when orderly) and turn lanes
+        on when they fit: ``queue_lanes`` set, no ACL signing (a lane's connection does not sign
+        requests), concurrent consumption with a plain-function listener, no pull interval."""
         cfg = self.consumer.config
+        self.limits = FlowLimits.of(cfg, span=not self.consumer.consume_orderly)
         self.lanes_enabled = (
             cfg.queue_lanes
             and not (cfg.access_key and cfg.secret_key)
@@ -234,19 +238,13 @@ class PushPullKernel:
     def lane_pull_delay(self, pr: PullRequest) -> float | None:
         """The checks before a pull that need no I/O, on any thread: None to pull now, else the
         seconds to wait (suspended, flow control), or -1.0 when the queue is no longer pulled."""
-        pq, cfg = pr.process_queue, self.consumer.config
+        pq = pr.process_queue
         if pq.dropped or not self.consumer.running:
             return -1.0
         pq.last_pull_timestamp = int(time.time() * 1000)
         if self.paused:
             return 1.0
-        fc = check_flow_control(
-            pq,
-            pull_threshold_for_queue=cfg.pull_threshold_for_queue,
-            pull_threshold_size_for_queue_mib=cfg.pull_threshold_size_for_queue,
-            consume_concurrently_max_span=cfg.consume_concurrently_max_span,
-            orderly=self.consumer.consume_orderly,
-        )
+        fc = self.limits.check(pq)
         return None if fc is None else fc.delay
 
     def lane_pull_request(self, pr: PullRequest) -> tuple[str, RemotingCommand, SubscriptionData] | None:

@@ -226,7 +226,7 @@ class AsyncPushConsumer:
         self._instance = inst
         self.kernel.loop = inst.loop
         self._pull_api = PullAPIWrapper(inst, self.group_name)
-        self.kernel.enable_lanes(self._consume)
+        self.kernel.start(self._consume)
         self._running = True
         await inst.start()
         if isinstance(self._consume, ConsumeMessageOrderlyService):
