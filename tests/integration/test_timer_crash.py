@@ -1,5 +1,6 @@
 """SIGKILL of ``tidemq serve`` while timer messages are pending: after the restart none is lost, the
-overdue ones come at once, and none that was delivered before the kill comes again."""
+overdue ones come at once, none that was delivered before the kill comes again, and none that was
+recalled (RECALL_MESSAGE) before the kill comes at all."""
 
 from __future__ import annotations
 
@@ -41,10 +42,14 @@ def test_sigkill_with_timers_pending_loses_none(tmp_path: Path) -> None:
     plan = {b"early-%d" % i: t0 + 1000 for i in range(5)}  # delivered before the kill
     plan |= {b"overdue-%d" % i: t0 + 2500 + 50 * i for i in range(5)}  # due while the broker is down
     plan |= {b"later-%d" % i: t0 + 6000 + 100 * i for i in range(5)}  # due after the restart
+    handles: dict[bytes, str | None] = {}
     try:
         producer.send(Message(TOPIC, b"warm"))
         for body, due in plan.items():
-            producer.send(Message(TOPIC, body, delivery_time_ms=due))
+            handles[body] = producer.send(Message(TOPIC, body, delivery_time_ms=due)).recall_handle
+        for body in (b"overdue-0", b"later-0"):  # recalled: must not come, also after the SIGKILL
+            producer.recall_message(TOPIC, handles[body] or "")
+            del plan[body]
     finally:
         producer.shutdown()
 

@@ -41,11 +41,13 @@ def messages(lang: str) -> list[dict[str, Any]]:
     ]
 
 
-def pull_all(namesrv: str, topic: str, n: int, timeout: float = 15.0) -> list[Any]:
+def pull_all(namesrv: str, topic: str, n: int, timeout: float = 15.0, group: str = "") -> list[Any]:
     from tidemq.client import PullConsumer
 
     consumer = PullConsumer(
-        namesrv_addr=namesrv, consumer_group=f"check-{topic}", consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+        namesrv_addr=namesrv,
+        consumer_group=group or f"check-{topic}",
+        consume_from_where="CONSUME_FROM_FIRST_OFFSET",
     )
     consumer.subscribe(topic)
     consumer.start()
@@ -79,6 +81,26 @@ def test_v5_producer_messages_reach_a_4x_consumer_exactly(serve: ServeProcess, l
     f0, f1 = got[f"{lang}-fifo-0"], got[f"{lang}-fifo-1"]
     assert f0.properties["__SHARDINGKEY"] == f"{lang}-g" and f0.queue_id == f1.queue_id
     assert f0.queue_offset < f1.queue_offset
+
+
+def test_python_v5_client_recalls_a_delay_message(serve: ServeProcess) -> None:
+    """RocketMQ 5.3's RecallMessage from the official Python client: the send receipt's recall handle
+    cancels a delay message before its time; after its time the recall is refused, saying so."""
+    require("python")
+    topic = "V5Recall"
+    msgs = [
+        {"body": "recalled", "delay_ms": 2500, "recall": "now"},  # (whole seconds: see the harness)
+        {"body": "kept", "delay_ms": 2500},
+        {"body": "late", "delay_ms": 1000, "recall": "late"},
+    ]
+    spec = {"action": "produce", "endpoint": serve.fields["grpc"], "topic": topic, "messages": msgs}
+    sent = run_v5("python", spec)["sent"]
+    assert sent[0]["recalled"] == sent[0]["message_id"] and "recalled" not in sent[1]
+    assert "has been delivered" in sent[2]["recall_error"]
+    got = sorted(m.body for m in pull_all(serve.namesrv_addr, topic, 2))
+    assert got == [b"kept", b"late"]
+    again = pull_all(serve.namesrv_addr, topic, 3, timeout=1.5, group="again")  # never "recalled"
+    assert sorted(m.body for m in again) == [b"kept", b"late"]
 
 
 def test_tidemq_proxy_in_front_of_the_cluster(serve: ServeProcess, tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ spec as the only argument; prints one JSON object on stdout::
 
     {"action": "produce", "endpoint": "127.0.0.1:8081", "topic": "T", "namespace": "",
      "messages": [{"body": "b", "tag": "TagA", "keys": ["k"], "props": {"color": "red"},
-                   "group": "g1", "delay_ms": 2000, "tx": "commit" | "rollback" | "check-commit"}]}
-    -> {"sent": [{"message_id": "...", "transaction_id": "..."}]}
+                   "group": "g1", "delay_ms": 2000, "tx": "commit" | "rollback" | "check-commit",
+                   "recall": "now" | "late"}]}
+    -> {"sent": [{"message_id": "...", "transaction_id": "...", "recalled": "...", "recall_error": "..."}]}
 
     {"action": "consume" | "push", "endpoint": ..., "topic": "T", "group": "G", "expect": 3,
      "invisible_s": 15, "await_s": 5, "timeout_s": 20, "ack": true, "change_first_s": 0}
@@ -69,7 +70,8 @@ def build(topic: str, m: dict[str, Any]) -> Any:
     if m.get("group"):
         msg.message_group = m["group"]
     if m.get("delay_ms"):
-        msg.delivery_timestamp = int(time.time() * 1000) + int(m["delay_ms"])
+        # 5.1.2 copies this into Timestamp.seconds (its docstring says ms): give it seconds, rounded up
+        msg.delivery_timestamp = -int(-(time.time() + int(m["delay_ms"]) / 1000) // 1)
     return msg
 
 
@@ -91,7 +93,7 @@ def produce(spec: dict[str, Any]) -> dict[str, Any]:
                 sent.append({"message_id": receipt.message_id, "transaction_id": receipt.transaction_id})
             else:
                 receipt = producer.send(msg)
-                sent.append({"message_id": receipt.message_id})
+                sent.append({"message_id": receipt.message_id, **recall(producer, spec["topic"], m, receipt)})
         deadline = time.time() + float(spec.get("check_wait_s", 0))
         want = sum(1 for m in spec["messages"] if m.get("tx") == "check-commit")
         while len(checker.checked) < want and time.time() < deadline:
@@ -100,6 +102,19 @@ def produce(spec: dict[str, Any]) -> dict[str, Any]:
     finally:
         producer.shutdown()
     return {"sent": sent, "checked": checker.checked}
+
+
+def recall(producer: Any, topic: str, m: dict[str, Any], receipt: Any) -> dict[str, Any]:
+    """``recall: "now"`` recalls a delay message at once; ``"late"`` once its delivery time has passed
+    (the server must refuse: it is delivered)."""
+    if not m.get("recall"):
+        return {}
+    if m["recall"] == "late":
+        time.sleep(int(m.get("delay_ms", 0)) / 1000 + 1.2)  # due at most 1 s later
+    try:
+        return {"recalled": producer.recall_message(topic, receipt.recall_handle)}
+    except Exception as exc:  # the client raises a plain Exception with the server's status
+        return {"recall_error": str(exc)}
 
 
 def view(msg: Any) -> dict[str, Any]:

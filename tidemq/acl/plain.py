@@ -295,6 +295,8 @@ class PlainAccessResource:
                 res.add_resource_and_perm(topic, Permission.SUB)
             elif topic != TRACE_TOPIC:
                 res.add_resource_and_perm(topic, Permission.PUB)
+        elif code == RequestCode.RECALL_MESSAGE:
+            res.add_resource_and_perm(ext.get("topic"), Permission.PUB)
         elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
             res.add_resource_and_perm(group_of(ext.get("group")), Permission.SUB)
         elif code in _CONSUME:  # PULL_MESSAGE and RocketMQ 5's POP requests

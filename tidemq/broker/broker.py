@@ -353,6 +353,7 @@ class Broker:
         from tidemq.broker.processor.reply import ReplyMessageProcessor
         from tidemq.broker.processor.send import SendMessageProcessor
         from tidemq.broker.processor.send_back import SendMessageBackProcessor
+        from tidemq.broker.recall import RecallMessageProcessor
         from tidemq.broker.slave_sync import SlaveSyncServeProcessor
         from tidemq.broker.transaction.processor import EndTransactionProcessor
 
@@ -376,6 +377,7 @@ class Broker:
             PopMessageProcessor(self),
             AckMessageProcessor(self),
             ChangeInvisibleTimeProcessor(self),
+            RecallMessageProcessor(self),
         ]
         for processor in processors:
             for code in processor.CODES:

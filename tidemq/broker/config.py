@@ -62,6 +62,8 @@ class BrokerConfig:
             (``traceTopicEnable``, off as in RocketMQ: traced clients create it through TBW102).
         store_reply_message_enable: request-reply answers (SEND_REPLY_MESSAGE 324/325) are also
             stored on ``<cluster>_REPLY_TOPIC``, besides being pushed to the requester.
+        recall_message_enable: RECALL_MESSAGE (370) cancels timer messages (``broker/recall.py``; on
+            by default, RocketMQ 5.3's ``recallMessageEnable`` is off).
         channel_expired_timeout: client channels silent this long are dropped (ms).
         flush_consumer_offset_interval: consumerOffset.json persist period (ms).
         notify_consumer_ids_changed_enable: default for new subscription groups.
@@ -129,6 +131,7 @@ class BrokerConfig:
     trace_on: bool = True
     region_id: str = "DefaultRegion"
     store_reply_message_enable: bool = True
+    recall_message_enable: bool = True
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     channel_expired_timeout: int = 120_000

@@ -81,8 +81,12 @@ def transform_timer_message(
     """Park a timer message in ``rmq_sys_wheel_timer`` (``inner`` changed in place), see the module
     docstring. Returns None to go on with the put, or the refusal to answer.
 
-    Refusals: MESSAGE_ILLEGAL (not an integer, too far ahead, ``TIMER_DEL_UNIQKEY``: cancelling is not
-    supported), SYSTEM_ERROR when ``timer_wheel_enable`` is off.
+    A message that also carries ``TIMER_DEL_UNIQKEY`` (``realTopic+uniqKey``) is a cancellation: parked
+    the same way, it is never delivered and the timer store drops the message it names
+    (``store/timer/cancels.py``); it must be due in the future.
+
+    Refusals: MESSAGE_ILLEGAL (not an integer, too far ahead, a cancellation due now or earlier),
+    SYSTEM_ERROR when ``timer_wheel_enable`` is off.
     """
     if MessageSysFlag.get_transaction_value(inner.sys_flag) not in _CONSUMABLE:
         return None
@@ -110,10 +114,6 @@ def transform_timer_message(
         return _illegal(store_config) if _C.PROPERTY_TIMER_DEL_UNIQKEY in props else None
     if deliver_ms - now_ms > store_config.timer_max_delay_sec * 1000:
         return _illegal(store_config)
-    if _C.PROPERTY_TIMER_DEL_UNIQKEY in props:
-        return RemotingCommand.create_response(
-            ResponseCode.MESSAGE_ILLEGAL, "cancelling a timer message (TIMER_DEL_UNIQKEY) is not supported"
-        )
     props[_C.PROPERTY_TIMER_OUT_MS] = str(deliver_ms)
     props[_C.PROPERTY_REAL_TOPIC] = inner.topic
     props[_C.PROPERTY_REAL_QUEUE_ID] = str(inner.queue_id)

@@ -250,6 +250,7 @@ class ClientAPI(OffsetAPI):
             region_id=ext.get("MSG_REGION", "DefaultRegion"),
             trace_on=ext.get("TRACE_ON", "true") != "false",
             transaction_id=ext.get("transactionId"),
+            recall_handle=ext.get("recallHandle"),
         )
 
     # -- consumer ----------------------------------------------------------------------------

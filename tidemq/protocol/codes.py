@@ -86,6 +86,7 @@ class RequestCode(IntEnum):
     QUERY_CONSUME_QUEUE = 321
     QUERY_DATA_VERSION = 322
     DELETE_EXPIRED_COMMITLOG = 329
+    RECALL_MESSAGE = 370  # RocketMQ 5.3: cancel a timer message (broker/recall.py)
     # RocketMQ 5 POP consumption (rocketmq5.md §8.1)
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
@@ -135,6 +136,7 @@ class ResponseCode(IntEnum):
     POLLING_FULL = 209
     POLLING_TIMEOUT = 210
     FLOW_CONTROL = 215
+    ILLEGAL_OPERATION = 604
 
 
 class LanguageCode(IntEnum):

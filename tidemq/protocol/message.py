@@ -396,3 +396,5 @@ class SendResult:
     trace_on: bool = True
     transaction_id: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    recall_handle: str | None = None
+    """A timer message's handle for ``Producer.recall_message`` (the answer's ``recallHandle``, 5.3)."""

@@ -28,6 +28,9 @@ SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"
 TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
 """Where timer messages wait (queue 0), real topic and queue in ``REAL_TOPIC`` / ``REAL_QID``
 (RocketMQ 5's ``TimerMessageStore.TIMER_TOPIC``; a system topic by its prefix)."""
+TIMER_CANCEL_FLAG: Final = 1 << 62
+"""Set in the ``TIMER_TOPIC`` consume-queue tags code (its due time, ms) of a message carrying
+``TIMER_DEL_UNIQKEY``: a cancellation, not a message to deliver (RocketMQ's ``MAGIC_DELETE``)."""
 
 SYSTEM_TOPICS: Final = frozenset(
     {

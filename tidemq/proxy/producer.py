@@ -148,6 +148,7 @@ class ProducerActivity:
         ext = resp.ext_fields
         offset = int(ext.get("queueOffset", "0") or 0)
         entry.offset = offset
+        entry.recall_handle = ext.get("recallHandle", "")  # a delay message's (proxy/recall.py)
         entry.status.CopyFrom(codes.status(codes.OK))
         if item.message_type == 4:  # TRANSACTION: the id EndTransaction names
             entry.transaction_id = item.message_id

@@ -256,6 +256,16 @@ class MessagingService(grpc_service.MessagingServiceServicer):  # type: ignore[m
 
         return await self._unary(context, s.EndTransactionResponse, run)
 
+    async def RecallMessage(self, request: Any, context: Any) -> Any:
+        """Cancel a delay message before its time (5.3, ``tidemq/proxy/recall.py``)."""
+        from tidemq.proxy.recall import recall_message
+
+        async def run(ctx: RequestContext) -> Any:
+            self._check(ctx, {resource_name(request.topic, ctx.namespace): PUB})
+            return await recall_message(self.backend, request, ctx)
+
+        return await self._unary(context, s.RecallMessageResponse, run)
+
     # -- consumer -------------------------------------------------------------------------------
 
     def _consumer(self) -> Any:

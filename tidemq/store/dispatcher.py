@@ -20,7 +20,7 @@ from typing import NamedTuple
 from tidemq.protocol.filter import tags_hash
 from tidemq.protocol.message import NAME_VALUE_SEPARATOR, MessageConst, property_value
 from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo
-from tidemq.protocol.topic import TIMER_TOPIC
+from tidemq.protocol.topic import TIMER_CANCEL_FLAG, TIMER_TOPIC
 from tidemq.store.consume_queue import ConsumeQueue, CqUnit
 from tidemq.store.index import IndexService
 
@@ -50,6 +50,8 @@ IndexRun = tuple[str, int, Sequence[int], Sequence[str]]
 _Put = tuple[Sequence[PutRun], int, Sequence[IndexRun], int]
 _TAGS_PAIR = f"{MessageConst.PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
 """In every properties text with a TAGS property (the converse need not hold)."""
+_TIMER_DEL = f"{MessageConst.PROPERTY_TIMER_DEL_UNIQKEY}{NAME_VALUE_SEPARATOR}"
+"""In the properties text of a timer cancellation (its tags code gets ``TIMER_CANCEL_FLAG``)."""
 
 
 class PutRecords(NamedTuple):
@@ -143,7 +145,8 @@ class CommitLogDispatcher:
         elif topic == TIMER_TOPIC:
             due = property_value(properties, MessageConst.PROPERTY_TIMER_OUT_MS)
             # (isascii: "²".isdigit() is True; a client may send to the timer topic itself)
-            return int(due) if due and due.isascii() and due.isdigit() else store_timestamp
+            code = int(due) if due and due.isascii() and due.isdigit() else store_timestamp
+            return code | TIMER_CANCEL_FLAG if _TIMER_DEL in properties else code
         return tags_string_to_tags_code(property_value(properties, MessageConst.PROPERTY_TAGS))
 
     @property

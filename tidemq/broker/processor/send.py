@@ -29,6 +29,7 @@ import random
 import time
 from typing import TYPE_CHECKING, ClassVar
 
+from tidemq.broker.recall import attach_recall_handle
 from tidemq.broker.timer_service import TIMER_KEYS, is_timer_message, transform_timer_message
 from tidemq.errors import ProtocolError
 from tidemq.protocol.body import TopicConfig
@@ -320,11 +321,13 @@ class SendMessageProcessor:
                     problem.ext_fields.update(ext)
                     return problem
                 result = store.put_message(inner)
+                props = inner.properties  # as stored: a timer's answer gets its recallHandle below
         except ProtocolError as exc:
             return error(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}", ext)
         if result.append_result is not None:  # statistics: one O(1) call per request
             self.broker.broker_stats.inc_put(header.topic, 1, result.append_result.wrote_bytes)
-        return await self._handle_put_result(result, queue_id, wait, ext)
+        answer = await self._handle_put_result(result, queue_id, wait, ext)
+        return attach_recall_handle(answer, props, self.broker.config.broker_name)  # broker/recall.py
 
     def _send_plain(
         self,

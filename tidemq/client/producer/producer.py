@@ -682,6 +682,13 @@ class AsyncProducer:
         """
         return await query.view_message(self.instance, msg_id, topic)
 
+    async def recall_message(self, topic: str, recall_handle: str) -> str:
+        """Cancel a timer message not yet due; its message id. Mirrors ``recallMessage`` (5.3); see
+        :func:`tidemq.client.producer.recall.recall_message` (errors: ClientError, BrokerError)."""
+        from tidemq.client.producer.recall import recall_message
+
+        return await recall_message(self, topic, recall_handle)
+
 
 class Producer(BlockingFacade[AsyncProducer]):
     """Blocking producer. Mirrors ``DefaultMQProducer``; runs :class:`AsyncProducer` on a background loop.
@@ -877,6 +884,10 @@ class Producer(BlockingFacade[AsyncProducer]):
     def view_message(self, msg_id: str, topic: str | None = None) -> MessageExt:
         """See :meth:`AsyncProducer.view_message`."""
         return self._run(self._core.view_message(msg_id, topic))
+
+    def recall_message(self, topic: str, recall_handle: str) -> str:
+        """See :meth:`AsyncProducer.recall_message`."""
+        return self._run(self._core.recall_message(topic, recall_handle))
 
 
 def _choose_queue_sync(

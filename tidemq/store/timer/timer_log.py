@@ -10,10 +10,12 @@ kept in memory.
 Record layout (48 bytes, big-endian)::
 
     0  u32  magic (RECORD_MAGIC)
-    4  u8   state (PENDING, DELIVERED, ROLLED, SKIPPED)     mutable, not in the CRC
+    4  u8   state (PENDING, DELIVERED, ROLLED, SKIPPED,     mutable, not in the CRC
+            CANCELLED)
     5  3x   reserved
     8  i64  prev_pos: previous record of the same slot, -1  mutable, not in the CRC
-    16 i64  deliver_ms: when the message is due (epoch ms)
+    16 i64  deliver_ms: when the message is due (epoch ms); with TIMER_CANCEL_FLAG (bit 62) set,
+            a cancellation marker due then (``cancels.py``)
     24 i64  phy: commit-log offset of the message in rmq_sys_wheel_timer
     32 i32  size: its record size in bytes
     36 i64  cq_offset: its queue offset in rmq_sys_wheel_timer queue 0
@@ -35,6 +37,7 @@ from typing import NamedTuple
 from tidemq.store.mapped_file import MappedFile, MappedFileQueue
 
 __all__ = [
+    "CANCELLED",
     "DELIVERED",
     "PENDING",
     "RECORD_MAGIC",
@@ -49,9 +52,10 @@ log = logging.getLogger(__name__)
 
 RECORD_MAGIC = 0x54494D31  # "TIM1"
 RECORD_SIZE = 48
-PENDING, DELIVERED, ROLLED, SKIPPED = 0, 1, 2, 3
-"""Record states: waiting; put to its real topic; rolled (its message stored again in the timer topic,
-a newer record stands for it); given up (the store refused it for good, logged)."""
+PENDING, DELIVERED, ROLLED, SKIPPED, CANCELLED = 0, 1, 2, 3, 4
+"""Record states: waiting; put to its real topic (for a cancellation marker: its time came); rolled
+(its message stored again in the timer topic, a newer record stands for it); given up (the store
+refused it for good, logged); cancelled (a ``TIMER_DEL_UNIQKEY`` / RECALL_MESSAGE named it)."""
 _REC = struct.Struct(">IB3xqqqiqI")
 _CRC_PART = struct.Struct(">Iqqiq")
 _PREV = struct.Struct(">q")

@@ -15,6 +15,10 @@ due time in ``TIMER_OUT_MS`` (the dispatcher makes that time the consume-queue t
 
 Only the files hold timers: memory does not grow with the number pending.
 
+**Cancellation** (``TIMER_DEL_UNIQKEY``, RECALL_MESSAGE): a marker message is parked like any timer;
+enqueue notes its key in :attr:`TimerMessageStore.cancels` (``cancels.py``) and dequeue marks the
+cancelled message CANCELLED instead of putting it; the marker's record is done when its own time comes.
+
 **Crash safety.** A record's state is written in place right after its put, so after a killed
 process at most the message being put at that moment is delivered again. The checkpoint
 (``timercheck.json``: read time, enqueue offset) is written every few seconds and at shutdown, after
@@ -39,7 +43,9 @@ from tidemq.protocol.topic import TIMER_TOPIC
 from tidemq.store.config_file import atomic_write_json, load_json
 from tidemq.store.consume_queue import iter_units
 from tidemq.store.results import MessageExtBrokerInner, PutMessageStatus
+from tidemq.store.timer.cancels import TimerCancels, due_of, is_marker
 from tidemq.store.timer.timer_log import (
+    CANCELLED,
     DELIVERED,
     PENDING,
     RECORD_SIZE,
@@ -126,7 +132,8 @@ class TimerMessageStore:
     Attributes:
         read_time_ms: every slot before this time is delivered (a slot start).
         enqueue_offset: the next ``rmq_sys_wheel_timer`` queue offset to enqueue.
-        delivered, skipped, rolled, enqueued: counts since start.
+        delivered, skipped, rolled, enqueued, cancelled: counts since start.
+        cancels: keys of the pending cancellations (:class:`~.cancels.TimerCancels`).
         pending: timers in the log not yet delivered (kept in the checkpoint; exact after a rebuild).
         clock_ms: wall clock in ms (tests replace it).
 
@@ -152,8 +159,9 @@ class TimerMessageStore:
         self.clock_ms: Callable[[], int] = now_ms
         self.read_time_ms = 0
         self.enqueue_offset = 0
-        self.delivered = self.skipped = self.rolled = self.enqueued = 0
+        self.delivered = self.skipped = self.rolled = self.enqueued = self.cancelled = 0
         self.pending = 0
+        self.cancels = TimerCancels()
         self._pass: list[int] | None = None
         """The slot being delivered: ``[slot_ms, head, next index into _todo]`` (``head``: the
         chain's last record when ``_todo`` was collected)."""
@@ -181,6 +189,7 @@ class TimerMessageStore:
             self.read_time_ms = int(data.get("readTimeMs", 0))
             self.enqueue_offset = int(data.get("enqueueOffset", 0))
             self.pending = int(data.get("pending", 0))
+            self.cancels.restore(data.get("cancels"))
         lag = now - self.read_time_ms
         why = None
         if self.store.recovered_abnormally:
@@ -216,6 +225,7 @@ class TimerMessageStore:
         enqueueing resumes after the last message the log holds.
         """
         self.wheel.reset()
+        self.cancels.clear()
         self._pass = None
         self._todo = array("q")
         now_slot = self.wheel.slot_time(self.clock_ms())
@@ -239,6 +249,9 @@ class TimerMessageStore:
             if cq_offset >= cq_max:
                 self.log.set_state(pos, SKIPPED)
                 continue
+            if is_marker(deliver):
+                deliver = due_of(deliver)
+                self._note_marker(rec.phy, deliver)
             slot_ms = min(max(deliver - deliver % prec, now_slot), highest)  # _target_slot, inlined
             cur = slots.get(slot_ms)
             if cur is None:
@@ -267,15 +280,16 @@ class TimerMessageStore:
             self.wheel.put(slot_ms, first, last, num)
         slots.clear()
 
-    def checkpoint(self) -> dict[str, int]:
+    def checkpoint(self) -> dict[str, object]:
         """What :meth:`persist` writes (take it on the owning thread)."""
         return {
             "readTimeMs": self.read_time_ms,
             "enqueueOffset": self.enqueue_offset,
             "pending": self.pending,
+            "cancels": self.cancels.snapshot(),
         }
 
-    def persist(self, checkpoint: dict[str, int] | None = None) -> None:
+    def persist(self, checkpoint: dict[str, object] | None = None) -> None:
         """Sync the log and the wheel, then write ``timercheck.json`` (atomically, ``.bak`` kept).
 
         Raises:
@@ -345,7 +359,10 @@ class TimerMessageStore:
         n = 0
         for unit in iter_units(data):
             if unit.is_valid:
-                slot_ms = self._target_slot(unit.tags_code, read_time)
+                code = unit.tags_code
+                if is_marker(code):  # a cancellation (rare): its key, from the message
+                    self._note_marker(unit.commit_log_offset, due_of(code))
+                slot_ms = self._target_slot(due_of(code), read_time)
                 cur = touched.get(slot_ms)
                 if cur is None:
                     raw = self.wheel.raw(slot_ms)
@@ -355,7 +372,7 @@ class TimerMessageStore:
                         break
                     else:
                         cur = [pos, -1, 0]
-                out.append(pack_record(cur[1], unit.tags_code, unit.commit_log_offset, unit.size, offset + n))
+                out.append(pack_record(cur[1], code, unit.commit_log_offset, unit.size, offset + n))
                 cur[1] = pos
                 cur[2] += 1
                 touched[slot_ms] = cur
@@ -367,6 +384,12 @@ class TimerMessageStore:
             self.pending += len(out)
         self.enqueue_offset = offset + n
         return n
+
+    def _note_marker(self, phy: int, due_ms: int) -> None:
+        """Add the key of the cancellation marker stored at commit-log offset ``phy`` to :attr:`cancels`."""
+        marker = self.store.lookup.look_message_by_offset(phy)
+        if marker is None or self.cancels.add_marker(marker, due_ms) is None:
+            log.warning("timer log: no cancellation key in the marker at commit-log offset %d", phy)
 
     def _link(self, start: int, records: bytes, touched: dict[int, list[int]]) -> None:
         """Append ``records`` at ``start`` and write the slots they join, all or nothing: when a write
@@ -451,7 +474,8 @@ class TimerMessageStore:
     def _handle(self, rec: TimerRecord, slot_ms: int, now: int) -> bool:
         """Deliver one pending record of the slot being walked, or roll it when it is due after its
         slot (beyond the roll window, or the clock set back); False: the store refused, retry later."""
-        roll = rec.deliver_ms >= slot_ms + self.precision_ms and rec.deliver_ms > now
+        due = due_of(rec.deliver_ms)
+        roll = due >= slot_ms + self.precision_ms and due > now
         msg = self.store.lookup.look_message_by_offset(rec.phy)
         if msg is None or msg.topic != TIMER_TOPIC or _REAL_TOPIC not in msg.properties:
             log.warning(
@@ -460,6 +484,16 @@ class TimerMessageStore:
                 rec.cq_offset,
             )
             self._done(rec, SKIPPED)
+            return True
+        marker = is_marker(rec.deliver_ms)
+        if marker and not roll:  # a cancellation's own time: it is done, nothing to deliver
+            self.cancels.marker_done(msg, due)
+            self.log.set_state(rec.pos, DELIVERED)
+            self.pending = max(self.pending - 1, 0)
+            return True
+        if not marker and self.cancels.cancels(msg):
+            log.info("timer message %s for %s cancelled", msg.msg_id, msg.properties.get(_REAL_TOPIC))
+            self._done(rec, CANCELLED)
             return True
         try:
             inner = roll_message(msg) if roll else convert_message(msg, now)
@@ -498,5 +532,7 @@ class TimerMessageStore:
             self.delivered += 1
         elif state == ROLLED:  # its copy is enqueued again (and counted pending then)
             self.rolled += 1
+        elif state == CANCELLED:
+            self.cancelled += 1
         else:
             self.skipped += 1
