@@ -45,6 +45,7 @@ from tidemq.store.results import MessageExtBrokerInner, PutMessageStatus
 
 if TYPE_CHECKING:
     from tidemq.broker.broker import Broker
+    from tidemq.broker.config import BrokerConfig
     from tidemq.remoting import Channel
 
 __all__ = ["RECALL_MESSAGE_TAG", "RecallMessageProcessor", "attach_recall_handle"]
@@ -65,11 +66,12 @@ _C = MessageConst
 
 
 def attach_recall_handle(
-    answer: RemotingCommand, properties: dict[str, str], broker_name: str
+    answer: RemotingCommand, properties: dict[str, str], config: BrokerConfig
 ) -> RemotingCommand:
     """Add ``recallHandle`` to a stored send's ``answer`` when ``properties`` (the stored message's,
     after the timer hook) make it a parked timer message (``TIMER_OUT_MS`` and ``REAL_TOPIC``, not a
-    retry topic, with a UNIQ_KEY, not a cancellation); returns ``answer``."""
+    retry topic, with a UNIQ_KEY, not a cancellation); returns ``answer``. ``config``: this broker's
+    (its ``broker_name`` goes in the handle)."""
     out = properties.get(_C.PROPERTY_TIMER_OUT_MS)
     topic = properties.get(_C.PROPERTY_REAL_TOPIC)
     uniq = properties.get(_C.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
@@ -83,7 +85,9 @@ def attach_recall_handle(
         or not (out.isascii() and out.isdigit())
     ):
         return answer
-    answer.ext_fields["recallHandle"] = RecallHandle.for_timer(topic, broker_name, int(out), uniq).encode()
+    answer.ext_fields["recallHandle"] = RecallHandle.for_timer(
+        topic, config.broker_name, int(out), uniq
+    ).encode()
     return answer
 
 

@@ -6,6 +6,7 @@ import base64
 
 import pytest
 
+from tidemq.broker.config import BrokerConfig
 from tidemq.broker.recall import attach_recall_handle
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.recall import RecallHandle, RecallHandleError, delete_key
@@ -38,14 +39,15 @@ def test_only_a_stored_timer_send_gets_a_handle() -> None:
     def answer() -> RemotingCommand:
         return RemotingCommand.create_response(0, None, {"msgId": "x", "queueOffset": "3"})
 
+    cfg = BrokerConfig(broker_name="b")
     timer = {"TIMER_OUT_MS": "1000", "REAL_TOPIC": "T", "UNIQ_KEY": "U"}
-    got = attach_recall_handle(answer(), timer, "b").ext_fields["recallHandle"]
+    got = attach_recall_handle(answer(), timer, cfg).ext_fields["recallHandle"]
     assert RecallHandle.decode(got) == RecallHandle("T", "b", "1001", "U")
     for props in (
         {"UNIQ_KEY": "U"},  # not a timer message
         {**timer, "REAL_TOPIC": "%RETRY%g"},  # RocketMQ skips retry topics
         {**timer, "TIMER_DEL_UNIQKEY": "T+V"},  # a cancellation itself
     ):
-        assert "recallHandle" not in attach_recall_handle(answer(), props, "b").ext_fields
+        assert "recallHandle" not in attach_recall_handle(answer(), props, cfg).ext_fields
     refused = RemotingCommand.create_response(13, "no", {})
-    assert "recallHandle" not in attach_recall_handle(refused, timer, "b").ext_fields
+    assert "recallHandle" not in attach_recall_handle(refused, timer, cfg).ext_fields

@@ -327,7 +327,7 @@ class SendMessageProcessor:
         if result.append_result is not None:  # statistics: one O(1) call per request
             self.broker.broker_stats.inc_put(header.topic, 1, result.append_result.wrote_bytes)
         answer = await self._handle_put_result(result, queue_id, wait, ext)
-        return attach_recall_handle(answer, props, self.broker.config.broker_name)  # broker/recall.py
+        return attach_recall_handle(answer, props, self.broker.config)  # broker/recall.py
 
     def _send_plain(
         self,
