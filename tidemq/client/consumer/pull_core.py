@@ -2,8 +2,8 @@
 
 Every consumer that pulls runs this code: the push consumer (its loop's ``PullMessageService`` and
 its queue lanes, ``pull_kernel.py`` / ``queue_lane.py``), the lite pull consumer (its pull tasks and
-the pulls a blocking ``commit_sync`` sends along, ``pull.py`` / ``pull_caller.py``) and the Spark
-source's blocking range reads. They differ only in how they wait for an answer (asyncio, a lane's
+the pulls a blocking ``commit_sync`` sends along, ``lite_pulls.py`` / ``pull_caller.py``) and the
+Spark source's blocking range reads. They differ only in how they wait for an answer (asyncio, a lane's
 thread, a blocking socket) and in what they do with the messages; the state and its transitions
 are here, with no socket, no asyncio and no clock.
 
