@@ -66,6 +66,8 @@ class PopSpec:
     order: bool = False
     expression_type: str = "TAG"
     expression: str = "*"
+    attempt_id: str | None = None
+    """The receive's ``attempt_id``: a FIFO retry with it gets the same messages (POP ``attemptId``)."""
 
 
 class Backend(Protocol):

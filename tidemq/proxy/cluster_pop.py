@@ -75,7 +75,7 @@ async def pop(backend: ClusterBackend, broker_name: str, spec: PopSpec) -> list[
     header = PopMessageRequestHeader(
         consumer_group=spec.group, topic=spec.topic, queue_id=-1, max_msg_nums=spec.max_nums,
         invisible_time=spec.invisible_ms, poll_time=spec.poll_ms, born_time=now_ms(), init_mode=1,
-        exp_type=spec.expression_type, exp=spec.expression, order=spec.order,
+        exp_type=spec.expression_type, exp=spec.expression, order=spec.order, attempt_id=spec.attempt_id,
     )  # fmt: skip
     request = RemotingCommand.create_request(RequestCode.POP_MESSAGE, header.to_ext_fields())
     response = await backend.invoke(broker_name, request, spec.poll_ms / 1000.0 + 3.0, "")

@@ -152,6 +152,7 @@ class ConsumerActivity:
                 order=info.fifo,
                 expression_type=exp_type,
                 expression=expression.expression or "*",
+                attempt_id=request.attempt_id or None,
             )
             messages = await self.backend.pop(broker_name, spec)
         except codes.ProxyError as exc:

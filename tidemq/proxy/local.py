@@ -204,6 +204,7 @@ class LocalBackend:
                 order=spec.order,
                 expression_type=spec.expression_type,
                 expression=spec.expression,
+                attempt_id=spec.attempt_id,
             )
         except PopError as exc:
             raise pop_error(exc) from None

@@ -4,7 +4,9 @@ Mirrors RocketMQ 5's ``ConsumerOrderInfoManager`` (``checkBlock``, ``update``, `
 and ``AckMessageProcessor.ackOrderly``. A queue whose batch is neither fully acked nor past its
 invisible time is skipped by order pops (blocked). The group's offset moves only when acks make a
 prefix of the batch complete; once the invisible time ends, the un-acked offsets are popped again in
-order with their attempt count + 1 (``orderCountInfo``); one popped more than the group's
+order with their attempt count + 1 (``orderCountInfo``); a pop carrying the batch's ``attemptId``
+(the client retrying a pop whose answer it lost) gets the batch again at once, same counts, new
+handles (``OrderInfo.needBlock`` / ``mergeOffsetConsumedCount``); one popped more than the group's
 ``retryMaxTimes`` times goes to ``%DLQ%<group>`` instead and counts as acked.
 
 Crash safety: each batch is written to the revive log as an ``ock`` record (offsets, counts, acked,
@@ -88,8 +90,9 @@ class OrderPopManager:
         key = (group, topic, queue_id)
         now = ctx.result.pop_time
         prev = self.batches.get(key)
-        if prev is not None and now < prev.visible_at:
-            return False  # checkBlock: a batch is in flight
+        same = prev is not None and ctx.attempt_id is not None and ctx.attempt_id == prev.attempt_id
+        if prev is not None and now < prev.visible_at and not same:
+            return False  # checkBlock: a batch is in flight (not this attempt's)
         offset = service.pop_offset(group, topic, queue_id, ctx.init_mode)
         got = service.broker.store.get_message(
             group, topic, queue_id, offset, ctx.wanted, ctx.tag_codes, ctx.record_filter
@@ -100,13 +103,26 @@ class OrderPopManager:
             return False
         offsets = got.message_queue_offsets
         prev_acked = set(prev.acked) if prev is not None else set()
-        counts = [prev.count_of(o) + 1 if prev is not None and o in prev.offsets else 0 for o in offsets]
+        again = 0 if same else 1  # a retried attempt is the same delivery (mergeOffsetConsumedCount)
+        counts = [prev.count_of(o) + again if prev is not None and o in prev.offsets else 0 for o in offsets]
         batch = OrderCheckPoint(
-            group, topic, queue_id, offsets, counts, got.next_begin_offset, now, ctx.invisible_ms
+            group,
+            topic,
+            queue_id,
+            offsets,
+            counts,
+            got.next_begin_offset,
+            now,
+            ctx.invisible_ms,
+            attempt_id=ctx.attempt_id,
         )
         batch.acked = sorted(o for o in prev_acked if o >= offset)  # with those past this read
         records = got.message_buffers
-        redelivered = sum(1 for o, c in zip(offsets, counts, strict=True) if c > 0 and o not in prev_acked)
+        redelivered = (
+            0
+            if same
+            else sum(1 for o, c in zip(offsets, counts, strict=True) if c > 0 and o not in prev_acked)
+        )
         self._dead_letter(batch, records, ctx.topic)
         if redelivered:
             service.stats.on_revive(group, ctx.topic, redelivered)

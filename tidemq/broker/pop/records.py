@@ -203,6 +203,8 @@ class OrderCheckPoint:
         next_offset: the queue offset after the batch (the group commits it once all are acked).
         pop_time / invisible_time: ms; un-acked offsets are popped again, in order, at
             ``pop_time + invisible_time``.
+        attempt_id: the pop's ``attemptId`` (None: none given); a pop with the same id gets the
+            batch again at once rather than waiting for the invisible time (``OrderInfo.attemptId``).
     """
 
     group: str
@@ -214,6 +216,7 @@ class OrderCheckPoint:
     pop_time: int
     invisible_time: int
     acked: list[int] = field(default_factory=list)
+    attempt_id: str | None = None
 
     @property
     def visible_at(self) -> int:
@@ -250,20 +253,22 @@ class OrderCheckPoint:
             return 0
 
     def encode(self) -> bytes:
-        """The revive-log body (JSON, short keys ``c t q d cnt nb pt it ak``)."""
-        return orjson.dumps(
-            {
-                "c": self.group,
-                "t": self.topic,
-                "q": self.queue_id,
-                "d": self.offsets,
-                "cnt": self.counts,
-                "nb": self.next_offset,
-                "pt": self.pop_time,
-                "it": self.invisible_time,
-                "ak": self.acked,
-            }
-        )
+        """The revive-log body (JSON, short keys ``c t q d cnt nb pt it ak``, and ``at`` with an
+        attempt id)."""
+        body: dict[str, object] = {
+            "c": self.group,
+            "t": self.topic,
+            "q": self.queue_id,
+            "d": self.offsets,
+            "cnt": self.counts,
+            "nb": self.next_offset,
+            "pt": self.pop_time,
+            "it": self.invisible_time,
+            "ak": self.acked,
+        }
+        if self.attempt_id is not None:
+            body["at"] = self.attempt_id
+        return orjson.dumps(body)
 
     @classmethod
     def decode(cls, body: bytes) -> OrderCheckPoint:
@@ -283,6 +288,7 @@ class OrderCheckPoint:
             int(o["pt"]),
             int(o["it"]),
             [int(x) for x in o.get("ak") or []],
+            None if o.get("at") is None else str(o["at"]),
         )
 
 

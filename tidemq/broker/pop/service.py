@@ -99,6 +99,7 @@ class _PopContext:
     """One pop's request and what it collected so far."""
 
     __slots__ = (
+        "attempt_id",
         "group",
         "init_mode",
         "invisible_ms",
@@ -120,7 +121,9 @@ class _PopContext:
         pop_filter: PopFilter,
         init_mode: int,
         result: PopResult,
+        attempt_id: str | None = None,
     ) -> None:
+        self.attempt_id = attempt_id
         self.group = group
         self.topic = topic
         self.max_nums = max_nums
@@ -238,6 +241,7 @@ class PopService:
         expression_type: str | None = EXPRESSION_TYPE_TAG,
         expression: str | None = SUB_ALL,
         init_mode: int = 1,
+        attempt_id: str | None = None,
     ) -> PopResult:
         """Pop up to ``max_nums`` (1..32) visible messages of ``topic`` for ``group`` from queue
         ``queue_id`` (-1 = every queue, from a rotating start), invisible for ``invisible_ms``.
@@ -245,8 +249,10 @@ class PopService:
         Non-order pops also read the pop retry topic (first in ``pop_from_retry_probability`` % of
         pops, else when the topic gave fewer than asked). ``order=True`` is a FIFO pop: a queue
         with a batch in flight is skipped until that batch is acked or its invisible time ends; then
-        its un-acked messages come again, in order, with attempt + 1. ``init_mode`` (0 MIN, 1 MAX)
-        places a group new to a queue. Returns at once (see :meth:`pop_async` for long polling).
+        its un-acked messages come again, in order, with attempt + 1. A FIFO pop with the
+        ``attempt_id`` of the batch in flight (a client retrying a pop whose answer it lost) gets that
+        batch again at once, new handles, same attempt. ``init_mode`` (0 MIN, 1 MAX) places a group
+        new to a queue. Returns at once (see :meth:`pop_async` for long polling).
 
         Raises:
             PopError: NO_PERMISSION, INVALID_PARAMETER (max_nums, invisible time, queue id),
@@ -263,7 +269,7 @@ class PopService:
             revive_qid = self._revive_counter % self.revive_queue_num
             self._revive_counter += 1
         result = PopResult(topic, self.broker.config.broker_name, pop_time, invisible_ms, revive_qid)
-        ctx = _PopContext(group, topic, max_nums, invisible_ms, order, filters, init_mode, result)
+        ctx = _PopContext(group, topic, max_nums, invisible_ms, order, filters, init_mode, result, attempt_id)
         if order:
             self._pop_topic(ctx, topic, queue_id)
         else:
@@ -295,6 +301,7 @@ class PopService:
         expression_type: str | None = EXPRESSION_TYPE_TAG,
         expression: str | None = SUB_ALL,
         init_mode: int = 1,
+        attempt_id: str | None = None,
     ) -> PopResult:
         """:meth:`pop` with long polling: while nothing is found, wait up to ``poll_ms`` for an
         arrival (on the topic or its retry topic, or an order batch becoming visible) and pop again.
@@ -313,6 +320,7 @@ class PopService:
             "expression_type": expression_type,
             "expression": expression,
             "init_mode": init_mode,
+            "attempt_id": attempt_id,
         }
         while True:
             result = self.pop(group, topic, queue_id, max_nums, invisible_ms, **kwargs)  # type: ignore[arg-type]

@@ -89,6 +89,7 @@ class PopMessageProcessor:
                 expression_type=header.exp_type,
                 expression=header.exp,
                 init_mode=header.init_mode,
+                attempt_id=header.attempt_id or None,
             )
         except PopError as exc:
             return _error(exc.code, exc.remark)
