@@ -14,10 +14,12 @@ import pytest
 
 import tidemq.spark
 from bench.spark_eos import count_bodies
+from tests.helpers import wait_for_sync
 from tests.spark.helpers import create_topic
+from tidemq.clock import now_ms
 from tidemq.protocol.message import MessageQueue
 from tidemq.spark.options import DEFAULT_TX_PRODUCER_GROUP
-from tidemq.spark.tx_state import FAULT_FILE, state_root
+from tidemq.spark.tx_state import FAULT_FILE, TxState, state_root
 
 ROWS_PER_FILE = 40
 FILES = 3
@@ -46,7 +48,18 @@ def _run(spark: Any, namesrv: str, topic: str, src: Path, cp: Path, tx: bool, fa
         root = state_root(str(cp))
         root.mkdir(parents=True, exist_ok=True)
         (root / FAULT_FILE).write_text(fault)
-    query = (
+    query = _start(spark, namesrv, topic, src, cp, tx)
+    try:
+        query.awaitTermination(120)
+    except Exception:
+        assert fault is not None, "the query failed without a fault"
+        return False
+    assert fault is None, f"fault {fault} did not happen"
+    return True
+
+
+def _start(spark: Any, namesrv: str, topic: str, src: Path, cp: Path, tx: bool) -> Any:
+    return (
         spark.readStream.schema("k string")
         .option("maxFilesPerTrigger", 1)
         .json(str(src))
@@ -59,13 +72,6 @@ def _run(spark: Any, namesrv: str, topic: str, src: Path, cp: Path, tx: bool, fa
         .trigger(availableNow=True)
         .start()
     )
-    try:
-        query.awaitTermination(120)
-    except Exception:
-        assert fault is not None, "the query failed without a fault"
-        return False
-    assert fault is None, f"fault {fault} did not happen"
-    return True
 
 
 def _pending(cluster: Any) -> int:
@@ -177,3 +183,42 @@ def test_batch_write_commits_all(spark: Any, cluster: Any, tmp_path: Path) -> No
     assert len(list((tmp_path / "tidemq-tx").iterdir())) == 1  # the job's state, under the option
     counts = _read_keys(namesrv, mqs, "tx-check-3")
     assert counts == collections.Counter({f"r{i}": 1 for i in range(300)})
+
+
+def test_stream_stops_while_the_broker_refuses_a_batch_commit(
+    spark: Any, cluster: Any, tmp_path: Path
+) -> None:
+    """Batch 0's halves are discarded between the driver's record and its COMMITs: the query stops
+    naming the batch, a restart stops the same way (no row skipped silently), and once the user
+    accepts the loss the query goes on with the other batches, each row once."""
+    namesrv = cluster.namesrv_addr
+    topic = "SparkTxRefused"
+    mqs = create_topic(namesrv, topic, 2)
+    src, keys = _input(tmp_path)
+    cp = tmp_path / "cp"
+    root = state_root(str(cp))
+    root.mkdir(parents=True)
+    (root / FAULT_FILE).write_text("pause-after-record")
+    query = _start(spark, namesrv, topic, src, cp, True)
+    wait_for_sync(lambda: (root / FAULT_FILE).read_text() == "paused-after-record", 60, "batch 0 recorded")
+    service, config = cluster.broker.transaction_service, cluster.broker.config
+    saved = config.transaction_check_max
+    config.transaction_check_max, service.clock_ms = 0, lambda: now_ms() + 3_600_000  # discard, no check
+    try:
+        discarded = service.discarded
+        cluster.run(service.check_pass())
+        assert service.discarded > discarded and _pending(cluster) == 0
+    finally:
+        config.transaction_check_max, service.clock_ms = saved, now_ms
+    (root / FAULT_FILE).unlink()  # the driver's COMMITs go on: refused
+    for attempt in range(2):
+        with pytest.raises(Exception, match="batch 0 is recorded committed, but the broker refused") as err:
+            query.awaitTermination(120)
+        assert "lost/0 to 0.accepted" in str(err.value)
+        if attempt == 0:
+            query = _start(spark, namesrv, topic, src, cp, True)  # restarted: batch 0 again
+    TxState(root).lost_path(0).rename(root / "lost" / "0.accepted")
+    assert _run(spark, namesrv, topic, src, cp, True, None)
+    counts = _read_keys(namesrv, mqs, "tx-check-refused")
+    assert set(counts.values()) == {1} and len(counts) == ROWS_PER_FILE * (FILES - 1)
+    assert len({k.split("-")[0] for k in keys - set(counts)}) == 1  # one file's rows: batch 0's

@@ -390,7 +390,6 @@ class TxCommitter:
             lost = self.state.record_lost(
                 LostBatch(batch_id, tuple(refused), sum(h.rows for h in record.halves if h not in gone))
             )
-            log.error("%s", lost_message(lost, self.state))
             raise TransactionLostError(lost_message(lost, self.state))
         if any(f.half in committing for f in failed):
             log.warning(
@@ -421,8 +420,13 @@ class TxCommitter:
             named = set(record.halves)
             try:
                 self.settle(record, [h for m in msgs for h in m.halves if h not in named])
-            except TransactionLostError as exc:
-                log.error("tidemq sink: abort of batch %d: %s", batch_id, exc)
+            except TransactionLostError:
+                log.error(
+                    "tidemq sink: abort of batch %d: the broker refused to commit some of its halves "
+                    "(%s); the next commit of the batch fails",
+                    batch_id,
+                    self.state.lost_path(batch_id),
+                )
             return
         for run in {m.run_id for m in msgs} | ({run_id} if run_id else set()):
             self.state.record_abort(batch_id, run)

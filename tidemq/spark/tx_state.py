@@ -172,11 +172,19 @@ def state_root(checkpoint_location: str) -> Path:
 def fault_point(root: str | Path, point: str) -> None:
     """Test hook: SIGKILL this process when ``<root>/_fault`` holds ``point`` (the file is removed
     first, so the restarted query passes). Points: ``before-record``, ``after-record``,
-    ``mid-commit`` (driver commits; ``before-record`` in the non-transactional sink's too)."""
+    ``mid-commit`` (driver commits; ``before-record`` in the non-transactional sink's too).
+    ``pause-<point>`` instead makes the process write ``paused-<point>`` there and wait (60 s at
+    most) until the test removes the file."""
     path = Path(root) / FAULT_FILE
     try:
         wanted = path.read_text().strip()
     except (FileNotFoundError, NotADirectoryError):
+        return
+    if wanted == f"pause-{point}":
+        path.write_text(f"paused-{point}")
+        deadline = time.monotonic() + 60
+        while path.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         return
     if wanted == point:
         path.unlink()

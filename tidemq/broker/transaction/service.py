@@ -408,8 +408,7 @@ class TransactionalMessageService:
             how = (
                 "rolled back"
                 if fate == ROLLED_BACK
-                else f"discarded to {TRANS_CHECK_MAX_TIME_TOPIC} after {self.broker.config.transaction_check_max} "
-                "checks without a decision"
+                else f"discarded to {TRANS_CHECK_MAX_TIME_TOPIC} (no decision after transactionCheckMax checks)"
             )
             remark = (
                 f"Find prepared transaction message failed: the transaction of half message {uniq} "
