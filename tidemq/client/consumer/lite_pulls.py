@@ -7,7 +7,7 @@ the answer (:meth:`~tidemq.client.consumer.pull_core.QueuePull.on_result`) and p
 still encoded, into the consumer's poll buffer. The pulls a blocking ``commit_sync`` sends along
 (``pull_caller.py``) are the other runner: they build their request with :meth:`LitePulls.pull_fields`
 and hand their answer to :meth:`LitePulls.pulled`, so both go through the same code. One pull per
-queue is in flight at a time (``PullTable.pulling``), so a queue's batches reach the buffer in queue
+queue is in flight at a time (the kernel state's in-flight entry, see ``pull_table.py``), so a queue's batches reach the buffer in queue
 order.
 """
 
@@ -127,7 +127,7 @@ class LitePulls:
             if (  # flow control: the queue's cached messages, or the whole poll buffer
                 limits.check(pq) is not None
                 or len(cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all
-                or not table.claim_for_loop(mq)
+                or not table.claim_for_loop(pr)
             ):
                 await asyncio.sleep(FLOW_CONTROL_DELAY_S)
                 continue
@@ -137,12 +137,12 @@ class LitePulls:
                     mq, timeout=cfg.consumer_pull_timeout, **self.pull_fields(pr, sub)
                 )
             except TideMQError as exc:
-                table.release_loop_claim(mq)
+                table.release_loop_claim(pr)
                 log.warning("pull of %s failed: %s", mq, exc)
                 await asyncio.sleep(cfg.pull_time_delay_when_exception)
                 continue
             except BaseException:
-                table.release_loop_claim(mq)
+                table.release_loop_claim(pr)
                 raise
             try:
                 if pq.dropped:
@@ -151,7 +151,7 @@ class LitePulls:
                 # (a blocking PullConsumer's thread and this loop then do not fight over the GIL).
                 self.pulled(pr, result, sub, cache.put)
             finally:
-                table.release_loop_claim(mq)
+                table.release_loop_claim(pr)
 
     def pulled(
         self,

@@ -26,6 +26,7 @@ from tidemq.client.api import ClientAPI, PullResult
 from tidemq.client.consumer.failure_log import FailureLog
 from tidemq.client.consumer.pull_api import process_pull_result
 from tidemq.client.consumer.pull_core import PullRequest
+from tidemq.client.consumer.pull_table import caller_pull
 from tidemq.client.direct import DirectConnection, DirectPool
 from tidemq.errors import ClientError, RemotingError, TideMQError
 from tidemq.protocol.body import SubscriptionData
@@ -46,7 +47,8 @@ _AlongPull = tuple[RemotingCommand, Callable[[RemotingCommand | None], object]]
 
 class CallerPull:
     """A PULL_MESSAGE a blocking ``commit_sync`` sent with its offsets (on its own connection) and
-    whose answer is not handled yet; in ``PullTable.pulling`` while in flight."""
+    whose answer is not handled yet: the token of its PullRequest's in-flight entry
+    (``QueuePull.window``) until then."""
 
     __slots__ = ("addr", "conn", "offset", "pr", "started", "sub")
 
@@ -206,8 +208,8 @@ class CallerSide:
         queue with the fewest cached messages among those the loop would pull now (under flow
         control's thresholds, a backlog known on the broker, no pull in flight, pulled from this
         master). Queues without a known backlog stay with the loop's long polling. The request is
-        the pull task's (:meth:`LitePulls.pull_fields`). The pull then costs no wake-up of the loop thread and no round trip of
-        its own."""
+        the pull task's (:meth:`LitePulls.pull_fields`). The pull then costs no wake-up of the loop
+        thread and no round trip of its own."""
         core = self._core
         cfg = core.config
         if len(core.buffer.cache) * cfg.pull_batch_size > cfg.pull_threshold_for_all:
@@ -215,10 +217,10 @@ class CallerSide:
         table, limits = core.pulls.table, core.pulls.limits
         with table.lock:
             best: PullRequest | None = None
-            for mq, pr in table.requests.items():
+            for pr in table.requests.values():
                 pq = pr.process_queue
                 if (  # the loop's flow limits (FlowLimits.check, written out: a call per queue)
-                    mq in table.pulling
+                    pr.window  # a pull in flight (the loop's or a caller's)
                     or pq.dropped
                     or pq.msg_count > limits.max_count
                     or pq.msg_size >> 20 > limits.max_size_mib
@@ -236,7 +238,7 @@ class CallerSide:
                 return []
             request = built[1]
             pending = CallerPull(best, sub, best.next_offset, addr, conn)
-            table.pulling[mq] = pending
+            best.window.append((best.next_offset, pending))
         return [(request, functools.partial(self._caller_pulled, pending))]
 
     def _caller_pulled(self, pending: CallerPull, response: RemotingCommand | None) -> None:
@@ -255,8 +257,8 @@ class CallerSide:
                 log.debug("pull of %s along a commit failed: %s", mq, exc)
         table = core.pulls.table
         with table.lock:
-            if table.pulling.get(mq) is not pending:
-                return  # given up: the pull task pulls this range again
+            if caller_pull(pr) is not pending:
+                return  # given up or dropped: the pull task pulls this range again
             try:
                 if result is None:
                     pr.max_offset = -1  # backlog unknown: not pulled along until the loop pulls it
@@ -266,4 +268,4 @@ class CallerSide:
                 log.exception("handling the pull of %s sent along a commit failed", mq)
                 pr.max_offset = -1
             finally:
-                del table.pulling[mq]
+                pr.window.clear()

@@ -3,12 +3,14 @@
 A :class:`~tidemq.client.consumer.pull.AsyncPullConsumer`'s queues are pulled by its pull tasks on
 the client loop and, for the blocking ``PullConsumer``, by pulls a ``commit_sync`` sends along on
 its caller's thread (:mod:`~tidemq.client.consumer.pull_caller`). Both sides read and write this
-table, always under :attr:`PullTable.lock` (re-entrant; held for short sections that never await):
+table and the queues' kernel state, always under :attr:`PullTable.lock` (re-entrant; held for
+short sections that never await):
 
 * ``requests``: the current :class:`PullRequest` of each queue being pulled;
-* ``pulling``: who has a pull of the queue in flight, :data:`LOOP` (its pull task) or a
-  ``CallerPull`` (a blocking commit's). One pull at a time per queue, so its batches reach the
-  cache in queue order;
+* the pull in flight of each: the entry of its PullRequest's
+  :attr:`~tidemq.client.consumer.pull_core.QueuePull.window` (the kernel's in-flight record),
+  whose token says who sent it, :data:`LOOP` (the queue's pull task) or a ``CallerPull`` (a
+  blocking commit's). One pull at a time per queue, so its batches reach the buffer in queue order;
 * ``committed``: the offset last committed for each queue (a commit sends only what changed).
 
 Mirrors no single RocketMQ class: ``DefaultLitePullConsumerImpl`` keeps the same state in its
@@ -27,10 +29,19 @@ from tidemq.protocol.message import MessageQueue
 if TYPE_CHECKING:
     from tidemq.client.consumer.pull_caller import CallerPull
 
-__all__ = ["LOOP", "PullTable"]
+__all__ = ["LOOP", "PullTable", "caller_pull"]
 
 LOOP = "loop"
-"""In :attr:`PullTable.pulling`: the queue's pull task on the loop is pulling it."""
+"""The token of a pull sent by the queue's pull task on the loop."""
+
+
+def caller_pull(pr: PullRequest) -> CallerPull | None:
+    """The caller's pull of ``pr`` in flight, or None (none, or the loop's). Under the table's lock."""
+    window = pr.window
+    if not window:
+        return None
+    token = window[0][1]
+    return None if isinstance(token, str) else token  # type: ignore[return-value]
 
 
 class PullTable:
@@ -45,49 +56,48 @@ class PullTable:
         self.pull_timeout = pull_timeout
         self.lock = threading.RLock()
         self.requests: dict[MessageQueue, PullRequest] = {}
-        self.pulling: dict[MessageQueue, CallerPull | str] = {}
         self.committed: dict[MessageQueue, int] = {}
 
     def set_request(self, pr: PullRequest) -> None:
         """``pr`` is now its queue's PullRequest; a caller's pull for the previous one is dropped."""
         with self.lock:
+            old = self.requests.get(pr.message_queue)
             self.requests[pr.message_queue] = pr
-            self._drop_caller_pull(pr.message_queue)
+            if old is not None and old is not pr and caller_pull(old) is not None:
+                old.window.clear()  # its answer is dropped when it comes
 
     def forget(self, mq: MessageQueue) -> None:
         """``mq`` is no longer pulled: its request and any caller's pull are dropped."""
         with self.lock:
-            self.requests.pop(mq, None)
-            self._drop_caller_pull(mq)
+            old = self.requests.pop(mq, None)
+            if old is not None and caller_pull(old) is not None:
+                old.window.clear()
 
-    def _drop_caller_pull(self, mq: MessageQueue) -> None:
-        if not isinstance(self.pulling.get(mq, LOOP), str):
-            del self.pulling[mq]  # its answer is dropped when it comes
-
-    def claim_for_loop(self, mq: MessageQueue) -> bool:
-        """Let the queue's pull task pull now: False while a caller's pull of it is in flight. Its
+    def claim_for_loop(self, pr: PullRequest) -> bool:
+        """Let ``pr``'s pull task pull now: False while a caller's pull of it is in flight. Its
         answer is read here when it has arrived; one unanswered for :attr:`pull_timeout` is given up."""
         with self.lock:
-            current = self.pulling.get(mq)
-            if current is None or current == LOOP:
-                self.pulling[mq] = LOOP
+            pending = caller_pull(pr)
+            if pending is None:
+                if not pr.window:
+                    pr.window.append((pr.next_offset, LOOP))
                 return True
-            assert not isinstance(current, str)
-            conn = current.conn
+            conn = pending.conn
         if conn.lock.acquire(blocking=False):  # not in use by a committer: read what has arrived
             try:
                 conn.read_pending()
             finally:
                 conn.lock.release()
         with self.lock:
-            current = self.pulling.get(mq)
-            if not isinstance(current, str | None) and time.monotonic() - current.started < self.pull_timeout:
+            pending = caller_pull(pr)
+            if pending is not None and time.monotonic() - pending.started < self.pull_timeout:
                 return False
-            self.pulling[mq] = LOOP
+            pr.window.clear()  # a caller's pull given up: its answer is dropped when it comes
+            pr.window.append((pr.next_offset, LOOP))
             return True
 
-    def release_loop_claim(self, mq: MessageQueue) -> None:
-        """The pull task's pull of ``mq`` is answered (or failed)."""
+    def release_loop_claim(self, pr: PullRequest) -> None:
+        """The pull task's pull of ``pr`` is answered (or failed)."""
         with self.lock:
-            if self.pulling.get(mq) == LOOP:
-                del self.pulling[mq]
+            if pr.window and pr.window[0][1] == LOOP:
+                pr.window.clear()
