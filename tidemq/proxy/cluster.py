@@ -60,9 +60,15 @@ class ClusterBackend:
         from tidemq.remoting import RemotingClient
 
         self.namesrv = [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        from tidemq.proxy.cluster_members import MemberConnections
+
         self.remoting = RemotingClient()
         if rpc_hook is not None:
             self.remoting.register_rpc_hook(rpc_hook)
+        self.members = MemberConnections(rpc_hook)
+        """Each v5 consumer's own connections to the brokers, for its group membership."""
+        self.registers_consumers = True
+        """v5 consumers join their groups on the brokers, each over its own connection (members.py)."""
         self.api = ClientAPI(self.remoting)
         self.route_ttl = route_ttl
         self.max_body_size = max_body_size
@@ -76,6 +82,7 @@ class ClusterBackend:
 
     async def close(self) -> None:
         """See :meth:`Backend.close <tidemq.proxy.backend.Backend.close>`."""
+        await self.members.close_all()
         await self.remoting.close()
 
     async def _route_from_namesrv(self, topic: str) -> Any:
@@ -223,6 +230,30 @@ class ClusterBackend:
                 codes.INTERNAL_SERVER_ERROR, f"broker {broker_name} at {addr}: {exc}"
             ) from None
 
+    async def invoke_as_member(
+        self, broker_name: str, request: RemotingCommand, timeout: float, client: str, remote_addr: str = ""
+    ) -> RemotingCommand:
+        """:meth:`invoke` over the v5 client ``client``'s own connection to the broker (its consumer
+        HEART_BEAT, ``cluster_members.py``).
+
+        Raises:
+            ProxyError: as :meth:`invoke`.
+        """
+        addr = self._broker_addrs.get(broker_name)
+        if addr is None:
+            raise codes.ProxyError(
+                codes.INTERNAL_SERVER_ERROR, f"unknown broker {broker_name!r}: query the route first"
+            )
+        try:
+            return await self.members.invoke(client, addr, request, timeout)
+        except TimeoutError as exc:
+            raise codes.ProxyError(codes.PROXY_TIMEOUT, str(exc)) from None
+        except (TideMQError, OSError) as exc:
+            raise codes.ProxyError(
+                codes.INTERNAL_SERVER_ERROR, f"broker {broker_name} at {addr}: {exc}"
+            ) from None
+
     def close_client(self, client: str) -> None:
-        """See :meth:`Backend.close_client <tidemq.proxy.backend.Backend.close_client>`."""
-        return None
+        """See :meth:`Backend.close_client <tidemq.proxy.backend.Backend.close_client>`: its member
+        connections close, so the brokers drop it from its group."""
+        self.members.close(client)

@@ -5,9 +5,10 @@ is registered as a producer of group = each topic it publishes (so the brokers' 
 reach the proxy), and in local mode each v5 consumer as a member of its group with its
 subscriptions (so ``tidemq admin consumerConnection`` and the dashboard list it; consume type
 CONSUME_ACTIVELY for SimpleConsumers, CONSUME_PASSIVELY for PushConsumers, CLUSTERING). Sent on
-each settings command and each Heartbeat (every 10 s), to every broker holding the topics; in
-cluster mode all clients share the proxy's connection to a broker, so consumers, whose membership
-is per connection, are not registered there.
+each settings command and each Heartbeat (every 10 s), to every broker holding the topics. In
+cluster mode a consumer's heartbeat goes over a connection of its own to each broker
+(``cluster_members.py``: a broker keeps members by connection), a producer's over the proxy's
+shared one (where the brokers send transaction checks).
 """
 
 from __future__ import annotations
@@ -68,9 +69,12 @@ async def register(backend: Backend, state: ClientState, ctx: RequestContext) ->
         route = await backend.topic_route(topic)
         if route is not None:
             brokers.update(q.broker_name for q in route.queues)
+    send = backend.invoke
+    if data.consumer_data_set:  # cluster mode: over the client's own connection (cluster_members.py)
+        send = getattr(backend, "invoke_as_member", send)
     for broker_name in sorted(brokers):
         request = RemotingCommand.create_request(RequestCode.HEART_BEAT, {}, body)
         try:
-            await backend.invoke(broker_name, request, 3.0, state.client_id, ctx.remote_addr)
+            await send(broker_name, request, 3.0, state.client_id, ctx.remote_addr)
         except codes.ProxyError as exc:
             log.warning("heartbeat of %s to %s failed: %s", state.client_id, broker_name, exc)
