@@ -382,6 +382,9 @@ class Broker:
         for processor in processors:
             for code in processor.CODES:
                 self.remoting_server.register_processor(code, processor)
+        from tidemq.broker.processor.send_fast import FastSend
+
+        self.remoting_server.register_fast_path(RequestCode.SEND_MESSAGE_V2, FastSend(self.send_processor))
 
     async def shutdown(self) -> None:
         """Stop cleanly: close connections, unregister, persist offsets/configs, shut the store down.

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any, cast
+
+import orjson
 
 from tidemq.errors import (
     RemotingCommandError,
@@ -42,6 +45,9 @@ from tidemq.remoting.log_limit import bad_frame_log
 from tidemq.remoting.processor import RequestDispatcher
 
 log = logging.getLogger(__name__)
+
+_LENGTHS = struct.Struct(">iI").unpack_from
+"""A frame's first 8 bytes: (length after the first 4, serialize type << 24 | header length)."""
 
 _reading = threading.local()
 """``after``: the callbacks to run once the responses of the read being handled on this thread are
@@ -308,6 +314,9 @@ class Channel:
 
     def _on_data(self, data: bytes) -> None:
         self.last_read_time = self._loop.time()
+        dispatcher = self._dispatcher
+        if dispatcher.fast_paths and not dispatcher.rpc_hooks and self._answer_fast(data):
+            return
         try:
             commands = self._decoder.feed(data)
         except RemotingCommandError as exc:
@@ -341,6 +350,54 @@ class Channel:
             if not flushing:
                 self._flush()
             self._run_after(after)
+
+    def _answer_fast(self, data: bytes) -> bool:
+        """Answer ``data`` through its code's fast path (:meth:`RequestDispatcher.register_fast_path`)
+        when it is exactly one whole frame with a JSON header, nothing is buffered before it, and the
+        fast path takes it; False (nothing done) otherwise: then the frame decoder takes ``data``.
+        The answer goes out as :meth:`_on_data` writes answers (with others written meanwhile, in one
+        write), then the work asked to run after it (:func:`call_after_write`)."""
+        decoder = self._decoder
+        size = len(data)
+        if size < 8 or decoder._buf or decoder._failed is not None:
+            return False
+        length, hlen = _LENGTHS(data)
+        body_at = 8 + hlen  # hlen > 0xFFFFFF: not a JSON header
+        if length != size - 4 or body_at > size or hlen > 0xFFFFFF or length > self.max_frame_size:
+            return False
+        try:
+            header = orjson.loads(data[8:body_at])
+            code = header["code"]
+        except (orjson.JSONDecodeError, TypeError, KeyError):
+            return False
+        fast = self._dispatcher.fast_paths.get(code) if type(code) is int else None
+        if fast is None:
+            return False
+        flushing = self._flush_scheduled
+        self._flush_scheduled = True
+        outer = getattr(_reading, "after", None)
+        after: list[Callable[[], None]] = []
+        _reading.after = after
+        self._in_read = True
+        try:
+            answer = fast(self, header, data[body_at:])
+        except Exception as exc:
+            opaque = header.get("opaque")
+            answer = self._dispatcher.fast_path_failed(self, code, opaque if type(opaque) is int else 0, exc)
+        finally:
+            _reading.after = outer
+            self._in_read = False
+        if answer is None:  # the general path takes it, as if this had not run
+            self._flush_scheduled = flushing
+            return False
+        transport = self._transport
+        if transport is not None and not self._closed and not transport.is_closing():
+            self._wbuf.append(answer)
+        if not flushing:
+            self._flush()
+        if after:
+            self._run_after(after)
+        return True
 
     def _run_after(self, callbacks: list[Callable[[], None]]) -> None:
         for callback in callbacks:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tidemq.errors import LocalProtocolError, ProtocolError, RemotingSendRequestError
 from tidemq.protocol.codes import ResponseCode
-from tidemq.protocol.command import RPC_ONEWAY, RemotingCommand
+from tidemq.protocol.command import RPC_ONEWAY, RemotingCommand, encode_command
 from tidemq.remoting.log_limit import bad_request_log
 
 if TYPE_CHECKING:
@@ -83,6 +83,11 @@ class RPCHook(Protocol):
         ...
 
 
+FastPath = Callable[["Channel", dict[str, Any], bytes], "bytes | None"]
+"""``(channel, decoded JSON header, body) -> answer frame | None``: see
+:meth:`RequestDispatcher.register_fast_path`."""
+
+
 def not_supported_response(code: int) -> RemotingCommand:
     """REQUEST_CODE_NOT_SUPPORTED with RocketMQ's remark ``" request type N not supported"``."""
     return RemotingCommand.create_response(
@@ -118,6 +123,28 @@ class RequestDispatcher:
         self.processors: dict[int, RequestProcessor] = {}
         self.default_processor: RequestProcessor | None = None
         self.rpc_hooks: list[RPCHook] = []
+        self.fast_paths: dict[int, FastPath] = {}
+        """Request code -> fast path (:meth:`register_fast_path`); used only while no RPC hook is set."""
+
+    def register_fast_path(self, code: int, fast_path: FastPath) -> None:
+        """Let ``fast_path`` answer requests with ``code`` straight from their frame.
+
+        A channel whose read is exactly one whole frame with a JSON header calls
+        ``fast_path(channel, header, body)`` with the header as decoded JSON (a dict, not checked yet)
+        and the body, before any :class:`RemotingCommand` is made. It returns the whole answer frame
+        (length prefix included) after doing the request's work, or None *before doing anything*: then
+        the request takes the general path (decode, processor, encode) as usual. It must answer
+        exactly as the code's processor would (a deliberately unrolled twin, tested against it), and is
+        not used while RPC hooks are registered (they see every request). An exception it raises is
+        answered as a processor's (:meth:`fast_path_failed`).
+        """
+        self.fast_paths[int(code)] = fast_path
+
+    def fast_path_failed(self, channel: Channel, code: int, opaque: int, exc: Exception) -> bytes:
+        """The answer frame to a request whose fast path raised ``exc``: SYSTEM_ERROR, logged, as
+        :meth:`process` answers a processor that raised."""
+        request = RemotingCommand(code, opaque=opaque)
+        return encode_command(self._failed(channel, request, exc).response_to(request))
 
     def register_processor(self, code: int, processor: RequestProcessor) -> None:
         """Route requests with ``code`` to ``processor`` (replacing any previous one)."""

@@ -16,6 +16,7 @@ from tidemq.remoting.channel import Channel
 from tidemq.remoting.idle import IdleChannelReaper
 from tidemq.remoting.processor import (
     ChannelListener,
+    FastPath,
     RequestDispatcher,
     RequestProcessor,
     RPCHook,
@@ -95,6 +96,11 @@ class RemotingServer:
     def register_processor(self, code: int, processor: RequestProcessor) -> None:
         """Route requests with ``code`` to ``processor``. Mirrors ``registerProcessor``."""
         self._dispatcher.register_processor(code, processor)
+
+    def register_fast_path(self, code: int, fast_path: FastPath) -> None:
+        """Answer requests with ``code`` through ``fast_path`` where it can
+        (:meth:`RequestDispatcher.register_fast_path`)."""
+        self._dispatcher.register_fast_path(code, fast_path)
 
     def register_default_processor(self, processor: RequestProcessor) -> None:
         """Route requests with no registered processor to ``processor``."""

@@ -63,8 +63,9 @@ _DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
 _DELAY_PAIR = f"{_DELAY}\x01"
 _WAIT = MessageConst.PROPERTY_WAIT_STORE_MSG_OK
 _CLUSTER = MessageConst.PROPERTY_CLUSTER
-_NOT_PLAIN = frozenset((_DELAY, MessageConst.PROPERTY_TRANSACTION_PREPARED, *TIMER_KEYS))
+NOT_PLAIN = frozenset((_DELAY, MessageConst.PROPERTY_TRANSACTION_PREPARED, *TIMER_KEYS))
 """Properties that take a send off the plain path: delay level, half message, timer (one set test)."""
+_NOT_PLAIN = NOT_PLAIN
 
 
 def _utf8_len(text: str) -> int:

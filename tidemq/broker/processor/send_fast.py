@@ -1,0 +1,175 @@
+"""SEND_MESSAGE_V2 answered straight from its frame: the fast path of the usual single send.
+
+:class:`FastSend` is the remoting dispatcher's fast path of request code 310
+(:meth:`~tidemq.remoting.processor.RequestDispatcher.register_fast_path`): a connection whose read
+is exactly one whole frame with a JSON header hands it the decoded header and the body before any
+``RemotingCommand`` exists. It takes the send nearly every client makes (a plain message: no delay
+level, timer or half-message property, not a retry topic, not a batch, to a known writable topic,
+answered without waiting for a flush or a slave) through the same checks, put, statistics and answer
+as :meth:`SendMessageProcessor.process_request
+<tidemq.broker.processor.send.SendMessageProcessor.process_request>`, and answers with a ready frame:
+the answer's JSON header is a template with the message id, queue id, queue offset and opaque
+spliced in, not a ``RemotingCommand`` encoded per answer.
+
+Anything else (a header the general path would parse differently or refuse, a send it would refuse,
+a feature path, SYNC_FLUSH or SYNC_MASTER with ``WAIT``) gets None back *before any side effect*, and
+the request takes the general path as if this had not run. A put that fails answers as the general
+path does (its error response, encoded the usual way).
+
+``tests/unit/broker/test_send_fast.py`` checks with Hypothesis that what this answers is answered,
+stored and counted byte for byte as the general path does.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from tidemq.broker.processor.send import NOT_PLAIN
+from tidemq.errors import ProtocolError
+from tidemq.protocol.codes import ResponseCode
+from tidemq.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand, encode_command
+from tidemq.protocol.headers.send import V2_PLAIN_PREFIX, V2_REQUIRED
+from tidemq.protocol.message_codec import MAX_PROPERTIES_BYTES, MessageSysFlag
+from tidemq.protocol.topic import RETRY_GROUP_TOPIC_PREFIX
+from tidemq.store.results import PutMessageStatus
+
+if TYPE_CHECKING:
+    from tidemq.broker.processor.send import SendMessageProcessor
+    from tidemq.remoting import Channel
+
+_INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF
+_PUT_OK = PutMessageStatus.PUT_OK
+_MULTI_TAGS = MessageSysFlag.MULTI_TAGS_FLAG
+_MARKS = ("\ue000M", "\ue000Q", "\ue000O")
+_OPAQUE_MARK = 0x7FFFFFF1
+_LENGTHS = struct.Struct(">iI").pack
+"""``(frame length after its first 4 bytes, header length)``: the frame's first 8 bytes."""
+
+
+def answer_template(ext: dict[str, str]) -> str:
+    """The JSON header of a SUCCESS send answer with ``ext`` (``MSG_REGION``, ``TRACE_ON``) as a
+    ``%`` template of (msgId: str, queueId: int, queueOffset: int, opaque: int): exactly what
+    :func:`~tidemq.protocol.command.encode_command` writes for the general path's answer."""
+    fields = dict(ext)
+    fields["msgId"], fields["queueId"], fields["queueOffset"] = _MARKS
+    answer = RemotingCommand(
+        ResponseCode.SUCCESS, flag=RPC_TYPE_RESPONSE, ext_fields=fields, opaque=_OPAQUE_MARK
+    )
+    text = orjson.dumps(answer.header_dict()).decode().replace("%", "%%")
+    for mark, spec in zip(_MARKS, ("%s", "%d", "%d"), strict=True):
+        text = text.replace(f'"{mark}"', f'"{spec}"')
+    return text.replace(f'"opaque":{_OPAQUE_MARK}', '"opaque":%d')
+
+
+class FastSend:
+    """The fast path of SEND_MESSAGE_V2 for one :class:`SendMessageProcessor` (its broker, its
+    checked topic names, its answer fields). Called as ``fast(channel, header, body)`` with the
+    frame's decoded JSON header (a dict) and body; returns the answer frame (length prefix
+    included), or None: take the general path (nothing was done).
+
+    Args:
+        processor: the broker's send processor.
+    """
+
+    def __init__(self, processor: SendMessageProcessor) -> None:
+        self._processor = processor
+        self._broker = processor.broker
+        self._ext: dict[str, str] | None = None
+        self._template = ""
+
+    def __call__(self, channel: Channel, header: dict[str, Any], body: bytes) -> bytes | None:
+        # what decode_json_header takes as it is (else: the general path)
+        ext = header.get("extFields")
+        opaque = header.get("opaque", 0)
+        version = header.get("version", 0)
+        flag = header.get("flag", 0)
+        if (
+            type(ext) is not dict
+            or type(opaque) is not int
+            or type(version) is not int
+            or type(flag) is not int
+            or flag  # a oneway send or a response
+            or type(header.get("language", "")) is not str
+            or not _INT_MIN <= opaque <= _INT_MAX
+            or not _INT_MIN <= version <= _INT_MAX
+        ):
+            return None
+        # what SendMessageRequestHeader._from_v2_plain takes (the join fails on a value not a str)
+        try:
+            a, topic, c, d, e, f, g, h = V2_REQUIRED(ext)
+            plain = V2_PLAIN_PREFIX("|".join((d, e, f, h, g, a, topic, c)))
+        except (KeyError, TypeError):
+            return None
+        get = ext.get
+        text, j, k, l_, m, n = get("i"), get("j"), get("k"), get("l"), get("m"), get("n")
+        if plain is None or not (text is None or type(text) is str) or not (n is None or type(n) is str):
+            return None
+        if j is None or j == "":
+            reconsume_times = 0
+        elif type(j) is str and j.isascii() and j.isdigit() and len(j) < 10:
+            reconsume_times = int(j)
+        else:
+            return None
+        if not (
+            (l_ is None or l_ == "" or (type(l_) is str and l_.isascii() and l_.isdigit() and len(l_) < 10))
+            and (k is None or k == "" or k == "false" or k == "true")
+            and (m is None or m == "" or m == "false")  # a batch: the general path
+        ):
+            return None
+        # msg_check, where it passes (queue ids here are digits: never negative)
+        processor, broker = self._processor, self._broker
+        config = broker.config
+        if topic not in processor._valid_topics or not config.is_writeable or config.is_slave:
+            return None
+        topic_config = broker.topic_config_manager.select_topic_config(topic)
+        if topic_config is None or not topic_config.perm & 2 or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return None
+        queue_id = int(e)
+        if queue_id >= topic_config.write_queue_nums and queue_id >= topic_config.read_queue_nums:
+            return None
+        # send_message's plain path, where it answers at once
+        props, wait, stored = processor._props(text)
+        if not NOT_PLAIN.isdisjoint(props) or (
+            wait
+            and (
+                broker.group_commit_service is not None
+                or (broker.ha is not None and broker.ha.is_sync_master)
+            )
+        ):
+            return None
+        if len(body) > broker.store_config.max_message_size or len(stored) * 4 > MAX_PROPERTIES_BYTES:
+            return None  # maybe too large: the general path measures and answers
+        sys_flag = int(f)
+        if topic_config.topic_filter_type == "MULTI_TAG":
+            sys_flag |= _MULTI_TAGS
+        ext_fields = processor._response_ext()
+        try:
+            result = broker.store.put_message_single(
+                topic, queue_id, sys_flag, int(g), channel.remote_addr, reconsume_times, int(h), body, stored
+            )
+        except ProtocolError as exc:
+            return self._encoded(
+                RemotingCommand.create_response(
+                    ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}", ext_fields
+                ),
+                opaque,
+            )
+        append = result.append_result
+        if append is not None:  # statistics: one O(1) call per request
+            broker.broker_stats.inc_put(topic, 1, append.wrote_bytes)
+        if append is None or result.status is not _PUT_OK:
+            return self._encoded(processor._put_error(result, ext_fields), opaque)
+        if ext_fields is not self._ext:
+            self._template, self._ext = answer_template(ext_fields), ext_fields
+        answer = (self._template % (append.msg_id, queue_id, append.logics_offset, opaque)).encode()
+        return _LENGTHS(len(answer) + 4, len(answer)) + answer
+
+    @staticmethod
+    def _encoded(response: RemotingCommand, opaque: int) -> bytes:
+        """An answer made the general way, as the frame the channel would write for it."""
+        response.opaque = opaque
+        response.flag |= RPC_TYPE_RESPONSE
+        return encode_command(response)
