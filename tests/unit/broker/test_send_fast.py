@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.broker import test_send_plain
+from tidemq.broker.processor import send as send_module
 from tidemq.broker.processor.send import SendMessageProcessor
 from tidemq.broker.processor.send_fast import FastSend
 from tidemq.protocol.command import decode_frame, encode_command
@@ -102,6 +103,8 @@ def test_fast_sends_answer_and_store_as_the_general_path(
     quick, general = _processor(root / "fast"), _processor(root / "general")
     fast = FastSend(quick)
     quick._valid_topics.update(("T", "M", "%RETRY%g", "Unknown"))  # names the general path checks first
+    clock = pytest.MonkeyPatch()
+    clock.setattr(send_module, "now_ms", lambda: 1_700_000_000_000)  # timer messages: the same due time
     try:
         for spec in frames:
             frame = _whole(*spec)
@@ -116,6 +119,7 @@ def test_fast_sends_answer_and_store_as_the_general_path(
         stats = [p.broker.broker_stats.put_total for p in (quick, general)]
         assert stats[0] == stats[1]
     finally:
+        clock.undo()
         for store in (quick.broker.store, general.broker.store):
             store.shutdown()
 

@@ -51,6 +51,7 @@ def _processor(root: Path) -> SendMessageProcessor:
             is_slave=False,
             broker_cluster_name="DefaultCluster",
             region_id="DefaultRegion",
+            broker_name="broker-a",
             trace_on=True,
         ),
         store_config=store.config,
