@@ -62,3 +62,37 @@ async def test_recall_before_due_survives_a_restart_and_after_delivery_is_refuse
             assert timer_store.cancelled == 2 and len(timer_store.cancels) == 0
         finally:
             await producer.shutdown()
+
+
+async def test_recall_through_the_cluster_mode_proxy(tmp_path: Path) -> None:
+    """The v5 RecallMessage path of ``tidemq proxy`` (proxy/recall.py over ClusterBackend): the broker
+    the handle names answers; a bad handle and an unknown topic are the client's errors."""
+    from tidemq.proxy import codes
+    from tidemq.proxy.cluster import ClusterBackend
+    from tidemq.proxy.context import RequestContext
+    from tidemq.proxy.pb import d, s
+    from tidemq.proxy.recall import recall_message
+
+    async with run_cluster(tmp_path) as cluster:
+        producer = AsyncProducer(namesrv_addr=cluster.namesrv_addr, producer_group="pg-recall-proxy")
+        await producer.start()
+        backend = ClusterBackend(cluster.namesrv_addr)
+        ctx = RequestContext({}, "", "v5-client", "127.0.0.1:5000", "127.0.0.1")
+        try:
+            sent = await producer.send(Message(TOPIC, b"via-proxy", delivery_time_ms=now_ms() + 60_000))
+            request = s.RecallMessageRequest(topic=d.Resource(name=TOPIC), recall_handle=sent.recall_handle)
+            response = await recall_message(backend, request, ctx)
+            assert response.status.code == codes.OK and response.message_id == sent.msg_id
+            timer_store = cluster.broker.timer_message_service.timer_store  # type: ignore[union-attr]
+            assert delete_key(TOPIC, sent.msg_id) in timer_store.cancels
+            for topic, handle, code in (
+                (TOPIC, "not-a-handle", codes.BAD_REQUEST),
+                ("NoSuchTopic", sent.recall_handle, codes.TOPIC_NOT_FOUND),
+            ):
+                bad = s.RecallMessageRequest(topic=d.Resource(name=topic), recall_handle=handle)
+                with pytest.raises(codes.ProxyError) as refused:
+                    await recall_message(backend, bad, ctx)
+                assert refused.value.code == code, refused.value.message
+        finally:
+            await backend.close()
+            await producer.shutdown()
