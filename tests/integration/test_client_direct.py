@@ -5,21 +5,18 @@ real broker for concurrent senders."""
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from tests.helpers import wait_for_sync
-from tidemq.client.direct import DirectConnection, DirectPool, parse_plain_response
+from tidemq.client.direct import DirectConnection, DirectPool
 from tidemq.client.producer.producer import Producer
 from tidemq.errors import RemotingConnectError, RemotingSendRequestError, RemotingTimeoutError
-from tidemq.protocol.command import FrameDecoder, RemotingCommand, encode_command, encode_command_rocketmq
+from tidemq.protocol.command import FrameDecoder, RemotingCommand, encode_command
 from tidemq.protocol.message import Message
 from tidemq.testing import ClusterThread
 
@@ -183,46 +180,6 @@ def test_invoke_many_pipelines_and_returns_answers_in_request_order(server: Scri
         conn.invoke_many([RemotingCommand.create_request(10, None, b"slow") for _ in range(2)], 0.1)
     assert not conn.connected
     conn.close()
-
-
-@given(
-    code=st.integers(-(2**31), 2**31 - 1),
-    remark=st.none() | st.text(max_size=20),
-    ext=st.dictionaries(st.text(max_size=8), st.text(max_size=20), max_size=5),
-    body=st.binary(max_size=50),
-    language=st.sampled_from(["JAVA", "CPP", "PYTHON"]),
-)
-def test_plain_response_parse_equals_the_frame_decoder(
-    code: int, remark: str | None, ext: dict[str, str], body: bytes, language: str
-) -> None:
-    """The direct path's one-frame parse gives exactly the general decoder's command."""
-    resp = RemotingCommand.create_response(code, remark, ext, body)
-    resp.opaque, resp.language = 77, language
-    frame = encode_command(resp)
-    (expected,) = FrameDecoder().feed(frame)
-    assert parse_plain_response(frame, 77) == expected
-    assert parse_plain_response(frame, 78) is None  # another request's answer
-    assert parse_plain_response(frame + frame, 77) is None  # two frames: the decoder's job
-    assert parse_plain_response(frame[:-1], 77) is None  # incomplete
-
-
-def test_plain_response_parse_leaves_unusual_headers_to_the_decoder() -> None:
-    def frame(header: bytes) -> bytes:
-        return struct.pack(">iI", 4 + len(header), len(header)) + header
-
-    base = b'"flag":1,"opaque":5,"version":409,"language":"JAVA"'
-    assert parse_plain_response(frame(b'{"code":0,' + base + b"}"), 5) is not None
-    for odd in (
-        b'{"code":0,"extFields":{"queueId":3},' + base + b"}",  # a number to normalise
-        b'{"code":"0",' + base + b"}",
-        b'{"code":0,"language":12,"flag":1,"opaque":5}',  # language as ordinal
-        b'{"code":0,"flag":0,"opaque":5}',  # a request, not a response
-        b"[1]",
-        b"{not json",
-    ):
-        assert parse_plain_response(frame(odd), 5) is None, odd
-    rocketmq = encode_command_rocketmq(RemotingCommand.create_response(0, None))
-    assert parse_plain_response(rocketmq, 0) is None
 
 
 def test_requests_sent_without_waiting_are_answered_to_their_callbacks_by_later_reads(

@@ -214,7 +214,7 @@ _STR_ONLY = frozenset((str,))
 _INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF
 
 
-def decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
+def decode_json_header(raw: bytes | memoryview, body: bytes) -> RemotingCommand:
     """Decode a JSON header (trailing whitespace such as C++'s newline is fine)."""
     try:
         header = orjson.loads(raw)
@@ -268,7 +268,7 @@ def decode_json_header(raw: bytes, body: bytes) -> RemotingCommand:
     )
 
 
-def decode_rocketmq_header(raw: bytes, body: bytes) -> RemotingCommand:
+def decode_rocketmq_header(raw: bytes | memoryview, body: bytes) -> RemotingCommand:
     """Decode a ROCKETMQ binary header (``RocketMQSerializable.rocketMQProtocolDecode``)."""
     view = memoryview(raw)
     try:
@@ -319,27 +319,38 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     """Decode one frame *without* its 4-byte length prefix (``W`` + header + body)."""
     if len(frame) < 4:
         raise RemotingCommandError(f"frame of {len(frame)} bytes is shorter than its header-length word")
-    return _decode_at(frame, 0, len(frame))
+    cmd, body_at = decode_frame_head(frame, 0, len(frame))
+    cmd.body = frame[body_at:] if isinstance(frame, bytes) else bytes(frame[body_at:])
+    return cmd
 
 
-def _decode_at(buf: bytes | bytearray | memoryview, start: int, end: int) -> RemotingCommand:
-    """Decode the frame (without its length prefix) in ``buf[start:end]``, at least 4 bytes (the
-    header and body of a ``bytes`` buffer are its slices; other buffers' are copied to bytes)."""
+def frame_length_error(length: int, max_frame_size: int) -> RemotingCommandError:
+    """The error for a length prefix ``L`` outside ``[4, max_frame_size]`` (every frame reader's check)."""
+    return RemotingCommandError(f"frame length {length} outside [4, {max_frame_size}] bytes")
+
+
+def decode_frame_head(
+    buf: bytes | bytearray | memoryview, start: int, end: int
+) -> tuple[RemotingCommand, int]:
+    """Decode the header of the frame (without its length prefix) in ``buf[start:end]``, at least 4
+    bytes: the command with an empty ``body``, and where its body starts in ``buf`` (the body is
+    ``buf[body_at:end]``). The header of a ``bytes`` buffer is its slice, of a memoryview a view (no
+    copy), of a bytearray a copy (the buffer may be resized meanwhile).
+
+    Raises:
+        RemotingCommandError: the header length runs past ``end``, an unknown serialize type, or a
+            malformed header.
+    """
     (word,) = _UINT.unpack_from(buf, start)
     stype, hlen = word >> 24, word & 0xFFFFFF
     body_at = start + 4 + hlen
     if body_at > end:
         raise RemotingCommandError(f"header length {hlen} exceeds frame length {end - start}")
-    raw: bytes
-    body: bytes
-    if isinstance(buf, bytes):
-        raw, body = buf[start + 4 : body_at], buf[body_at:end]
-    else:
-        raw, body = bytes(buf[start + 4 : body_at]), bytes(buf[body_at:end])
+    raw = bytes(buf[start + 4 : body_at]) if isinstance(buf, bytearray) else buf[start + 4 : body_at]
     if stype == SerializeType.JSON:
-        return decode_json_header(raw, body)
+        return decode_json_header(raw, b""), body_at
     if stype == SerializeType.ROCKETMQ:
-        return decode_rocketmq_header(raw, body)
+        return decode_rocketmq_header(raw, b""), body_at
     raise RemotingCommandError(f"unknown serialize type {stype}")
 
 
@@ -383,13 +394,13 @@ class FrameDecoder:
             while size - pos >= 4:
                 (length,) = _INT.unpack_from(buf, pos)
                 if length < 4 or length > self.max_frame_size:
-                    raise RemotingCommandError(
-                        f"frame length {length} outside [4, {self.max_frame_size}] bytes"
-                    )
+                    raise frame_length_error(length, self.max_frame_size)
                 end = pos + 4 + length
                 if end > size:
                     break
-                out.append(_decode_at(buf, pos + 4, end))
+                cmd, body_at = decode_frame_head(buf, pos + 4, end)
+                cmd.body = buf[body_at:end] if isinstance(buf, bytes) else bytes(buf[body_at:end])
+                out.append(cmd)
                 pos = end
         except RemotingCommandError as exc:
             self._failed = exc

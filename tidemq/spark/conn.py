@@ -8,10 +8,11 @@ batches. A forked child gets its own (the cache is keyed by pid).
 :func:`read_queue_range` pulls ``[start, end)`` of one queue straight from its broker: large pulls,
 no long polling (``suspendTimeoutMillis`` 0, no suspend flag), no commit flag (reading never moves a
 group's offset), a window of pulls in flight (``pulls_in_flight``) while a body is decoded into Arrow.
-The pulls go over a :class:`PullSocket`, a blocking connection the task's own thread writes and
-reads (kept per process and broker between tasks): the answers are read straight into one buffer per
-answer and their bodies decoded from there, with no event loop, thread hand-off or copy in between
-(a third less CPU per message than the event loop's connections, which the rest still use).
+The pulls go over a :class:`~tidemq.remoting.blocking.BlockingConnection`, a blocking connection the
+task's own thread writes and reads (kept per process and broker between tasks): the answers are read
+straight into the connection's receive buffer and their bodies decoded from there, with no event
+loop, thread hand-off or copy in between (a third less CPU per message than the event loop's
+connections, which the rest still use).
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ import collections
 import gc
 import logging
 import os
-import socket
-import struct
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,26 +31,14 @@ import pyarrow as pa
 
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.client.api import ClientAPI, PullResult, PullStatus
-from tidemq.errors import (
-    RemotingCommandError,
-    RemotingConnectError,
-    RemotingError,
-    RemotingSendRequestError,
-    RemotingTimeoutError,
-)
+from tidemq.errors import RemotingError
 from tidemq.protocol import record_layout
-from tidemq.protocol.codes import SerializeType
-from tidemq.protocol.command import (
-    MAX_FRAME_SIZE,
-    RemotingCommand,
-    decode_json_header,
-    decode_rocketmq_header,
-    encode_command,
-)
+from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import SUB_ALL
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageQueue
-from tidemq.remoting.client import RemotingClient, parse_addr
+from tidemq.remoting.blocking import BlockingConnection
+from tidemq.remoting.client import RemotingClient
 from tidemq.remoting.loop import LoopThread
 from tidemq.spark.arrow import RecordBatchBuilder, tag_predicate
 from tidemq.spark.offsets import QueueRange
@@ -153,144 +141,24 @@ def _data_loss(rng: QueueRange, lost_from: int, lost_to: int, reason: str, setti
     log.warning("%s; skipping them because failOnDataLoss=false", text)
 
 
-_FRAME_HEAD = struct.Struct(">iI")
+def _pull_socket(conns: ProcessConnections, addr: str, timeout: float) -> BlockingConnection:
+    """An idle pull connection to ``addr`` from this process's pool, else a new one (connected within
+    ``timeout`` s, at most 3 s as the event loop's connections).
 
-
-class PullSocket:
-    """A blocking TCP connection to one broker for an executor's pulls, used by one thread at a time.
-
-    :meth:`send` writes a request without waiting (several can be in flight); :meth:`read` blocks for
-    the answer to one of them and returns its header and its body as a memoryview of the one buffer
-    the answer was received into (no other copy). Answers that come before the one asked for are
-    kept for their own :meth:`read`; frames that are not answers to this connection's requests are
-    skipped. Every failure (connect, write, timeout, closed or malformed stream) raises a
-    :class:`~tidemq.errors.RemotingError` and leaves the socket closed.
-
-    Args:
-        addr: the broker's ``host:port``.
-        timeout: seconds a write or the wait for more of an answer may take (the connect: at most
-            ``connect_timeout``).
-        max_frame_size: largest accepted answer (16 MiB, as the event loop's connections).
-        connect_timeout: seconds for the TCP connect (3, as the event loop's connections: RocketMQ's
-            ``connectTimeoutMillis``).
+    Raises:
+        RemotingConnectError: cannot connect.
     """
-
-    def __init__(
-        self, addr: str, timeout: float, max_frame_size: int = MAX_FRAME_SIZE, connect_timeout: float = 3.0
-    ) -> None:
-        self.addr = addr
-        self.max_frame_size = max_frame_size
-        host, port = parse_addr(addr)
-        try:
-            sock = socket.create_connection((host, port), timeout=min(timeout, connect_timeout))
-        except OSError as exc:
-            raise RemotingConnectError(f"connect to {addr} failed: {exc}") from exc
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock: socket.socket | None = sock
-        self._waiting: set[int] = set()
-        self._early: dict[int, tuple[RemotingCommand, memoryview]] = {}
-
-    @property
-    def idle(self) -> bool:
-        """Open, with no request waiting for its answer (fit for the next task)."""
-        return self._sock is not None and not self._waiting and not self._early
-
-    def close(self) -> None:
-        """Close the connection (idempotent); answers not read yet are dropped."""
-        sock, self._sock = self._sock, None
-        self._waiting.clear()
-        self._early.clear()
-        if sock is not None:
-            try:
-                sock.close()
-            except OSError:
-                pass
-
-    def _fail(self, exc: BaseException, what: str) -> RemotingError:
-        self.close()
-        if isinstance(exc, RemotingError):
-            return exc
-        if isinstance(exc, TimeoutError):
-            return RemotingTimeoutError(f"wait response on the channel <{self.addr}> timeout, {what}")
-        error = RemotingSendRequestError(f"connection to {self.addr} failed while {what}: {exc}")
-        error.__cause__ = exc
-        return error
-
-    def send(self, request: RemotingCommand, timeout: float) -> None:
-        """Write ``request`` (its answer is for :meth:`read`)."""
-        sock = self._sock
-        if sock is None:
-            raise RemotingSendRequestError(f"connection to {self.addr} is closed")
-        frame = encode_command(request, self.max_frame_size)
-        try:
-            sock.settimeout(timeout)
-            sock.sendall(frame)
-        except OSError as exc:
-            raise self._fail(exc, "writing a request") from None
-        self._waiting.add(request.opaque)
-
-    def _fill(self, sock: socket.socket, view: memoryview) -> None:
-        got = 0
-        while got < len(view):
-            n = sock.recv_into(view[got:])
-            if not n:
-                raise RemotingSendRequestError(f"connection to {self.addr} closed by the peer")
-            got += n
-
-    def read(self, opaque: int, timeout: float) -> tuple[RemotingCommand, memoryview]:
-        """The answer to the request ``opaque`` sent by :meth:`send`: its command (``body`` empty)
-        and its body."""
-        early = self._early.pop(opaque, None)
-        if early is not None:
-            return early
-        sock = self._sock
-        if sock is None or opaque not in self._waiting:
-            raise RemotingSendRequestError(f"no request {opaque} waits on the connection to {self.addr}")
-        try:
-            sock.settimeout(timeout)
-            head = bytearray(_FRAME_HEAD.size)
-            while True:
-                self._fill(sock, memoryview(head))
-                length, word = _FRAME_HEAD.unpack(head)
-                header_length = word & 0xFFFFFF
-                if length > self.max_frame_size or not 4 + header_length <= length:
-                    raise RemotingCommandError(
-                        f"frame of {length} bytes with a {header_length}-byte header from {self.addr}"
-                    )
-                frame = bytearray(length - 4)
-                view = memoryview(frame)
-                self._fill(sock, view)
-                raw = bytes(view[:header_length])
-                if word >> 24 == SerializeType.ROCKETMQ:
-                    cmd = decode_rocketmq_header(raw, b"")
-                elif word >> 24 == SerializeType.JSON:
-                    cmd = decode_json_header(raw, b"")
-                else:
-                    raise RemotingCommandError(f"unknown serialize type {word >> 24} from {self.addr}")
-                if not cmd.is_response or cmd.opaque not in self._waiting:
-                    continue  # not an answer to this connection's requests
-                self._waiting.discard(cmd.opaque)
-                body = view[header_length:]
-                if cmd.opaque == opaque:
-                    return cmd, body
-                self._early[cmd.opaque] = (cmd, body)
-        except (OSError, RemotingError) as exc:
-            raise self._fail(exc, "reading an answer") from None
-
-
-def _pull_socket(conns: ProcessConnections, addr: str, timeout: float) -> PullSocket:
-    """An idle pull socket to ``addr`` from this process's pool, else a new one."""
     with _lock:
-        pool: dict[str, list[PullSocket]] = conns.extras.setdefault("pull_sockets", {})
+        pool: dict[str, list[BlockingConnection]] = conns.extras.setdefault("pull_sockets", {})
         free = pool.get(addr)
         while free:
             sock = free.pop()
             if sock.idle:
                 return sock
-    return PullSocket(addr, timeout)
+    return BlockingConnection.connect(addr, timeout)
 
 
-def _release(conns: ProcessConnections, sock: PullSocket) -> None:
+def _release(conns: ProcessConnections, sock: BlockingConnection) -> None:
     """Back to the pool when idle (every answer read), else closed."""
     if not sock.idle:
         sock.close()
@@ -314,7 +182,7 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
 
 class _RangeReader:
     """The pulls of one :class:`QueueRange`, with a window of pulls in flight on one
-    :class:`PullSocket`: the next ones start where the previous would end if it returns a full
+    :class:`~tidemq.remoting.blocking.BlockingConnection`: the next ones start where the previous would end if it returns a full
     batch (the usual case), so the broker always has a request queued while this thread decodes. A
     result is used only when it starts exactly where the previous one ended; after a short answer
     (tag filter, byte cap, data loss) the window is dropped and refilled from there."""
@@ -334,7 +202,7 @@ class _RangeReader:
         self.window: collections.deque[tuple[int, int]] = collections.deque()  # (offset, opaque)
         self.depth = max(1, settings.pulls_in_flight)
         self.step = settings.pull_batch_size
-        self.sock: PullSocket | None = None
+        self.sock: BlockingConnection | None = None
 
     def _request(self, offset: int) -> RemotingCommand:
         rng, settings = self.rng, self.settings
@@ -356,14 +224,15 @@ class _RangeReader:
         assert sock is not None
         while len(window) < self.depth and after < self.rng.end:
             pull = self._request(after)
-            sock.send(pull, self.timeout)
+            sock.send([pull], time.monotonic() + self.timeout)
             window.append((after, pull.opaque))
             after += self.step
 
     def _drop_window(self) -> None:
         assert self.sock is not None
         while self.window:
-            self.sock.read(self.window.popleft()[1], self.timeout)  # answers nobody uses: read past them
+            # answers nobody uses: read past them
+            self.sock.answer(self.window.popleft()[1], time.monotonic() + self.timeout)
 
     def _restart(self, offset: int, resolve: bool) -> None:
         """A new connection (the broker's address resolved again if ``resolve``), the window
@@ -389,12 +258,12 @@ class _RangeReader:
                 self._fill(offset)
             _, opaque = window.popleft()
             assert self.sock is not None
-            return self.sock.read(opaque, self.timeout)
+            return self.sock.answer(opaque, time.monotonic() + self.timeout)
         except RemotingError:
             self._restart(offset, True)  # once; a second failure of this pull raises
             _, opaque = window.popleft()
             assert self.sock is not None
-            return self.sock.read(opaque, self.timeout)
+            return self.sock.answer(opaque, time.monotonic() + self.timeout)
 
     def _next(self, offset: int, result: PullResult) -> int:
         """Where the range goes on after ``result``, the answer to the pull at ``offset``; a range
@@ -436,9 +305,11 @@ class _RangeReader:
                     pass  # the connection is closed: the next pull starts over on a new one
                 if result.pull_status is PullStatus.FOUND and answer:
                     builder.add_body(answer, rng.end)
-                    batch = builder.flush()
-                    if batch is not None:
-                        yield batch
+                del answer  # the connection reuses its buffer once nothing refers to the body
+                batch = builder.flush()
+                if batch is not None:
+                    yield batch
+                    del batch  # (a batch may share memory with the body)
                 offset = nxt
         finally:
             if self.sock is not None:
