@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from tidemq.client import LocalTransactionState, TransactionListener, TransactionProducer
+from tidemq.protocol.codes import RequestCode
+from tidemq.protocol.command import RemotingCommand
+from tidemq.protocol.headers import EndTransactionRequestHeader
 from tidemq.protocol.message import Message, MessageExt
-from tidemq.protocol.message_codec import decode_message, read_size_and_magic
+from tidemq.protocol.message_codec import decode_message, decode_offset_msg_id, read_size_and_magic
 from tidemq.remoting import RemotingClient
 from tidemq.testing import ServeProcess
 
@@ -62,6 +65,30 @@ def cut_last_op_record(store: Path) -> None:
         f.write(bytes(pos - last))
 
 
+def late_commit(broker_addr: str, sent: Any) -> tuple[int, str | None]:
+    """An answered END_TRANSACTION COMMIT for the half of ``sent`` (a TransactionSendResult)."""
+    header = EndTransactionRequestHeader(
+        producer_group="TxCrashPG",
+        tran_state_table_offset=sent.queue_offset,
+        commit_log_offset=decode_offset_msg_id(sent.offset_msg_id)[1],
+        commit_or_rollback=8,
+        from_transaction_check=False,
+        msg_id=sent.msg_id,
+        transaction_id=sent.msg_id,
+    )
+
+    async def end() -> tuple[int, str | None]:
+        client = RemotingClient()
+        try:
+            request = RemotingCommand.create_request(RequestCode.END_TRANSACTION, header.to_ext_fields())
+            answer = await client.invoke(broker_addr, request, 5)
+            return answer.code, answer.remark
+        finally:
+            await client.close()
+
+    return asyncio.run(end())
+
+
 class LocalDb(TransactionListener):
     """The 'database': body -> decided state; C blocks inside its local transaction until released."""
 
@@ -104,8 +131,9 @@ def test_sigkill_between_half_and_end_and_inside_a_commit(tmp_path: Path) -> Non
     )
     producer.start()
     try:
-        for body in (b"A", b"B", b"D"):
-            producer.send_message_in_transaction(Message(TOPIC, body))
+        sent = {
+            body: producer.send_message_in_transaction(Message(TOPIC, body)) for body in (b"A", b"B", b"D")
+        }
         # kill point 1: C's half message is stored, its local transaction commits, END cannot go
         worker = threading.Thread(target=producer.send_message_in_transaction, args=(Message(TOPIC, b"C"),))
         worker.start()
@@ -125,6 +153,11 @@ def test_sigkill_between_half_and_end_and_inside_a_commit(tmp_path: Path) -> Non
         # E would be too
         producer.send_message_in_transaction(Message(TOPIC, b"F"))
         wait_for_sync(lambda: b"F" in deliveries(proc.broker_addr), 20, "F checked back and delivered")
+        assert deliveries(proc.broker_addr) == [b"A", b"C", b"D", b"E", b"F"]
+        # late ENDs after two SIGKILLs: A's duplicate COMMIT is idempotent, B's COMMIT is refused
+        assert late_commit(proc.broker_addr, sent[b"A"]) == (0, None)
+        code, remark = late_commit(proc.broker_addr, sent[b"B"])
+        assert code == 1 and remark is not None and "was rolled back" in remark
         assert deliveries(proc.broker_addr) == [b"A", b"C", b"D", b"E", b"F"]
     finally:
         producer.shutdown()

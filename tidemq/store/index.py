@@ -2,7 +2,10 @@
 
 Every stored record is indexed under ``topic#UNIQ_KEY`` and ``topic#<token>`` for each
 space-separated token of its ``KEYS`` property (rolled-back transactional records are skipped, as
-in RocketMQ). QUERY_MESSAGE (12) reads it through :meth:`IndexService.query_offset`.
+in RocketMQ; so are the transaction service's own records on ``RMQ_SYS_TRANS_HALF_TOPIC`` and
+``RMQ_SYS_TRANS_OP_HALF_TOPIC``, which it finds by offset: one index entry per transaction, not
+one per half and check copy besides the committed message's). QUERY_MESSAGE (12) reads it
+through :meth:`IndexService.query_offset`.
 
 Layout (RocketMQ's hash-slot scheme, protocol.md §6, with two tidemq changes): files
 ``<store>/index/<yyyyMMddHHmmssSSS>``, each memory-mapped and sparse on disk::
@@ -43,6 +46,7 @@ from pathlib import Path
 from tidemq.errors import ProtocolError, StoreError
 from tidemq.protocol.message import MessageConst, properties_to_string, property_value, string_to_properties
 from tidemq.protocol.message_codec import MessageSysFlag, RecordInfo, read_record_info
+from tidemq.protocol.topic import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +62,7 @@ _UNIQ_PAIR = f"{_UNIQ_KEY}\x01"
 _KEYS_PAIR = f"{_KEYS}\x01"
 _TRANSACTION_MASK = 0x0C  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE | TRANSACTION_COMMIT_TYPE
 _ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+_UNINDEXED_TOPICS = frozenset({TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
 KEY_SEPARATOR = " "
 DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000
 DEFAULT_MAX_INDEX_NUM = 20_000_000
@@ -467,7 +472,7 @@ class IndexService:
             f = self.files[-1] if self.files else None
             try:
                 for topic, sys_flag, sizes, texts in runs:
-                    indexed = sys_flag & _TRANSACTION_MASK != _ROLLBACK
+                    indexed = sys_flag & _TRANSACTION_MASK != _ROLLBACK and topic not in _UNINDEXED_TOPICS
                     prefix = self._topic_crc.get(topic)
                     if prefix is None:
                         if len(self._topic_crc) > 4096:

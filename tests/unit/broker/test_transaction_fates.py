@@ -3,11 +3,15 @@ below the half queue's first offset."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from tidemq.broker.transaction.fates import (
     COMMITTED,
     DISCARDED,
+    FLUSH_EVERY,
     ROLLED_BACK,
     SEGMENT_ORIGINS,
     UNKNOWN,
@@ -36,3 +40,26 @@ def test_fates_survive_a_reopen_and_go_with_their_half_records(tmp_path: Path) -
         "unknown",
     ]
     again.close()
+
+
+def test_fates_are_written_in_runs_when_flushed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    writes: list[tuple[int, bytes]] = []
+    real = os.pwrite
+
+    def counting(fd: int, data: bytes, offset: int) -> int:
+        writes.append((offset, bytes(data)))
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", counting)
+    fates = TransactionFates(tmp_path)
+    for origin in (3, 4, 5, 9, SEGMENT_ORIGINS - 1, SEGMENT_ORIGINS):
+        fates.set(origin, COMMITTED)
+    fates.set(4, ROLLED_BACK)
+    assert writes == [] and fates.get(4) == ROLLED_BACK  # kept in memory, answered from there
+    fates.sync()
+    assert writes == [(3, bytes([8, 12, 8])), (9, b"\x08"), (SEGMENT_ORIGINS - 1, b"\x08"), (0, b"\x08")]
+    for origin in range(FLUSH_EVERY):  # a full buffer is written at once
+        fates.set(100 + origin, DISCARDED)
+    assert writes[-1] == (100, bytes([DISCARDED]) * FLUSH_EVERY)
+    fates.close()
+    assert TransactionFates(tmp_path).get(4) == ROLLED_BACK

@@ -15,10 +15,12 @@ transaction at ``origin - first`` (the origin is the half queue offset of a tran
 record), :data:`SEGMENT_ORIGINS` origins per file, sparse (unwritten bytes read as 0, unknown).
 Files wholly below the half queue's first offset are deleted (:meth:`TransactionFates.delete_below`).
 
-Crash safety: a fate is written (``pwrite``, no fsync) right after the put that decided it, so a
-killed process loses none; :meth:`TransactionFates.sync` fsyncs before the check service moves its
-op-queue offset, and start-up re-derives the fates of every op record after that offset
-(op records carry their decision in ``TIDEMQ_TX_END``), so a machine crash loses none either.
+Crash safety: fates are kept in memory when decided and written in runs (one ``pwrite`` per run of
+consecutive origins) every :data:`FLUSH_EVERY` decisions and by :meth:`TransactionFates.sync`,
+which also fsyncs; the check service calls it before it moves its offsets past any record. Start-up
+re-derives the fate of every op record after the op-queue offset (op records carry their decision
+in ``TIDEMQ_TX_END``), and a discarded half after the half-queue offset is still pending, so it is
+discarded again: neither a killed process nor a machine crash loses a fate.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ ROLLED_BACK: Final = 12
 """Rolled back (MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)."""
 SEGMENT_ORIGINS: Final = 1 << 20
 """Origins (bytes) per fate file."""
+FLUSH_EVERY: Final = 4096
+"""Fates kept in memory before they are written."""
 
 _NAMES = {
     UNKNOWN: "unknown",
@@ -82,6 +86,7 @@ class TransactionFates:
         self.directory = Path(directory)
         self._fds: dict[int, int] = {}
         self._dirty: set[int] = set()
+        self._unwritten: dict[int, int] = {}
 
     def _fd(self, first: int, create: bool) -> int | None:
         fd = self._fds.get(first)
@@ -101,6 +106,9 @@ class TransactionFates:
         (:data:`UNKNOWN` when none is recorded)."""
         if origin < 0:
             return UNKNOWN
+        fate = self._unwritten.get(origin)
+        if fate is not None:
+            return fate
         first = origin - origin % SEGMENT_ORIGINS
         fd = self._fd(first, create=False)
         if fd is None:
@@ -109,22 +117,44 @@ class TransactionFates:
         return raw[0] if raw else UNKNOWN
 
     def set(self, origin: int, fate: int) -> None:
-        """Record ``fate`` for ``origin`` (a ``pwrite``; durable once :meth:`sync` ran). An I/O error
-        is logged: the END it concerns is then answered as an unknown fate."""
-        if origin < 0:
-            return
-        first = origin - origin % SEGMENT_ORIGINS
-        try:
-            fd = self._fd(first, create=True)
-            assert fd is not None
-            os.pwrite(fd, bytes((fate,)), origin - first)
-        except OSError as exc:
-            log.warning("transactions: cannot record the fate of half queue offset %d: %s", origin, exc)
-            return
-        self._dirty.add(first)
+        """Record ``fate`` for ``origin`` (in memory; written by :meth:`flush`, durable once
+        :meth:`sync` ran)."""
+        if origin >= 0:
+            self._unwritten[origin] = fate
+            if len(self._unwritten) >= FLUSH_EVERY:
+                self.flush()
+
+    def flush(self) -> None:
+        """Write the fates kept in memory: one ``pwrite`` per run of consecutive origins of a file.
+        An I/O error is logged: the ENDs of those transactions are then answered as unknown fates."""
+        unwritten, self._unwritten = self._unwritten, {}
+        origins = sorted(unwritten)
+        i = 0
+        while i < len(origins):
+            start = origins[i]
+            first = start - start % SEGMENT_ORIGINS
+            j = i + 1
+            while (
+                j < len(origins) and origins[j] == origins[j - 1] + 1 and origins[j] < first + SEGMENT_ORIGINS
+            ):
+                j += 1
+            try:
+                fd = self._fd(first, create=True)
+                assert fd is not None
+                os.pwrite(fd, bytes(unwritten[o] for o in origins[i:j]), start - first)
+                self._dirty.add(first)
+            except OSError as exc:
+                log.warning(
+                    "transactions: cannot record the fates of half queue offsets %d-%d: %s",
+                    start,
+                    origins[j - 1],
+                    exc,
+                )
+            i = j
 
     def sync(self) -> None:
-        """fsync the files written since the last call."""
+        """:meth:`flush`, then fsync the files written since the last call."""
+        self.flush()
         for first in sorted(self._dirty):
             fd = self._fds.get(first)
             if fd is not None:
@@ -137,6 +167,7 @@ class TransactionFates:
     def delete_below(self, origin: int) -> int:
         """Delete the files whose every origin is below ``origin`` (the half queue's first offset:
         their half records are gone); returns how many."""
+        self.flush()
         try:
             names = os.listdir(self.directory)
         except FileNotFoundError:
