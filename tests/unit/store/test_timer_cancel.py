@@ -120,3 +120,22 @@ def test_a_cancelled_timer_beyond_the_roll_window_is_not_rolled(open_store: Stor
     while clock.now < far + 1000:
         run_until(ts, clock, clock.now + 15_000)
     assert delivered(store) == [] and ts.cancelled == 1 and ts.pending == 0 and len(ts.cancels) == 0
+
+
+def test_a_cancellation_not_yet_enqueued_at_a_crash_is_known_at_load(open_store: StoreFactory) -> None:
+    """The marker was stored but the timer store had not read it when the broker died: load notes it
+    from the consume queue's tail, before the overdue message it cancels can be delivered."""
+    store = open_store()
+    clock = Clock()
+    ts = timers(store, clock)
+    park(store, T0 + 300, b"a", "U1")
+    ts.enqueue()
+    park(store, T0 + 300, b"0", "U1", cancels=delete_key("Real", "U1"))  # stored, not enqueued
+    store.recovered_abnormally = True
+    clock.now = T0 + 10_000
+    ts2 = timers(store, clock)
+    assert "Real+U1" in ts2.cancels and ts2.enqueue_offset == 1
+    clock.now += 1000
+    while ts2.dequeue() == 0.0:  # the overdue slot, before any enqueue
+        pass
+    assert delivered(store) == [] and ts2.cancelled == 1

@@ -10,8 +10,9 @@ delivered (or rolled); a marker leaves the set when its own slot comes.
 
 Unlike RocketMQ (which matches a marker only against the messages of its own wheel slot), the set
 spans slots: a message due before its marker is cancelled too. The set is small (one entry per
-pending marker) and durable: it is in the checkpoint, and a wheel rebuild reads it back from the
-PENDING marker records of the timer log.
+pending marker) and durable: it is in the checkpoint, a wheel rebuild reads it back from the
+PENDING marker records of the timer log, and a load notes the markers stored but not yet enqueued
+(the timer consume queue's tail) before anything is delivered.
 """
 
 from __future__ import annotations

@@ -209,6 +209,7 @@ class TimerMessageStore:
         if cq is not None:
             low, high = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
             self.enqueue_offset = min(max(self.enqueue_offset, low), high)
+            self._note_tail_markers(cq, high)
         log.info(
             "timer store loaded: read time %d, enqueue offset %d, timer log [%d, %d)",
             self.read_time_ms,
@@ -384,6 +385,21 @@ class TimerMessageStore:
             self.pending += len(out)
         self.enqueue_offset = offset + n
         return n
+
+    def _note_tail_markers(self, cq: ConsumeQueue, high: int) -> None:
+        """Note the cancellations stored but not enqueued yet (the consume queue from
+        :attr:`enqueue_offset`, tags codes only), so a timer they cancel that is overdue after a
+        restart is not delivered before enqueue reaches them."""
+        offset = self.enqueue_offset
+        while offset < high:
+            data = cq.get_index_buffer(offset, ENQUEUE_BATCH * 20 * 16)
+            if not data:
+                offset = cq.roll_next_file(offset)
+                continue
+            for unit in iter_units(data):
+                if unit.is_valid and is_marker(unit.tags_code):
+                    self._note_marker(unit.commit_log_offset, due_of(unit.tags_code))
+            offset += len(data) // 20
 
     def _note_marker(self, phy: int, due_ms: int) -> None:
         """Add the key of the cancellation marker stored at commit-log offset ``phy`` to :attr:`cancels`."""
