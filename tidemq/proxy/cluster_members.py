@@ -65,7 +65,11 @@ class MemberConnections:
         remoting = self.clients.pop(client_id, None)
         if remoting is None:
             return
-        task = asyncio.get_running_loop().create_task(remoting.close(), name=f"close-member-{client_id}")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (the proxy is gone): its sockets go with the process
+            return
+        task = loop.create_task(remoting.close(), name=f"close-member-{client_id}")
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
