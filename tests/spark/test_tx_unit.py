@@ -112,11 +112,12 @@ LOST = "Find prepared transaction message failed: the transaction of half messag
 def _committer(
     root: Path, answers: dict[HalfRef, tuple[int | None, str]], checkpoint: Path | None = None
 ) -> Any:
-    """A TxCommitter whose END_TRANSACTIONs are answered from ``answers`` (else SUCCESS); it keeps
-    what it sent in ``sent``: ``[(commit, [halves])]``."""
+    """A stream's TxCommitter whose END_TRANSACTIONs are answered from ``answers`` (else SUCCESS);
+    it keeps what it sent in ``sent``: ``[(commit, [halves])]``. ``checkpoint`` defaults to one
+    with no ``offsets/`` (nothing purged)."""
     pytest.importorskip("pyspark")
     from tidemq.spark.options import SinkOptions
-    from tidemq.spark.tx_sink import EndFailure, TxCommitter
+    from tidemq.spark.tx_commit import EndFailure, TxCommitter
 
     class Scripted(TxCommitter):
         sent: list[tuple[bool, list[HalfRef]]]
@@ -126,11 +127,7 @@ def _committer(
                 self.sent.append((commit, list(halves)))
             return [EndFailure(h, *answers[h]) for h in halves if h in answers]
 
-    committer = Scripted(
-        SinkOptions("127.0.0.1:1", transactional=True),
-        str(root),
-        None if checkpoint is None else str(checkpoint),
-    )
+    committer = Scripted(SinkOptions("127.0.0.1:1", transactional=True), str(root), str(checkpoint or root))
     committer.sent = []
     return committer
 
@@ -143,7 +140,7 @@ def _msgs(run: str, *halves: HalfRef) -> list[Any]:
 
 def test_a_refused_commit_fails_the_batch_at_every_restart_until_accepted(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
-    from tidemq.spark.tx_sink import TransactionLostError
+    from tidemq.spark.tx_commit import TransactionLostError, lost_message
 
     refused = {H2: (1, LOST)}
     state = TxState(tmp_path)
@@ -155,6 +152,9 @@ def test_a_refused_commit_fails_the_batch_at_every_restart_until_accepted(tmp_pa
     assert f"rename {state.lost_path(0)} to 0.accepted" in text
     lost = state.lost(0)
     assert lost is not None and [h for h, _ in lost.halves] == [H2] and not lost.accepted
+    assert lost_message(lost, state, stream=False).endswith(
+        "write the rows again (the committed ones twice)."
+    )
     assert not state.ended(0)
     # a restart replays batch 0 (another run, its own halves): the same error, no COMMIT sent
     h3 = HalfRef("broker-a", "127.0.0.1:1", 300, 9, "CC", 15)
@@ -238,7 +238,7 @@ def test_driver_commit_against_a_broker_that_discarded_a_half(tmp_path: Path) ->
     from tidemq.clock import now_ms
     from tidemq.protocol.message import Message
     from tidemq.spark.options import SinkOptions
-    from tidemq.spark.tx_sink import TransactionLostError, TxCommitter
+    from tidemq.spark.tx_commit import TransactionLostError, TxCommitter
     from tidemq.testing import ClusterThread
 
     class Undecided(TransactionListener):
