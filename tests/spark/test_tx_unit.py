@@ -209,6 +209,9 @@ def test_purge_drops_ended_batches_spark_keeps_no_more(tmp_path: Path) -> None:
     assert sorted(p.name for p in (state.root / "ended").iterdir()) == ["5"]
     assert list((state.root / "aborts").iterdir()) == [] and list((state.root / "lost").iterdir()) == []
     assert state.purged_below() == 5 and tx_retention.purge(state, 5) == 0  # idempotent
+    state.mark_ended(4)  # a purge killed after the record went, before its marker did
+    tx_retention.purge(state, 5)
+    assert sorted(p.name for p in (state.root / "ended").iterdir()) == ["5"]
     assert state.decide(1, "r1", "0:0") is Decision.ROLLBACK  # purged: what is pending is not its
     assert state.decide(2, "r1", "0:0") is Decision.COMMIT  # kept: its record still answers
     assert state.decide(6, "r1", "9:9") is Decision.ROLLBACK
