@@ -296,6 +296,7 @@ class Broker:
             check_interval=check,
         )
         self.pull_request_hold_service.start()
+        self.store.message_put_waiters = self.pull_request_hold_service.held  # no pull held: no PutRecords
         from tidemq.broker.schedule import ScheduleMessageService
 
         self.schedule_message_service = ScheduleMessageService(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +104,8 @@ class PullRequestHoldService:
         self._answer_from_put = answer_from_put
         self.check_interval = check_interval
         self._table: dict[TopicQueueKey, list[HeldPullRequest]] = {}
+        self.held: Mapping[TopicQueueKey, list[HeldPullRequest]] = self._table
+        """The held requests by queue (read only; empty: nobody to answer from a put)."""
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()

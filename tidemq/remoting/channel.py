@@ -391,8 +391,12 @@ class Channel:
             self._flush_scheduled = flushing
             return False
         transport = self._transport
-        if transport is not None and not self._closed and not transport.is_closing():
+        if transport is None or self._closed or transport.is_closing():
+            log.debug("%s: channel closed before the answer to code %d", self.remote_addr, code)
+        elif flushing or self._wbuf:  # with the answers written meanwhile
             self._wbuf.append(answer)
+        else:  # the usual: nothing else to write
+            transport.write(answer)
         if not flushing:
             self._flush()
         if after:

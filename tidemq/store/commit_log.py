@@ -79,8 +79,11 @@ class CommitLog:
         """
         if size + END_FILE_MIN_BLANK_LENGTH > self.mapped_file_size:
             raise StoreError(f"{size} bytes do not fit in a {self.mapped_file_size}-byte commit-log segment")
-        mf = self.queue.get_last_mapped_file(0)
-        assert mf is not None
+        files = self.queue.files
+        mf = files[-1] if files else None
+        if mf is None or mf.wrote_position >= mf.file_size:  # none yet, or full: a new one
+            mf = self.queue.get_last_mapped_file(0)
+            assert mf is not None
         remaining = mf.file_size - mf.wrote_position
         if size + END_FILE_MIN_BLANK_LENGTH > remaining:
             mf.write(mf.wrote_position, _BLANK.pack(remaining, BLANK_MAGIC_CODE))

@@ -153,6 +153,22 @@ class ConsumeQueue:
         )
         self.max_physic_offset = max(self.max_physic_offset, offsets[-1] + sizes[-1])
 
+    def put_entry(self, cq_offset: int, commit_log_offset: int, size: int, tags_code: int) -> None:
+        """:meth:`put_entries` of one entry (every single send): the append at the written end
+        without its columns, else as :meth:`put_entries`."""
+        offset = cq_offset * CQ_STORE_UNIT_SIZE
+        files = self.queue.files
+        if files:
+            last_file = files[-1]
+            pos = offset - last_file.file_from_offset
+            if pos == last_file.wrote_position and pos + CQ_STORE_UNIT_SIZE <= last_file.file_size:
+                last_file.write(pos, _UNIT.pack(commit_log_offset, size, tags_code))
+                end = commit_log_offset + size
+                if end > self.max_physic_offset:
+                    self.max_physic_offset = end
+                return
+        self.put_message_position_info([CqUnit(commit_log_offset, size, tags_code)], cq_offset)
+
     def _end_file(self, offset: int, count: int) -> MappedFile | None:
         """The last file when byte ``offset`` is its written end and it has room for ``count`` more
         units (the usual append: one write, no file search), else None."""

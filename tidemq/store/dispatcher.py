@@ -47,7 +47,13 @@ Arrival = tuple[str, int, int, int, int]
 arriving listener is told once a queue got new entries."""
 IndexRun = tuple[str, int, Sequence[int], Sequence[str]]
 """``(topic, sys_flag, record sizes, properties texts)``: consecutive records of one put."""
-_Put = tuple[Sequence[PutRun], int, Sequence[IndexRun], int]
+_Put = (
+    tuple[Sequence[PutRun], int, Sequence[IndexRun], int]
+    | tuple[str, int, int, int, int, str, int, int, bool]
+)
+"""A pending put: ``dispatch_put``'s (queues, commit-log offset, runs, store timestamp), or
+``dispatch_one``'s (topic, commit-log offset, queue id, queue offset, size, properties, sys flag,
+store timestamp, consumable): the commit-log offset second in both."""
 _TAGS_PAIR = f"{MessageConst.PROPERTY_TAGS}{NAME_VALUE_SEPARATOR}"
 """In every properties text with a TAGS property (the converse need not hold)."""
 _TIMER_DEL = f"{MessageConst.PROPERTY_TIMER_DEL_UNIQKEY}{NAME_VALUE_SEPARATOR}"
@@ -178,6 +184,51 @@ class CommitLogDispatcher:
         self._drain_scheduled = True
         return True
 
+    def dispatch_one(
+        self,
+        topic: str,
+        queue_id: int,
+        queue_offset: int,
+        commit_log_offset: int,
+        size: int,
+        properties: str,
+        sys_flag: int,
+        store_timestamp: int,
+        consumable: bool,
+    ) -> bool:
+        """:meth:`dispatch_put` of a put of one record (every single send), given field by field: its
+        consume-queue entry at ``queue_offset`` when ``consumable``, its index entries. Same returns."""
+        if self.schedule is None:
+            self._dispatch_one(
+                topic,
+                commit_log_offset,
+                queue_id,
+                queue_offset,
+                size,
+                properties,
+                sys_flag,
+                store_timestamp,
+                consumable,
+            )
+            return False
+        self._pending.append(
+            (
+                topic,
+                commit_log_offset,
+                queue_id,
+                queue_offset,
+                size,
+                properties,
+                sys_flag,
+                store_timestamp,
+                consumable,
+            )
+        )
+        if self._drain_scheduled:
+            return False
+        self._drain_scheduled = True
+        return True
+
     def dispatch_pending(self) -> None:
         """Dispatch every pending put, in put order. The caller holds the store's put lock.
 
@@ -188,7 +239,11 @@ class CommitLogDispatcher:
         self._drain_scheduled = False  # a put from now on asks for another drain
         pending = self._pending
         while pending:
-            self._dispatch(*pending[0])
+            put = pending[0]
+            if len(put) == 4:
+                self._dispatch(*put)
+            else:  # dispatch_one's
+                self._dispatch_one(*put)
             del pending[0]
 
     def take_arrivals(self) -> list[Arrival]:
@@ -230,6 +285,29 @@ class CommitLogDispatcher:
                 arrivals.append((topic, queue_id, first + len(units), units[-1].tags_code, now))
         if self.index_service is not None:
             self.index_service.build_index_batch(commit_log_offset, runs, now)
+
+    def _dispatch_one(
+        self,
+        topic: str,
+        commit_log_offset: int,
+        queue_id: int,
+        queue_offset: int,
+        size: int,
+        text: str,
+        sys_flag: int,
+        now: int,
+        consumable: bool,
+    ) -> None:
+        """:meth:`_dispatch` of one record (:meth:`dispatch_one`), without its lists."""
+        if consumable:
+            if _TAGS_PAIR in text or topic in (SCHEDULE_TOPIC, TIMER_TOPIC):
+                tags = self.tags_code(topic, text, now)
+            else:
+                tags = 0
+            self._find(topic, queue_id).put_entry(queue_offset, commit_log_offset, size, tags)
+            self._arrivals.append((topic, queue_id, queue_offset + 1, tags, now))
+        if self.index_service is not None:
+            self.index_service.build_index_one(commit_log_offset, size, topic, sys_flag, text, now)
 
     def dispatch_record(self, info: RecordInfo, *, consume_queue: bool = True, index: bool = True) -> None:
         """Dispatch one record read back from the commit log (recovery, rebuild, HA slave).

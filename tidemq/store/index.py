@@ -457,6 +457,41 @@ class IndexService:
         text = properties if isinstance(properties, str) else properties_to_string(dict(properties))
         self.build_index_batch(commit_log_offset, [(topic, sys_flag, [size], [text])], store_timestamp)
 
+    def build_index_one(
+        self, commit_log_offset: int, size: int, topic: str, sys_flag: int, text: str, store_timestamp: int
+    ) -> None:
+        """:meth:`build_index_batch` of one record (every single send): a record with no KEYS, past
+        the indexed end of a file with room, of a topic indexed before, indexed here without the
+        batch's loops; any other by :meth:`build_index_batch`. Same entries, same file fields."""
+        with self._lock:
+            files = self.files
+            f = files[-1] if files else None
+            prefix = self._topic_crc.get(topic)
+            if (
+                f is not None
+                and prefix is not None
+                and f.begin_timestamp
+                and commit_log_offset >= f.end_phy_offset
+                and f.index_count < f.max_index_num
+                and sys_flag & _TRANSACTION_MASK != _ROLLBACK
+                and _KEYS_PAIR not in text
+            ):
+                try:
+                    if _UNIQ_PAIR in text:
+                        uniq = property_value(text, _UNIQ_KEY)
+                        if uniq:
+                            f.put_key(zlib.crc32(_utf8(uniq), prefix), commit_log_offset, store_timestamp)
+                    f.end_timestamp, f.end_phy_offset = store_timestamp, commit_log_offset + size
+                    f.dirty = True
+                except (OSError, ValueError, StoreError) as exc:
+                    if not self._failed:
+                        log.error(
+                            "building the message index failed at offset %d: %s", commit_log_offset, exc
+                        )
+                    self._failed = True
+                return
+        self.build_index_batch(commit_log_offset, [(topic, sys_flag, [size], [text])], store_timestamp)
+
     def build_index_batch(
         self,
         commit_log_offset: int,

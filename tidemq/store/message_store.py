@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from pathlib import Path
 
 from tidemq.store.allocate import AllocateMappedFileService
@@ -153,6 +153,9 @@ class MessageStore:
         self.message_put_listener: Callable[[PutRecords], None] | None = None
         """Told of every put with its consumable records, on the putting thread, after the put lock
         is released (the broker answers a long-polling pull waiting for exactly these records)."""
+        self.message_put_waiters: Sized = (True,)
+        """The put listener is told only while this is non-empty (the broker hands it its table of
+        held pulls: no pull held, no :class:`PutRecords` made); default: always."""
         self.index_service = _index_service(self.root, config)
         self._put_lock = threading.Lock()
         self._flush_lock = threading.Lock()

@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 
 _CONSUMABLE = CONSUMABLE
 _HEX16 = "%016X"
+_PREPARED = MessageSysFlag.TRANSACTION_PREPARED_TYPE
+"""The bit set in the transaction value of records with no consume-queue entry (prepared: 4,
+rolled back: 12; not: 0, committed: 8)."""
 
 
 def _properties_of(inner: MessageExtBrokerInner) -> dict[str, str]:
@@ -80,6 +83,8 @@ class CommitLogPut:
         """Offset msg ids are this (store host in hex) + the commit-log offset as 16 hex digits."""
         self._encoders: dict[tuple[str, str], RecordEncoder] = {}
         self._max_delay_level = max(store.config.delay_level_table(), default=0)
+        self._end = -1
+        """The commit log's end after the last put (-1: not read yet): the disk guard's written offset."""
 
     def _apply_delay(self, inner: MessageExtBrokerInner) -> None:
         """A message with ``DELAY`` goes to SCHEDULE_TOPIC_XXXX (as RocketMQ's ``CommitLog.putMessage``)."""
@@ -239,8 +244,10 @@ class CommitLogPut:
                 PutMessageStatus.SERVICE_NOT_AVAILABLE,
                 remark="message store is slave mode, so putMessage is forbidden",
             )
-        guard = store.disk_guard
-        if guard.poll(store.commit_log.get_max_offset()):
+        end = self._end
+        if end < 0:  # the first put: where recovery left the commit log
+            end = self._end = store.commit_log.get_max_offset()
+        if store.disk_guard.poll(end):
             return self._disk_full()
         return None
 
@@ -285,11 +292,12 @@ class CommitLogPut:
         one by one: the same checks, records, dispatch, listeners and results, written for one record
         (no per-batch lists, maps or loops)."""
         store = self._store
-        max_size = store.config.max_message_size
-        try:
-            encoder = self._encoder(topic, born_host)
-        except ProtocolError as exc:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
+        encoder = self._encoders.get((topic, born_host))
+        if encoder is None:
+            try:
+                encoder = self._encoder(topic, born_host)
+            except ProtocolError as exc:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=str(exc))
         raw = text.encode()
         if len(raw) > MAX_PROPERTIES_BYTES:
             return PutMessageResult(
@@ -297,15 +305,13 @@ class CommitLogPut:
                 remark=f"properties longer than {MAX_PROPERTIES_BYTES} bytes",
             )
         size = encoder.fixed_size + len(body) + len(raw)
+        max_size = store.config.max_message_size
         if size > max_size:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL,
                 remark=f"message of {size} bytes exceeds max_message_size {max_size}",
             )
-        consumable = is_consumable(sys_flag)
-        key = (topic, queue_id)
-        sizes = [size]
-        texts = [text]
+        consumable = not sys_flag & _PREPARED  # is_consumable: not a prepared or rolled-back half
         dispatcher = store.dispatcher
         try:
             with store._put_lock:
@@ -313,11 +319,12 @@ class CommitLogPut:
                     return PutMessageResult(
                         PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is shut down"
                     )
-                now = max(store.clock_ms(), store._last_store_timestamp)
+                now = store.clock_ms()
+                if now < store._last_store_timestamp:
+                    now = store._last_store_timestamp
                 mf, pos = store.commit_log.reserve(size)
                 phy = mf.file_from_offset + pos
-                topic_queue_table = store.topic_queue_table
-                q = topic_queue_table.get(key, 0) if consumable else 0
+                q = store.topic_queue_table.get((topic, queue_id), 0) if consumable else 0
                 data = encoder.encode_one(
                     flag,
                     body,
@@ -333,29 +340,39 @@ class CommitLogPut:
                     now,
                 )
                 mf.write(pos, data)
-                queues: list[PutRun] = []
-                next_offsets: dict[TopicQueueKey, int] = {}
                 if consumable:
-                    topic_queue_table[key] = next_offsets[key] = q + 1
-                    queues.append((topic, queue_id, q, [phy], sizes, texts))
+                    store.topic_queue_table[topic, queue_id] = q + 1
                 store._last_store_timestamp = now
-                drain_needed = dispatcher.dispatch_put(queues, phy, [(topic, sys_flag, sizes, texts)], now)
+                drain_needed = dispatcher.dispatch_one(
+                    topic, queue_id, q, phy, size, text, sys_flag, now, consumable
+                )
                 arrivals = dispatcher.take_arrivals() if dispatcher.schedule is None else None
         except (OSError, StoreError) as exc:
             return self._write_failed(exc)
+        self._end = phy + size
         if drain_needed and dispatcher.schedule is not None:
             dispatcher.schedule(store.dispatch_pending)
         msg_id = self._msg_id_prefix + _HEX16 % phy
-        result = AppendMessageResult(AppendMessageStatus.PUT_OK, phy, size, msg_id, now, q, 1, [msg_id], [q])
         put_listener = store.message_put_listener
-        if put_listener is not None and queues:
+        if put_listener is not None and consumable and store.message_put_waiters:  # a pull is held
             try:
-                put_listener(PutRecords(queues, data, phy, next_offsets, now))
+                put_listener(
+                    PutRecords(
+                        [(topic, queue_id, q, [phy], [size], [text])],
+                        data,
+                        phy,
+                        {(topic, queue_id): q + 1},
+                        now,
+                    )
+                )
             except Exception:
                 log.exception("message put listener failed")
         if arrivals:
             store._notify_arrivals(arrivals)
-        return PutMessageResult(PutMessageStatus.PUT_OK, result)
+        return PutMessageResult(
+            PutMessageStatus.PUT_OK,
+            AppendMessageResult(AppendMessageStatus.PUT_OK, phy, size, msg_id, now, q, 1, [msg_id], [q]),
+        )
 
     def _put_batches(self, batches: list[MessageExtBatch]) -> PutMessageResult:
         """Encode and append ``batches`` as one contiguous write, then dispatch them (consume queues,
@@ -453,6 +470,7 @@ class CommitLogPut:
             return self._write_failed(exc)
         if drain_needed and dispatcher.schedule is not None:
             dispatcher.schedule(store.dispatch_pending)
+        self._end = phy + total
         msg_ids = list(map(self._msg_id_prefix.__add__, map(_HEX16.__mod__, offsets)))
         result = AppendMessageResult(
             AppendMessageStatus.PUT_OK,
@@ -466,7 +484,7 @@ class CommitLogPut:
             queue_offsets=queue_offsets,
         )
         put_listener = store.message_put_listener
-        if put_listener is not None and queues:
+        if put_listener is not None and queues and store.message_put_waiters:  # a pull is held
             try:
                 put_listener(PutRecords(queues, data, phy, next_offsets, now))
             except Exception:

@@ -22,6 +22,7 @@ stored and counted byte for byte as the general path does.
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,8 @@ from tidemq.broker.processor.send import NOT_PLAIN
 from tidemq.errors import ProtocolError
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand, encode_command
-from tidemq.protocol.headers.send import V2_PLAIN_PREFIX, V2_REQUIRED
+from tidemq.protocol.headers.send import V2_REQUIRED
+from tidemq.protocol.message import MessageConst
 from tidemq.protocol.message_codec import MAX_PROPERTIES_BYTES, MessageSysFlag
 from tidemq.protocol.topic import RETRY_GROUP_TOPIC_PREFIX
 from tidemq.store.results import PutMessageStatus
@@ -45,6 +47,15 @@ _PUT_OK = PutMessageStatus.PUT_OK
 _MULTI_TAGS = MessageSysFlag.MULTI_TAGS_FLAG
 _MARKS = ("\ue000M", "\ue000Q", "\ue000O")
 _OPAQUE_MARK = 0x7FFFFFF1
+_CLUSTER = MessageConst.PROPERTY_CLUSTER
+_NOT_PLAIN_PAIR = NOT_PLAIN | {MessageConst.PROPERTY_WAIT_STORE_MSG_OK, _CLUSTER}
+"""Names a properties text of one pair may not have to be stored as it came plus CLUSTER."""
+_V2_FIELDS = re.compile(
+    r"[0-9]{1,9}\|[0-9]{1,9}\|[0-9]{1,9}\|[0-9]{1,9}\|[0-9]{1,18}"  # d, e, f, h: ints; g: a long
+    r"\|[0-9]{0,9}\|(?:|false|true)\|[0-9]{0,9}\|(?:|false)"  # j, l: ints or empty; k, m: flags
+).fullmatch
+"""``d|e|f|h|g|j|k|l|m`` (absent: empty) as ``_from_v2_plain`` takes them, not a batch (m), with no
+other ``|`` (no value here may hold one)."""
 _LENGTHS = struct.Struct(">iI").pack
 """``(frame length after its first 4 bytes, header length)``: the frame's first 8 bytes."""
 
@@ -97,28 +108,22 @@ class FastSend:
             or not _INT_MIN <= version <= _INT_MAX
         ):
             return None
-        # what SendMessageRequestHeader._from_v2_plain takes (the join fails on a value not a str)
+        # what SendMessageRequestHeader._from_v2_plain takes: the fields it reads as numbers or
+        # flags in one match (a join fails on a value that is not a str), the strings in one join
+        get = ext.get
+        text: str = get("i", "")  # absent: "" (_props takes None as ""); a null or not a str: the join fails
         try:
             a, topic, c, d, e, f, g, h = V2_REQUIRED(ext)
-            plain = V2_PLAIN_PREFIX("|".join((d, e, f, h, g, a, topic, c)))
+            if (
+                _V2_FIELDS("|".join((d, e, f, h, g, get("j", ""), get("k", ""), get("l", ""), get("m", ""))))
+                is None
+            ):
+                return None
+            "".join((a, topic, c, text, get("n", "")))
         except (KeyError, TypeError):
             return None
-        get = ext.get
-        text, j, k, l_, m, n = get("i"), get("j"), get("k"), get("l"), get("m"), get("n")
-        if plain is None or not (text is None or type(text) is str) or not (n is None or type(n) is str):
-            return None
-        if j is None or j == "":
-            reconsume_times = 0
-        elif type(j) is str and j.isascii() and j.isdigit() and len(j) < 10:
-            reconsume_times = int(j)
-        else:
-            return None
-        if not (
-            (l_ is None or l_ == "" or (type(l_) is str and l_.isascii() and l_.isdigit() and len(l_) < 10))
-            and (k is None or k == "" or k == "false" or k == "true")
-            and (m is None or m == "" or m == "false")  # a batch: the general path
-        ):
-            return None
+        j = get("j")
+        reconsume_times = int(j) if j else 0
         # msg_check, where it passes (queue ids here are digits: never negative)
         processor, broker = self._processor, self._broker
         config = broker.config
@@ -131,13 +136,15 @@ class FastSend:
         if queue_id >= topic_config.write_queue_nums and queue_id >= topic_config.read_queue_nums:
             return None
         # send_message's plain path, where it answers at once
-        props, wait, stored = processor._props(text)
-        if not NOT_PLAIN.isdisjoint(props) or (
-            wait
-            and (
-                broker.group_commit_service is not None
-                or (broker.ha is not None and broker.ha.is_sync_master)
-            )
+        pair_end = text.find("\x01")
+        if pair_end > 0 and "\x02" not in text and text[:pair_end] not in _NOT_PLAIN_PAIR:
+            wait, stored = True, f"{text}\x02{_CLUSTER}\x01{config.broker_cluster_name}"  # _props of one pair
+        else:
+            props, wait, stored = processor._props(text)
+            if not NOT_PLAIN.isdisjoint(props):
+                return None
+        if wait and (
+            broker.group_commit_service is not None or (broker.ha is not None and broker.ha.is_sync_master)
         ):
             return None
         if len(body) > broker.store_config.max_message_size or len(stored) * 4 > MAX_PROPERTIES_BYTES:

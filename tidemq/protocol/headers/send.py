@@ -32,7 +32,8 @@ V2_FIELD_NAMES: Final[dict[str, str]] = {
 """Long (SEND_MESSAGE) -> one-letter (SEND_MESSAGE_V2) wire names (``SendMessageRequestHeaderV2``)."""
 
 V2_REQUIRED: Final = operator.itemgetter("a", "b", "c", "d", "e", "f", "g", "h")
-V2_PLAIN_PREFIX: Final = re.compile(r"[0-9]{1,9}\|[0-9]{1,9}\|[0-9]{1,9}\|[0-9]{1,9}\|[0-9]{1,18}\|").match
+"""The eight required one-letter fields of a SEND_MESSAGE_V2 header, in order (KeyError: one is missing)."""
+_V2_PLAIN_PREFIX: Final = re.compile(r"[0-9]{1,9}\|[0-9]{1,9}\|[0-9]{1,9}\|[0-9]{1,9}\|[0-9]{1,18}\|").match
 """``defaultTopicQueueNums|queueId|sysFlag|flag|bornTimestamp|`` as plain ASCII digits that fit their
 ints (9 digits: below 2**31; 18: below 2**63), then the three str fields joined after them."""
 
@@ -103,7 +104,7 @@ class SendMessageRequestHeader(CommandHeader):
         # checked by one match of their join (the join also fails on a value that is not a str)
         try:
             a, b_, c, d, e, f, g, h = V2_REQUIRED(ext)
-            plain = V2_PLAIN_PREFIX("|".join((d, e, f, h, g, a, b_, c)))
+            plain = _V2_PLAIN_PREFIX("|".join((d, e, f, h, g, a, b_, c)))
         except (KeyError, TypeError):
             return None
         if plain is None or type(a) is not str or type(b_) is not str or type(c) is not str:
