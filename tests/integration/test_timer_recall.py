@@ -4,6 +4,7 @@ after a broker restart; a recall after delivery is refused saying so."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,39 @@ async def test_recall_through_the_cluster_mode_proxy(tmp_path: Path) -> None:
         finally:
             await backend.close()
             await producer.shutdown()
+
+
+async def test_a_traced_recall_shows_in_the_message_trace(tmp_path: Path) -> None:
+    """``enable_msg_trace``: the recall is a ``Recall`` record next to the send's ``Pub``
+    (``DefaultRecallMessageTraceHook``), shown by queryMsgTraceById."""
+    from tidemq.admin.client import AsyncAdminClient
+    from tidemq.admin.ops_trace import query_msg_trace_by_id
+    from tidemq.client.trace.view import MessageTrace
+
+    async with run_cluster(tmp_path) as cluster:
+        producer = AsyncProducer(
+            namesrv_addr=cluster.namesrv_addr, producer_group="pg-recall-trace", enable_msg_trace=True
+        )
+        await producer.start()
+        try:
+            sent = await producer.send(Message(TOPIC, b"traced", delivery_time_ms=now_ms() + 60_000))
+            await producer.recall_message(TOPIC, sent.recall_handle or "")
+        finally:
+            await producer.shutdown()  # flushes the trace records
+        admin = AsyncAdminClient(cluster.namesrv_addr)
+        try:
+            traces: list[MessageTrace] = []
+
+            async def probe() -> bool:
+                trace = await query_msg_trace_by_id(admin, sent.msg_id)
+                traces.append(trace)
+                return bool(trace.pubs and trace.recalls)
+
+            deadline = asyncio.get_running_loop().time() + 10
+            while not await probe():
+                assert asyncio.get_running_loop().time() < deadline, traces[-1]
+                await asyncio.sleep(0.05)
+            trace = traces[-1]
+            assert [(r.group_name, r.status) for r in trace.recalls] == [("pg-recall-trace", "success")]
+        finally:
+            await admin.close()

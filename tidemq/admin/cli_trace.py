@@ -50,3 +50,8 @@ async def query_msg_trace(admin: AsyncAdminClient, out: Out, msg_id: str, trace_
             for t in trace.transactions
         ]  # fmt: skip
         out.table(["#Type", "#ProducerGroup", "#ClientHost", "#Time", "#State", "#FromCheck"], tx_rows)
+    if trace.recalls:
+        recall_rows = [
+            ("Recall", r.group_name, r.client_host, fmt_ms(r.time_stamp), r.status) for r in trace.recalls
+        ]
+        out.table(["#Type", "#ProducerGroup", "#ClientHost", "#Time", "#Status"], recall_rows)

@@ -74,8 +74,8 @@ def test_older_and_newer_record_lengths_decode() -> None:
         ["EndTransaction", "1", "DefaultRegion", "PID", "T", MSG_ID, "null", "null", "127.0.0.1:10911", "1",
          "TX1", "COMMIT_MESSAGE", "false"]
     ) + F  # fmt: skip
-    (e,) = decode_trace_data(end_tx + C.join(["Recall", "1", "r", "g", "T", MSG_ID, "true"]) + F)
-    assert e.trace_beans[0].transaction_state == "COMMIT_MESSAGE"
+    e, r = decode_trace_data(end_tx + C.join(["Recall", "1", "r", "g", "T", MSG_ID, "true"]) + F)
+    assert e.trace_beans[0].transaction_state == "COMMIT_MESSAGE" and r.trace_type is TraceType.Recall
     with pytest.raises(ValueError, match="truncated"):
         decode_trace_data("Pub" + C + "1" + F)
 
@@ -188,3 +188,18 @@ def test_cpp_client_sub_after_without_group_joins_its_sub_before() -> None:
         "success",
         "SUCCESS",
     )
+
+
+def test_recall_record_as_java_writes_it_and_in_the_message_trace() -> None:
+    """RocketMQ 5.3's ``Recall`` record (``TraceDataEncoder`` case Recall: timeStamp region group topic
+    msgId success), written by the producer's recall (``DefaultRecallMessageTraceHook``)."""
+    java = C.join(["Recall", "1700000001000", "DefaultRegion", "PID-test", "topic-test", MSG_ID, "true"]) + F
+    ctx = TraceContext(TraceType.Recall, 1700000001000, "DefaultRegion", "PID-test", is_success=True)
+    ctx.trace_beans.append(TraceBean(topic="topic-test", msg_id=MSG_ID))
+    bean = encode_trace_context(ctx)
+    assert bean.trans_data == java and bean.trans_key == [MSG_ID]
+    (back,) = decode_trace_data(java)
+    assert (back.trace_type, back.group_name, back.is_success) == (TraceType.Recall, "PID-test", True)
+    trace = build_message_trace(MSG_ID, [MessageExt("RMQ_SYS_TRACE_TOPIC", (JAVA_PUB + java).encode())])
+    assert trace.found and [(r.group_name, r.status) for r in trace.recalls] == [("PID-test", "success")]
+    assert trace.to_json()["recall"][0]["time"] == 1700000001000

@@ -3,6 +3,8 @@
 Mirrors ``DefaultMQProducerImpl.recallMessage`` / ``MQClientAPIImpl.recallMessage``: the handle (a
 timer send's :attr:`SendResult.recall_handle <tidemq.protocol.message.SendResult.recall_handle>`)
 names the broker; RECALL_MESSAGE (370) goes to that broker's master, found through the topic's route.
+With ``enable_msg_trace`` a ``Recall`` trace record is written for every answer
+(``DefaultRecallMessageTraceHook``).
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tidemq.errors import ClientError
-from tidemq.protocol.codes import RequestCode
+from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.headers.recall import RecallMessageRequestHeader
+from tidemq.protocol.message import MessageConst
 from tidemq.protocol.recall import RecallHandle, RecallHandleError
 from tidemq.protocol.topic import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, validate_topic
 
@@ -62,5 +65,9 @@ async def recall_message(
     ).to_ext_fields()
     api = instance.api
     wait = producer.config.send_msg_timeout if timeout is None else timeout
-    resp = api._check(await api._invoke(addr, api._request(RequestCode.RECALL_MESSAGE, ext), wait), addr)
+    resp = await api._invoke(addr, api._request(RequestCode.RECALL_MESSAGE, ext), wait)
+    region = resp.ext_fields.get(MessageConst.PROPERTY_MSG_REGION)
+    if producer.trace_hook is not None and region is not None:  # DefaultRecallMessageTraceHook
+        producer.trace_hook.recalled(topic, handle.message_id, region, resp.code == ResponseCode.SUCCESS)
+    api._check(resp, addr)
     return resp.ext_fields.get("msgId", handle.message_id)

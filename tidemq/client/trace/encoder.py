@@ -9,6 +9,7 @@ separated by ``\\x01`` (CONTENT_SPLITOR)::
     SubBefore timeStamp region group requestId msgId retryTimes keys
     SubAfter  requestId msgId costTime success keys contextCode timeStamp group
     EndTransaction timeStamp region group topic msgId tags keys storeHost msgType transactionId state fromCheck
+    Recall    timeStamp region group topic msgId success            (5.3: a timer message recalled)
 
 Java writes absent strings as ``null`` (``StringBuilder.append(null)``), booleans as
 ``true``/``false``, ``msgType`` as the ``MessageType`` ordinal. Older Pub records have 13 fields
@@ -46,6 +47,7 @@ class TraceType(Enum):
     SubBefore = "SubBefore"
     SubAfter = "SubAfter"
     EndTransaction = "EndTransaction"
+    Recall = "Recall"
 
 
 class MessageType(IntEnum):
@@ -128,7 +130,8 @@ def _record(*fields: object) -> str:
 def encode_trace_context(ctx: TraceContext) -> TraceTransferBean:
     """The records of ``ctx`` and their keys. Mirrors ``TraceDataEncoder.encoderFromContextBean``.
 
-    A Pub or EndTransaction context encodes its first bean; SubBefore / SubAfter one record per bean.
+    A Pub, EndTransaction or Recall context encodes its first bean; SubBefore / SubAfter one record per
+    bean.
     """
     t = ctx.trace_type
     parts: list[str] = []
@@ -156,6 +159,11 @@ def encode_trace_context(ctx: TraceContext) -> TraceTransferBean:
                     ctx.context_code, ctx.time_stamp, ctx.group_name,
                 )
             )  # fmt: skip
+    elif t is TraceType.Recall:
+        b = ctx.trace_beans[0]
+        parts.append(
+            _record(t.value, ctx.time_stamp, ctx.region_id, ctx.group_name, b.topic, b.msg_id, ctx.is_success)
+        )
     else:
         b = ctx.trace_beans[0]
         parts.append(
@@ -209,7 +217,11 @@ def _decode_one(line: list[str]) -> TraceContext | None:
         b.msg_type = MessageType(int(line[9]))
         b.transaction_id, b.transaction_state = line[10], line[11]
         b.from_transaction_check = _bool(line[12])
-    else:  # 5.x Recall and anything newer: not shown
+    elif kind == "Recall":
+        ctx = TraceContext(TraceType.Recall, int(line[1]), line[2], line[3])
+        b = TraceBean(topic=line[4], msg_id=line[5])
+        ctx.is_success = _bool(line[6])
+    else:  # anything newer: not shown
         return None
     ctx.trace_beans.append(b)
     return ctx

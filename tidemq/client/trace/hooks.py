@@ -120,6 +120,21 @@ class SendTraceHook:
         )
         self.dispatcher.append(ctx)
 
+    def recalled(self, topic: str, msg_id: str, region_id: str, success: bool) -> None:
+        """Record a RECALL_MESSAGE the broker answered for ``msg_id`` (``region_id``: the answer's
+        ``MSG_REGION``). Mirrors ``DefaultRecallMessageTraceHook`` (5.3)."""
+        if topic.startswith(self.dispatcher.trace_topic):
+            return
+        ctx = TraceContext(
+            TraceType.Recall,
+            time_stamp=now_ms(),
+            region_id=region_id,
+            group_name=self.group,
+            is_success=success,
+        )
+        ctx.trace_beans.append(TraceBean(topic=topic, msg_id=msg_id))
+        self.dispatcher.append(ctx)
+
 
 def _before(dispatcher: AsyncTraceDispatcher, group: str, msgs: list[MessageExt]) -> TraceContext | None:
     """``consumeMessageBefore``: the SubBefore context (appended), or None when nothing is traced."""

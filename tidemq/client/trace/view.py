@@ -87,11 +87,13 @@ class MessageTrace:
     store_time: int = 0
     transactions: list[TraceView] = field(default_factory=list)
     """EndTransaction records (a transactional message's commit / rollback / unknown), by time."""
+    recalls: list[TraceView] = field(default_factory=list)
+    """Recall records (a timer message recalled before its time, RocketMQ 5.3), by time."""
 
     @property
     def found(self) -> bool:
         """Whether any trace record of the message was found."""
-        return bool(self.pubs or self.consumes or self.transactions)
+        return bool(self.pubs or self.consumes or self.transactions or self.recalls)
 
     def to_json(self) -> dict[str, Any]:
         """The trace as a JSON-ready dict (camelCase keys, times in ms)."""
@@ -124,6 +126,15 @@ class MessageTrace:
                     "transactionId": t.request_id,
                 }
                 for t in self.transactions
+            ],
+            "recall": [
+                {
+                    "producerGroup": r.group_name,
+                    "clientHost": r.client_host,
+                    "time": r.time_stamp,
+                    "status": r.status,
+                }
+                for r in self.recalls
             ],
         }
 
@@ -182,6 +193,9 @@ def build_message_trace(msg_id: str, trace_msgs: Iterable[MessageExt]) -> Messag
     trace.pubs = sorted((v for v in views if v.msg_type == TraceType.Pub.value), key=lambda v: v.time_stamp)
     trace.transactions = sorted(
         (v for v in views if v.msg_type == TraceType.EndTransaction.value), key=lambda v: v.time_stamp
+    )
+    trace.recalls = sorted(
+        (v for v in views if v.msg_type == TraceType.Recall.value), key=lambda v: v.time_stamp
     )
     afters = {v.request_id: v for v in views if v.msg_type == TraceType.SubAfter.value}
     befores = sorted(
