@@ -4,6 +4,7 @@ answers SUCCESS and puts nothing, across a restart too (transactions.md §1.3; f
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from tidemq.clock import now_ms
@@ -59,5 +60,17 @@ async def test_late_commit_refused_late_rollback_not_duplicate_commit_idempotent
             late = await _end(wire, lost, 8)
             assert late.code == ResponseCode.SYSTEM_ERROR and "discarded" in (late.remark or "")
             assert [m.body for m in await messages(wire, "TxLate")] == [b"kept"]  # once, "lost" never
+        finally:
+            await client.close()
+        # the fate file gone (a slave promoted to master, a store from before it): rebuilt at start
+        await cluster.broker.shutdown()
+        shutil.rmtree(tmp_path / "store" / "transaction" / "fates")
+        await cluster.restart_broker()
+        client = RemotingClient()
+        try:
+            wire = Wire(client, cluster)
+            assert (await _end(wire, kept, 8)).code == ResponseCode.SUCCESS
+            assert "discarded" in ((await _end(wire, lost, 8)).remark or "")
+            assert [m.body for m in await messages(wire, "TxLate")] == [b"kept"]
         finally:
             await client.close()

@@ -19,7 +19,8 @@ Record shapes (all on queue 0 of their system topic; the half queue id is always
   or ``12`` (tidemq: the decision, for :mod:`~tidemq.broker.transaction.fates`);
 * committed message: ``REAL_TOPIC`` / ``REAL_QID`` restored and removed, ``TRAN_MSG`` removed,
   sysFlag transaction bits 8, ``preparedTransactionOffset`` = the ended record's commit-log offset;
-* discarded: the half record as it is, on ``TRANS_CHECK_MAX_TIME_TOPIC`` queue 0.
+* discarded: the half record as it is, on ``TRANS_CHECK_MAX_TIME_TOPIC`` queue 0, with
+  ``TRAN_PREPARED_QUEUE_OFFSET`` = its origin.
 
 tidemq extension (not in RocketMQ): a half message with property ``TIDEMQ_BATCH_BODY=1`` carries a
 SEND_BATCH_MESSAGE body (protocol.md §5.6); its commit puts every item of that body on the real
@@ -178,8 +179,12 @@ def copy_batch(msg: MessageExt, *, count_check: bool) -> MessageExtBatch:
 
 
 def discard_batch(msg: MessageExt) -> MessageExtBatch:
-    """A half record given up on, for ``TRANS_CHECK_MAX_TIME_TOPIC`` queue 0 (``resolveDiscardMsg``)."""
-    return _batch(TRANS_CHECK_MAX_TIME_TOPIC, msg, dict(msg.properties))
+    """A half record given up on, for ``TRANS_CHECK_MAX_TIME_TOPIC`` queue 0 (``resolveDiscardMsg``),
+    with ``TRAN_PREPARED_QUEUE_OFFSET`` = its origin even when it is the first record (so the
+    fate file can be rebuilt from the discards)."""
+    props = dict(msg.properties)
+    props[PREPARED_QUEUE_OFFSET] = str(origin_of(msg))
+    return _batch(TRANS_CHECK_MAX_TIME_TOPIC, msg, props)
 
 
 def op_message(half: MessageExt, born_host: str, commit: bool = True) -> MessageExtBrokerInner:

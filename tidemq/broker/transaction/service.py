@@ -59,6 +59,7 @@ from tidemq.broker.transaction.fates import (
     TransactionFates,
     fate_name,
 )
+from tidemq.broker.transaction.fates_rebuild import rebuild_fates
 from tidemq.clock import now_ms
 from tidemq.protocol.message import MessageConst, MessageExt
 from tidemq.protocol.message_codec import MessageSysFlag
@@ -200,8 +201,10 @@ class TransactionalMessageService:
 
     def load(self) -> None:
         """Rebuild :attr:`pending` from the op records after ``CID_RMQ_SYS_TRANS``'s op offset and the
-        half records after its half offset, then :meth:`repair_torn_commit`."""
+        half records after its half offset, then :meth:`repair_torn_commit`; the fates of the
+        transactions decided before, once (:func:`~tidemq.broker.transaction.fates_rebuild.rebuild_fates`)."""
         store = self.broker.store
+        rebuild_fates(self)
         resolved: set[int] = set()
         op_cq = store.find_consume_queue(TRANS_OP_HALF_TOPIC, 0)
         if op_cq is not None:
@@ -210,7 +213,7 @@ class TransactionalMessageService:
             ):
                 op = self.read(op_cq, offset)
                 if op is not None:
-                    resolved.update(self._note_fate(op))
+                    resolved.update(self.note_fate(op))
         records: list[MessageExt] = []
         half_cq = store.find_consume_queue(TRANS_HALF_TOPIC, 0)
         if half_cq is not None:
@@ -239,7 +242,7 @@ class TransactionalMessageService:
         if pending:
             log.info("transactions: %d pending half messages after start-up", len(pending))
 
-    def _note_fate(self, op: MessageExt) -> list[int]:
+    def note_fate(self, op: MessageExt) -> list[int]:
         """Record the fate an op record read at start-up tells (unless recorded already); returns
         the half queue offsets it ends. tidemq's op records name the origin last and carry
         ``TIDEMQ_TX_END``; older ones only say "decided"."""
