@@ -181,6 +181,11 @@ def test_an_unanswered_commit_is_confirmed_by_the_next_batch(tmp_path: Path) -> 
     second.commit(_msgs("r1", h3), 1)
     assert second.sent == [(True, [h3]), (True, [H1, H2])]
     assert state.ended(0) and state.ended(1)
+    from tidemq.spark.tx_commit import EndFailure
+
+    assert EndFailure(H1, 1, "Find prepared transaction message failed").lost  # gone: segment deleted
+    assert not EndFailure(H1, 1, "The producer group wrong").lost  # still pending: the check decides
+    assert not EndFailure(H1, 17, "").lost and not EndFailure(H1, None, "timed out").lost
     busy = _committer(tmp_path, {H2: (2, "[TIMEOUT_CLEAN_QUEUE]broker busy")})  # not a loss either
     busy.settle(CommitRecord(5, "r1", frozenset({"0:0"}), (H2,)), [])
     assert not state.ended(5) and state.lost(5) is None
