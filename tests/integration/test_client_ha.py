@@ -32,8 +32,8 @@ async def write_to(producer: AsyncProducer, addrs: list[str], first: int, n: int
     producer.instance.broker_addr_table.setdefault("broker-a", {0: addrs[0]})
     for i in range(first, first + n):
         msg = Message(TOPIC, f"m{i}".encode())
-        body, sys_flag, uniq = producer._prepare(msg)
-        header = producer._build_header(msg, MQ, sys_flag, batch=False)
+        body, sys_flag, uniq = producer.encoder.prepare(msg)
+        header = producer.encoder.build_header(msg, MQ, sys_flag, batch=False)
         for addr in addrs:
             result = await api.send_message(addr, "broker-a", header, body, 3.0, uniq_id=uniq)
             assert result.queue_offset == i

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import struct
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -23,6 +22,7 @@ from tidemq.client.config import ProducerConfig, apply_overrides
 from tidemq.client.direct import DirectPool
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
+from tidemq.client.producer.encode import BATCH_ITEM_HEAD, BATCH_ITEM_OVERHEAD, U16, SendEncoder
 from tidemq.client.producer.fault import MQFaultStrategy
 from tidemq.client.producer.selector import SelectorLike, select_queue
 from tidemq.client.query import QueryResult
@@ -35,10 +35,8 @@ from tidemq.errors import (
     RemotingError,
     RemotingTimeoutError,
 )
-from tidemq.protocol.headers import SendMessageRequestHeader
 from tidemq.protocol.message import (
     Message,
-    MessageConst,
     MessageExt,
     MessageQueue,
     SendResult,
@@ -46,10 +44,6 @@ from tidemq.protocol.message import (
 )
 from tidemq.protocol.message_codec import (
     MAX_PROPERTIES_BYTES,
-    MessageSysFlag,
-    compress_body,
-    create_unique_id,
-    create_unique_ids,
 )
 from tidemq.protocol.topic import is_retry_topic, validate_topic
 
@@ -63,22 +57,6 @@ _RETRY_CODES = {
     204,
     205,
 }  # SYSTEM_ERROR, SERVICE_NOT_AVAILABLE, NO_PERMISSION, TOPIC_NOT_EXIST, ...
-_BATCH_ITEM_OVERHEAD = 20 + 2
-_BATCH_ITEM_HEAD = struct.Struct(">iiiii")
-"""A batch-body record's head (protocol.md §5.6): total size, magic (0), body CRC (0), flag, body length."""
-_U16 = struct.Struct(">H")
-_UNIQ_KEY = MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-_DELAY = MessageConst.PROPERTY_DELAY_TIME_LEVEL
-_SCHEDULED = frozenset(
-    {
-        _DELAY,
-        MessageConst.PROPERTY_TIMER_DELIVER_MS,
-        MessageConst.PROPERTY_TIMER_DELAY_MS,
-        MessageConst.PROPERTY_TIMER_DELAY_SEC,
-        MessageConst.PROPERTY_START_DELIVER_TIME,
-    }
-)
-"""Properties that schedule a message: a batch holding one is refused (the broker would deliver it at once)."""
 
 
 def batch_record(body: bytes, properties: str, flag: int = 0) -> bytes:
@@ -98,7 +76,7 @@ def batch_record(body: bytes, properties: str, flag: int = 0) -> bytes:
     if len(raw) > MAX_PROPERTIES_BYTES:
         raise ProtocolError(f"properties are {len(raw)} bytes, more than {MAX_PROPERTIES_BYTES}")
     return b"".join(
-        (_BATCH_ITEM_HEAD.pack(22 + size + len(raw), 0, 0, flag, size), body, _U16.pack(len(raw)), raw)
+        (BATCH_ITEM_HEAD.pack(22 + size + len(raw), 0, 0, flag, size), body, U16.pack(len(raw)), raw)
     )
 
 
@@ -115,7 +93,7 @@ def split_batch(msgs: Sequence[Message], max_bytes: int = 4 * 1024 * 1024) -> li
     current: list[Message] = []
     size = 0
     for msg in msgs:
-        item = _BATCH_ITEM_OVERHEAD + len(msg.body) + len(properties_to_string(msg.properties).encode()) + 48
+        item = BATCH_ITEM_OVERHEAD + len(msg.body) + len(properties_to_string(msg.properties).encode()) + 48
         if item > max_bytes:
             raise ClientError(f"message of {item} bytes does not fit in a batch of at most {max_bytes} bytes")
         if current and size + item > max_bytes:
@@ -245,6 +223,8 @@ class AsyncProducer:
         self.config = apply_overrides(config, ProducerConfig, overrides)
         self.client_id = self.config.build_client_id()
         self.group_name = self.config.producer_group
+        self.encoder = SendEncoder(self.config, self.group_name)
+        """Checks and encodes messages (UNIQ_KEY, compression, header, batch body)."""
         self._publish_table: dict[str, TopicPublishInfo] = {}
         self._instance: ClientInstance | None = None
         self.fault_strategy = MQFaultStrategy(
@@ -349,15 +329,6 @@ class AsyncProducer:
 
     # -- send --------------------------------------------------------------------------------
 
-    def _check_message(self, msg: Message) -> None:
-        validate_topic(msg.topic)
-        if not msg.body:
-            raise ClientError(f"message body of topic {msg.topic} is empty")
-        if len(msg.body) > self.config.max_message_size:
-            raise ClientError(
-                f"message body is {len(msg.body)} bytes, more than max_message_size {self.config.max_message_size}"
-            )
-
     async def send(
         self,
         msg: Message,
@@ -382,7 +353,7 @@ class AsyncProducer:
             BrokerError: the broker refused (after retries where retriable).
             RemotingTimeoutError: the time budget ran out.
         """
-        self._check_message(msg)
+        self.encoder.check_message(msg)
         timeout = self.config.send_msg_timeout if timeout is None else timeout
         if queue is not None or selector is not None:
             mq = await self._choose_queue(msg, queue, selector, arg)
@@ -416,33 +387,6 @@ class AsyncProducer:
                 return result
         return attempts.give_up()
 
-    def _build_header(
-        self, msg: Message, mq: MessageQueue, sys_flag: int, *, batch: bool
-    ) -> SendMessageRequestHeader:
-        props = dict(msg.properties)
-        reconsume_times = 0
-        max_reconsume: int | None = None
-        if is_retry_topic(msg.topic):
-            rt = props.pop(MessageConst.PROPERTY_RECONSUME_TIME, None)
-            mr = props.pop(MessageConst.PROPERTY_MAX_RECONSUME_TIMES, None)
-            reconsume_times = int(rt) if rt and rt.isdigit() else 0
-            max_reconsume = int(mr) if mr and mr.lstrip("-").isdigit() else None
-        return SendMessageRequestHeader(
-            producer_group=self.group_name,
-            topic=msg.topic,
-            default_topic=self.config.create_topic_key,
-            default_topic_queue_nums=self.config.default_topic_queue_nums,
-            queue_id=mq.queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=int(time.time() * 1000),
-            flag=msg.flag,
-            properties=properties_to_string(props),
-            reconsume_times=reconsume_times,
-            unit_mode=False,
-            max_reconsume_times=max_reconsume,
-            batch=batch,
-        )
-
     async def _broker_addr(self, mq: MessageQueue) -> str:
         addr = self.instance.find_broker_address_in_publish(mq.broker_name)
         if addr is None:
@@ -452,22 +396,11 @@ class AsyncProducer:
             raise ClientError(f"the broker {mq.broker_name} does not exist (topic {mq.topic})")
         return addr
 
-    def _prepare(self, msg: Message) -> tuple[bytes, int, str]:
-        uniq = msg.unique_key
-        if not uniq:
-            uniq = create_unique_id()
-            msg.properties[MessageConst.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq
-        body, sys_flag = msg.body, 0
-        if len(body) >= self.config.compress_msg_body_over_howmuch:
-            body = compress_body(body, self.config.compress_level)
-            sys_flag |= MessageSysFlag.COMPRESSED_FLAG
-        return body, sys_flag, uniq
-
     async def _send_kernel(self, msg: Message, mq: MessageQueue, timeout: float) -> SendResult:
         """Mirrors ``sendKernelImpl``: UNIQ_KEY, compression, header, one request."""
         addr = await self._broker_addr(mq)
-        body, sys_flag, uniq = self._prepare(msg)
-        header = self._build_header(msg, mq, sys_flag, batch=False)
+        body, sys_flag, uniq = self.encoder.prepare(msg)
+        header = self.encoder.build_header(msg, mq, sys_flag, batch=False)
         result = await self.instance.api.send_message(
             addr, mq.broker_name, header, body, timeout, uniq_id=uniq
         )
@@ -484,15 +417,15 @@ class AsyncProducer:
         arg: Any = None,
     ) -> None:
         """Send without waiting for an answer (no retries). Mirrors ``sendOneway``."""
-        self._check_message(msg)
+        self.encoder.check_message(msg)
         if queue is not None or selector is not None:
             mq = await self._choose_queue(msg, queue, selector, arg)
         else:
             mq = self.fault_strategy.select_one_message_queue(await self._find_publish_info(msg.topic), None)
         addr = await self._broker_addr(mq)
-        body, sys_flag, _ = self._prepare(msg)
+        body, sys_flag, _ = self.encoder.prepare(msg)
         await self.instance.api.send_message_oneway(
-            addr, self._build_header(msg, mq, sys_flag, batch=False), body
+            addr, self.encoder.build_header(msg, mq, sys_flag, batch=False), body
         )
 
     def send_async(
@@ -513,70 +446,16 @@ class AsyncProducer:
         async def run() -> SendResult:
             if queue is not None or selector is not None:
                 return await self.send(msg, timeout, queue=queue, selector=selector, arg=arg)
-            self._check_message(msg)
+            self.encoder.check_message(msg)
             t = self.config.send_msg_timeout if timeout is None else timeout
             return await self._send_default(msg, t, self.config.retry_times_when_send_async_failed)
 
         return asyncio.ensure_future(run())
 
     def prepare_batch(self, batch: list[Message]) -> tuple[Message, bytes, str]:
-        """Check a batch and encode its body: ``(carrier message, body, comma-joined UNIQ_KEYs)``.
-
-        One pass per message: check it, give it a ``UNIQ_KEY`` when it has none, and append its
-        record (the bytes of ``encode_batch_body``, protocol.md §5.6); the topic is validated once.
-
-        Raises:
-            ClientError: empty list, mixed topics, delayed, timer or retry-topic messages, body too large.
-            ProtocolError: a message's properties exceed 32767 bytes.
-        """
-        if not batch:
-            raise ClientError("send_batch needs at least one message")
-        topic = batch[0].topic
-        validate_topic(topic)
-        retry = is_retry_topic(topic)
-        max_size = self.config.max_message_size
-        parts: list[bytes] = []
-        append = parts.append
-        uniqs: list[str] = []
-        head = _BATCH_ITEM_HEAD.pack
-        u16 = _U16.pack
-        missing = sum(1 for m in batch if not m.properties.get(_UNIQ_KEY))
-        new_ids = iter(create_unique_ids(missing))  # the ids one create_unique_id() each would give
-        for m in batch:
-            if m.topic != topic:
-                validate_topic(m.topic)
-                raise ClientError(f"all messages of a batch must have one topic: {topic} != {m.topic}")
-            body = m.body
-            size = len(body)
-            if not size:
-                raise ClientError(f"message body of topic {topic} is empty")
-            if size > max_size:
-                raise ClientError(f"message body is {size} bytes, more than max_message_size {max_size}")
-            props = m.properties
-            if not _SCHEDULED.isdisjoint(props):
-                if m.delay_time_level > 0:
-                    raise ClientError("delayed messages cannot be sent in a batch")
-                if _DELAY not in props or len(_SCHEDULED.intersection(props)) > 1:
-                    raise ClientError("timer messages (delivery_time_ms, delay_ms) cannot be sent in a batch")
-            if retry:
-                raise ClientError("retry-topic messages cannot be sent in a batch")
-            uniq = props.get(_UNIQ_KEY)
-            if not uniq:
-                uniq = props[_UNIQ_KEY] = next(new_ids)
-            uniqs.append(uniq)
-            # properties_to_string(props), inlined
-            raw = "\x02".join([f"{k}\x01{v}" for k, v in props.items()]).encode()
-            if len(raw) > MAX_PROPERTIES_BYTES:
-                raise ProtocolError(f"properties are {len(raw)} bytes, more than {MAX_PROPERTIES_BYTES}")
-            append(head(22 + size + len(raw), 0, 0, m.flag, size))
-            append(body)
-            append(u16(len(raw)) + raw)
-        body = b"".join(parts)
-        if len(body) > max_size:
-            raise ClientError(
-                f"batch body is {len(body)} bytes, more than max_message_size {max_size}; use split_batch()"
-            )
-        return Message(topic, body), body, ",".join(uniqs)
+        """Check a batch and encode its body: ``(carrier message, body, comma-joined UNIQ_KEYs)``;
+        see :meth:`SendEncoder.prepare_batch` (errors: ClientError, ProtocolError)."""
+        return self.encoder.prepare_batch(batch)
 
     async def send_batch(
         self,
@@ -637,7 +516,7 @@ class AsyncProducer:
         self, carrier: Message, body: bytes, uniq: str, mq: MessageQueue, timeout: float
     ) -> SendResult:
         addr = await self._broker_addr(mq)
-        header = self._build_header(carrier, mq, 0, batch=True)
+        header = self.encoder.build_header(carrier, mq, 0, batch=True)
         return await self.instance.api.send_message(addr, mq.broker_name, header, body, timeout, uniq_id=uniq)
 
     # -- request-reply (tidemq.client.producer.request) ----------------------------------------
@@ -734,7 +613,7 @@ class Producer(BlockingFacade[AsyncProducer]):
         """
         if self._direct is not None:
             core = self._core
-            core._check_message(msg)
+            core.encoder.check_message(msg)
             info = core.cached_publish_info(msg.topic)
             if info is not None:
                 t = core.config.send_msg_timeout if timeout is None else timeout
@@ -783,10 +662,10 @@ class Producer(BlockingFacade[AsyncProducer]):
         try:
             assert addr is not None
             if batch_body is None:
-                body, sys_flag, uniq = core._prepare(msg)
-                header = core._build_header(msg, mq, sys_flag, batch=False)
+                body, sys_flag, uniq = core.encoder.prepare(msg)
+                header = core.encoder.build_header(msg, mq, sys_flag, batch=False)
             else:
-                body, header = batch_body, core._build_header(msg, mq, 0, batch=True)
+                body, header = batch_body, core.encoder.build_header(msg, mq, 0, batch=True)
             api = inst.api
             response = conn.invoke(api.build_send_request(header, body), timeout)
         finally:
@@ -841,7 +720,7 @@ class Producer(BlockingFacade[AsyncProducer]):
             core = self._core
             info = core.cached_publish_info(batch[0].topic)
             if info is not None:
-                carrier, body, uniq = core.prepare_batch(batch)
+                carrier, body, uniq = core.encoder.prepare_batch(batch)
                 t = core.config.send_msg_timeout if timeout is None else timeout
                 mq = queue if queue is not None else core.fault_strategy.select_one_message_queue(info, None)
                 return self._send_kernel_direct(carrier, mq, t, batch_body=body, uniq=uniq)

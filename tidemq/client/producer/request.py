@@ -133,7 +133,7 @@ async def send_reply(producer: AsyncProducer, reply: Message, timeout: float | N
     """
     if reply.get_property(PROPERTY_MESSAGE_TYPE) != REPLY_MESSAGE_FLAG:
         raise ClientError("not a reply message (MSG_TYPE is not 'reply'): use create_reply_message()")
-    producer._check_message(reply)
+    producer.encoder.check_message(reply)
     t = producer.config.send_msg_timeout if timeout is None else timeout
     return await producer._send_default(reply, t, 0)
 
@@ -176,7 +176,7 @@ async def request(producer: AsyncProducer, msg: Message, timeout_ms: int, **send
     """
     if timeout_ms <= 0:
         raise ClientError(f"request timeout must be positive, got {timeout_ms} ms")
-    producer._check_message(msg)
+    producer.encoder.check_message(msg)
     deadline = time.monotonic() + timeout_ms / 1000
     correlation_id = await _prepare_send_request(producer, msg, timeout_ms)
     fut: asyncio.Future[MessageExt] = asyncio.get_running_loop().create_future()
