@@ -288,3 +288,33 @@ def test_driver_commit_against_a_broker_that_discarded_a_half(tmp_path: Path) ->
                 committer.commit(_msgs("r1", *halves), 0)
         store = cluster.broker.store
         assert sum(store.get_max_offset_in_queue("SparkTxLost", q) for q in range(4)) == 1  # "kept", once
+
+
+def test_batch_write_directories_go_a_day_after_their_last_change(tmp_path: Path) -> None:
+    import os
+
+    from tidemq.spark import tx_retention
+
+    parent = tmp_path / "tidemq-tx"
+    now = 1_000_000.0
+    day = tx_retention.BATCH_WRITE_KEEP_S
+
+    def job(name: str, age_s: float, *, record: bool, ended: bool) -> Path:
+        state = TxState(parent / name)
+        state.register_run(name)
+        if record:
+            state.record_commit(CommitRecord(0, name, frozenset({"0:0"}), (H1,)))
+        if ended:
+            state.mark_ended(0)
+        for path in [state.root, *state.root.iterdir()]:
+            os.utime(path, (now - age_s, now - age_s))
+        return state.root
+
+    job("batch-old-ended", day + 60, record=True, ended=True)
+    job("batch-old-unconfirmed", day + 60, record=True, ended=False)  # its checks still answer COMMIT
+    job("batch-old-no-record", day + 60, record=False, ended=False)  # a driver that died: nothing to commit
+    job("batch-recent", 60, record=True, ended=True)
+    (parent / ".trash-batch-x" / "commits").mkdir(parents=True)  # a purge killed half-way
+    assert tx_retention.purge_batch_writes(parent, now=now) == 2
+    assert sorted(p.name for p in parent.iterdir()) == ["batch-old-unconfirmed", "batch-recent"]
+    assert tx_retention.purge_batch_writes(tmp_path / "none", now=now) == 0

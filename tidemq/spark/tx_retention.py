@@ -14,6 +14,12 @@ never a record without its marker), its aborts and an accepted ``lost`` file. A 
 watermark whose record is not ended keeps its record: its checks still answer COMMIT, and the
 driver confirms its halves again (:func:`unended`). ``runs/`` and an ``lost/<batchId>`` file not
 accepted are kept.
+
+A batch write's directory (``tidemq-tx/batch-<uuid>``) goes whole (:func:`purge_batch_writes`,
+at the next transactional batch write to the same location) once it has not changed for
+:data:`BATCH_WRITE_KEEP_S`, unless it holds a commit record not ended (its checks still answer
+COMMIT). A half of a failed task attempt cannot stay pending that long with the broker's defaults
+(discarded after about 15 minutes); were one to, its check would be answered UNKNOW from then on.
 """
 
 from __future__ import annotations
@@ -21,13 +27,27 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
+import time
 from pathlib import Path
+from typing import Final
 
 from tidemq.spark.tx_state import TxState, write_replace
 
-__all__ = ["adopt_legacy_records", "oldest_retained_batch", "purge", "unended"]
+__all__ = [
+    "BATCH_WRITE_KEEP_S",
+    "adopt_legacy_records",
+    "oldest_retained_batch",
+    "purge",
+    "purge_batch_writes",
+    "unended",
+]
 
 log = logging.getLogger(__name__)
+
+BATCH_WRITE_KEEP_S: Final = 24 * 3600.0
+"""How long a batch write's state directory stays after its last change (seconds)."""
+_TRASH = ".trash-"
 
 
 def _batch_ids(directory: Path) -> list[tuple[int, str]]:
@@ -106,4 +126,51 @@ def purge(state: TxState, below: int) -> int:
             _unlink(root / "lost" / name)
     if removed:
         log.info("tidemq sink: purged the state files of %d batches below %d", removed, below)
+    return removed
+
+
+def _last_change(path: Path) -> float:
+    """The newest mtime of ``path`` and the directories in it (a file added to ``commits/`` moves
+    ``commits/``'s)."""
+    newest = path.stat().st_mtime
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+    return newest
+
+
+def purge_batch_writes(
+    parent: str | Path, keep_s: float = BATCH_WRITE_KEEP_S, now: float | None = None
+) -> int:
+    """Delete the batch-write directories under ``parent`` (``<location>/tidemq-tx``) unchanged
+    for ``keep_s`` seconds, except those with a commit record not ended; each is renamed to
+    ``.trash-<name>`` first (atomic), so a crash leaves a name this removes next time. Returns how
+    many went."""
+    now = time.time() if now is None else now
+    try:
+        entries = sorted(os.scandir(parent), key=lambda e: e.name)
+    except FileNotFoundError:
+        return 0
+    removed = 0
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.name.startswith(_TRASH):
+            shutil.rmtree(path, ignore_errors=True)
+            continue
+        if not entry.name.startswith("batch-") or not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            if now - _last_change(path) < keep_s:
+                continue
+            if (path / "commits" / "0").exists() and not (path / "ended" / "0").exists():
+                continue
+            trash = path.with_name(f"{_TRASH}{entry.name}")
+            os.rename(path, trash)
+        except FileNotFoundError:  # another writer's purge got there first
+            continue
+        shutil.rmtree(trash, ignore_errors=True)
+        removed += 1
+    if removed:
+        log.info("tidemq sink: removed %d batch-write state directories older than %.0f s", removed, keep_s)
     return removed

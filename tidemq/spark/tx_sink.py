@@ -55,6 +55,7 @@ from tidemq.client.producer.transaction import (
 from tidemq.errors import ClientError
 from tidemq.protocol.message import Message, MessageExt, MessageQueue
 from tidemq.protocol.message_codec import decode_offset_msg_id, encode_batch_body
+from tidemq.spark import tx_retention
 from tidemq.spark.conn import ProcessConnections
 from tidemq.spark.options import DEFAULT_TX_PRODUCER_GROUP, OptionError, SinkOptions
 from tidemq.spark.sink import _ArrowSink, _task_ids
@@ -249,7 +250,8 @@ class _TxArrowSink(_ArrowSink):
 class TideMQTxArrowWriter(DataSourceArrowWriter):  # type: ignore[misc]
     """Batch ``df.write`` with ``transactional=true``: all rows visible at once, or none.
 
-    The write's state is ``<checkpointLocation or the temporary directory>/tidemq-tx/<jobId>``.
+    The write's state is ``<checkpointLocation or the temporary directory>/tidemq-tx/<jobId>``,
+    removed by a later transactional batch write there a day after its last change.
     """
 
     def __init__(self, opts: SinkOptions) -> None:
@@ -267,8 +269,11 @@ class TideMQTxArrowWriter(DataSourceArrowWriter):  # type: ignore[misc]
         return self.sink.write_batches(iterator)
 
     def commit(self, messages: list[Any]) -> None:
-        """Driver side: record the job committed, then commit its half messages."""
+        """Driver side: record the job committed, then commit its half messages; then remove the
+        state of earlier batch writes here that nothing needs any more
+        (:func:`~tidemq.spark.tx_retention.purge_batch_writes`)."""
         TxCommitter(self.opts, self.root).commit(messages, 0)
+        tx_retention.purge_batch_writes(Path(self.root).parent)
 
     def abort(self, messages: list[Any]) -> None:
         """Driver side: record the job aborted, then roll back the half messages it knows of (those
