@@ -218,7 +218,14 @@ def test_stream_stops_while_the_broker_refuses_a_batch_commit(
         if attempt == 0:
             query = _start(spark, namesrv, topic, src, cp, True)  # restarted: batch 0 again
     TxState(root).lost_path(0).rename(root / "lost" / "0.accepted")
-    assert _run(spark, namesrv, topic, src, cp, True, None)
+    spark.conf.set("spark.sql.streaming.minBatchesToRetain", "1")  # Spark keeps 1 batch: we purge
+    try:
+        assert _run(spark, namesrv, topic, src, cp, True, None)
+    finally:
+        spark.conf.unset("spark.sql.streaming.minBatchesToRetain")
+    # batch 0 ended without its lost rows; its files went with Spark's offsets/0
+    assert sorted(p.name for p in (root / "commits").iterdir()) == ["1", "2"]
+    assert list((root / "lost").iterdir()) == [] and TxState(root).purged_below() == 1
     counts = _read_keys(namesrv, mqs, "tx-check-refused")
     assert set(counts.values()) == {1} and len(counts) == ROWS_PER_FILE * (FILES - 1)
     assert len({k.split("-")[0] for k in keys - set(counts)}) == 1  # one file's rows: batch 0's
