@@ -82,3 +82,35 @@ def test_pull_sockets_are_reused_when_idle_and_closed_when_left_mid_range(cluste
     reader.close()
     assert pool[cluster.broker_addr] == []
     assert not first.idle  # closed: its unread answers could never be taken for another request's
+
+
+def test_a_connection_lost_mid_range_is_replaced_and_no_row_is_read_twice_or_skipped(
+    cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tidemq.spark import conn as spark_conn
+
+    topic = "SparkPullBroken"
+    (mq,) = create_topic(cluster.namesrv_addr, topic, 1)
+    produce(cluster.namesrv_addr, topic, 40)
+    opened: list[Any] = []
+    real = spark_conn._pull_socket
+
+    def tracked(*args: Any) -> Any:
+        opened.append(real(*args))
+        return opened[-1]
+
+    monkeypatch.setattr(spark_conn, "_pull_socket", tracked)
+    settings = ReadSettings(
+        namesrv=cluster.namesrv_addr,
+        group="spark-window-test",
+        pull_batch_size=5,
+        pulls_in_flight=3,
+        columns=("queueOffset",),
+    )
+    rows: list[int] = []
+    for batch in read_queue_range(QueueRange(mq, 0, 40, cluster.broker_addr), settings):
+        rows += [r["queueOffset"] for r in batch.to_pylist()]
+        if len(opened) == 1 and len(rows) >= 10:
+            opened[0].abort()  # the broker connection breaks with pulls in flight
+    assert rows == list(range(40))
+    assert len(opened) == 2 and opened[0].closed

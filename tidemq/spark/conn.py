@@ -17,7 +17,6 @@ connections, which the rest still use).
 
 from __future__ import annotations
 
-import collections
 import gc
 import logging
 import os
@@ -31,9 +30,9 @@ import pyarrow as pa
 
 from tidemq.admin.client import AsyncAdminClient
 from tidemq.client.api import ClientAPI, PullResult, PullStatus
+from tidemq.client.consumer.pull_core import PullVerdict, QueuePull, run_pipelined
 from tidemq.errors import RemotingError
 from tidemq.protocol import record_layout
-from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.filter import SUB_ALL
 from tidemq.protocol.headers import PullSysFlag
 from tidemq.protocol.message import MessageQueue
@@ -181,11 +180,14 @@ def read_queue_range(rng: QueueRange, settings: ReadSettings) -> Iterator[pa.Rec
 
 
 class _RangeReader:
-    """The pulls of one :class:`QueueRange`, with a window of pulls in flight on one
-    :class:`~tidemq.remoting.blocking.BlockingConnection`: the next ones start where the previous would end if it returns a full
-    batch (the usual case), so the broker always has a request queued while this thread decodes. A
-    result is used only when it starts exactly where the previous one ended; after a short answer
-    (tag filter, byte cap, data loss) the window is dropped and refilled from there."""
+    """The pulls of one :class:`QueueRange` on one
+    :class:`~tidemq.remoting.blocking.BlockingConnection`, run by the pull kernel: the range is a
+    bounded :class:`~tidemq.client.consumer.pull_core.QueuePull` (``pullsInFlight`` deep, pulls of
+    ``pullBatchSize``) and :func:`~tidemq.client.consumer.pull_core.run_pipelined` its loop, so the
+    broker always has a pull queued while this thread decodes, an answer is used only when it starts
+    exactly where the previous one ended, and the kernel says which offsets a short answer shows lost
+    (data loss: raised or logged, ``failOnDataLoss``). A transport failure is retried once on a new
+    connection to the broker's address resolved again; a second one before any answer raises."""
 
     def __init__(self, rng: QueueRange, settings: ReadSettings) -> None:
         self.rng, self.settings = rng, settings
@@ -199,14 +201,15 @@ class _RangeReader:
         )
         self.addr = rng.broker_addr
         self.timeout = settings.pull_timeout
-        self.window: collections.deque[tuple[int, int]] = collections.deque()  # (offset, opaque)
-        self.depth = max(1, settings.pulls_in_flight)
-        self.step = settings.pull_batch_size
+        self.queue: QueuePull[int] = QueuePull(  # tokens: the pulls' opaques
+            rng.mq, rng.start, end=rng.end, depth=settings.pulls_in_flight, step=settings.pull_batch_size
+        )
         self.sock: BlockingConnection | None = None
 
-    def _request(self, offset: int) -> RemotingCommand:
+    def _send(self, offset: int) -> int:
+        """Write the pull at ``offset``; its opaque."""
         rng, settings = self.rng, self.settings
-        return self.conns.api.build_pull_message_request(
+        pull = self.conns.api.build_pull_message_request(
             consumer_group=settings.group,
             mq=rng.mq,
             queue_offset=offset,
@@ -218,109 +221,76 @@ class _RangeReader:
             sub_version=0,
             expression_type=settings.expression_type,
         )
-
-    def _fill(self, after: int) -> None:
-        sock, window = self.sock, self.window
-        assert sock is not None
-        while len(window) < self.depth and after < self.rng.end:
-            pull = self._request(after)
-            sock.send([pull], time.monotonic() + self.timeout)
-            window.append((after, pull.opaque))
-            after += self.step
-
-    def _drop_window(self) -> None:
         assert self.sock is not None
-        while self.window:
-            # answers nobody uses: read past them
-            self.sock.answer(self.window.popleft()[1], time.monotonic() + self.timeout)
+        self.sock.send([pull], time.monotonic() + self.timeout)
+        return pull.opaque
 
-    def _restart(self, offset: int, resolve: bool) -> None:
-        """A new connection (the broker's address resolved again if ``resolve``), the window
-        refilled from ``offset``."""
+    def _receive(self, opaque: int, offset: int) -> tuple[PullResult, memoryview]:
+        """The answer to the pull ``opaque`` at ``offset``: its result (messages not decoded) and body."""
+        assert self.sock is not None
+        response, body = self.sock.answer(opaque, time.monotonic() + self.timeout)
+        return ClientAPI.parse_pull_message_response(response, offset, self.addr), body
+
+    def _skip(self, opaque: int) -> None:
+        """Read past the answer to a pull nobody will use."""
+        assert self.sock is not None
+        self.sock.answer(opaque, time.monotonic() + self.timeout)
+
+    def _connect(self, resolve: bool) -> None:
+        """A connection from this process's pool (the broker's address resolved again if
+        ``resolve``); the pulls in flight on the previous one are forgotten."""
         if self.sock is not None:
             self.sock.close()
         self.sock = None
-        self.window.clear()
+        self.queue.clear()
         if resolve or not self.addr:
             mq, namesrv = self.rng.mq, self.settings.namesrv
             resolving = self.conns.admin(namesrv).broker_addr(mq.broker_name, topic=mq.topic)
             self.addr = self.conns.loop.run(resolving, self.timeout * 3)
         self.sock = _pull_socket(self.conns, self.addr, self.timeout)
-        self._fill(offset)
 
-    def _answer(self, offset: int) -> tuple[RemotingCommand, memoryview]:
-        """The answer to the pull at ``offset`` (sent now unless the window starts there); a transport
-        failure is retried once on a new connection to the address resolved again."""
-        window = self.window
-        try:
-            if not window or window[0][0] != offset:
-                self._drop_window()
-                self._fill(offset)
-            _, opaque = window.popleft()
-            assert self.sock is not None
-            return self.sock.answer(opaque, time.monotonic() + self.timeout)
-        except RemotingError:
-            self._restart(offset, True)  # once; a second failure of this pull raises
-            _, opaque = window.popleft()
-            assert self.sock is not None
-            return self.sock.answer(opaque, time.monotonic() + self.timeout)
-
-    def _next(self, offset: int, result: PullResult) -> int:
-        """Where the range goes on after ``result``, the answer to the pull at ``offset``; a range
-        the queue no longer holds is data loss (raised or logged, ``failOnDataLoss``)."""
-        rng, status = self.rng, result.pull_status
-        if status is PullStatus.FOUND:
-            return max(result.next_begin_offset, offset + 1)
-        if status is PullStatus.NO_MATCHED_MSG:
-            return max(result.next_begin_offset, offset + 1) if result.next_begin_offset > offset else rng.end
-        if status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
-            lost_to = min(result.min_offset, rng.end)
-            _data_loss(
-                rng, offset, lost_to, f"the queue's min offset is now {result.min_offset}", self.settings
-            )
-            return lost_to
-        # NO_NEW_MSG or OFFSET_ILLEGAL above the max: the queue is shorter than planned
-        reason = f"the queue's max offset is {result.max_offset}, below the range's end"
-        _data_loss(rng, offset, rng.end, reason, self.settings)
-        return rng.end
+    def _lost(self, result: PullResult) -> None:
+        """Report the offsets the kernel found lost (:attr:`QueuePull.lost`) after ``result``."""
+        lost_from, lost_to = self.queue.lost
+        if result.pull_status is PullStatus.OFFSET_ILLEGAL and lost_from < result.min_offset:
+            reason = f"the queue's min offset is now {result.min_offset}"
+        else:  # NO_NEW_MSG or OFFSET_ILLEGAL above the max: the queue is shorter than planned
+            reason = f"the queue's max offset is {result.max_offset}, below the range's end"
+        _data_loss(self.rng, lost_from, lost_to, reason, self.settings)
 
     def read(self) -> Iterator[pa.RecordBatch]:
         """The range's RecordBatches (one per pull body, up to ``pullBatchSize`` rows)."""
-        rng, window, builder = self.rng, self.window, self.builder
-        offset = rng.start
+        q, builder, end = self.queue, self.builder, self.rng.end
+        retried = False
         try:
-            try:
-                self._restart(offset, False)
-            except RemotingError:
-                self._restart(offset, True)  # the broker may have moved: resolve its address again once
-            while offset < rng.end:
-                response, answer = self._answer(offset)
-                result = ClientAPI.parse_pull_message_response(response, offset, self.addr)
-                nxt = self._next(offset, result)
+            while not q.done:
                 try:
-                    if window and window[0][0] != nxt:
-                        self._drop_window()
-                    self._fill(window[-1][0] + self.step if window else nxt)  # the broker works meanwhile
+                    if self.sock is None or self.sock.closed:
+                        self._connect(resolve=retried)  # the broker may have moved: resolve again
+                    for verdict, result, body in run_pipelined(q, self._send, self._receive, self._skip):
+                        retried = False
+                        if verdict is PullVerdict.LOST:
+                            self._lost(result)
+                        elif verdict is PullVerdict.FOUND and body:
+                            builder.add_body(body, end)
+                        del body  # the connection reuses its buffer once nothing refers to the body
+                        batch = builder.flush()
+                        if batch is not None:
+                            yield batch
+                            del batch  # (a batch may share memory with the body)
                 except RemotingError:
-                    pass  # the connection is closed: the next pull starts over on a new one
-                if result.pull_status is PullStatus.FOUND and answer:
-                    builder.add_body(answer, rng.end)
-                del answer  # the connection reuses its buffer once nothing refers to the body
-                batch = builder.flush()
-                if batch is not None:
-                    yield batch
-                    del batch  # (a batch may share memory with the body)
-                offset = nxt
+                    if retried:
+                        raise
+                    retried = True
+                    if self.sock is not None:
+                        self.sock.close()
         finally:
             if self.sock is not None:
-                if window:  # left early (an error, or the consumer stopped reading): answers still due
+                if q.window:  # left early (an error, or the consumer stopped reading): answers still due
                     self.sock.close()
                 else:
                     _release(self.conns, self.sock)
         _settle()
-        batch = builder.flush()
-        if batch is not None:
-            yield batch
 
 
 def store_timestamp_at(mq: MessageQueue, broker_addr: str, offset: int, settings: ReadSettings) -> int | None:

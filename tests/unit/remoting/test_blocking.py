@@ -98,7 +98,9 @@ def test_frames_split_anywhere_are_read_whole_and_matched_by_opaque(
                 stream += _answer(2**31 - 1, body, binary=binary)
                 strays += 1
             else:
-                stream += encode_command(RemotingCommand.create_request(40, None, body))
+                from_peer = RemotingCommand.create_request(40, None, body)
+                from_peer.opaque = 7
+                stream += encode_command(from_peer)
                 strays += 1
         last = _pull()  # read with answer(): every frame before it has been read by then
         last.opaque = 99

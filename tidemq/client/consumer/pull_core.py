@@ -47,21 +47,22 @@ the pulls in flight are stale (:meth:`QueuePull.stale`) and the window is refill
 Push and lite pull keep one pull in flight per queue (``depth`` 1, no window: they await it).
 
 How a blocking runner uses it (the Spark source's range reader): :func:`run_pipelined` is the whole
-loop, with the I/O passed in as three functions over a blocking socket::
+loop, with the I/O passed in as three functions over a blocking socket (a
+:class:`~tidemq.remoting.blocking.BlockingConnection`; ``spark/conn.py``'s ``_RangeReader``)::
 
     q = QueuePull(mq, start, end=end, depth=4, step=32)
 
     def send(offset):                      # write the pull at offset; a token for its answer
         request = pull_request(offset)
-        sock.send(request, timeout)
+        sock.send([request], time.monotonic() + timeout)
         return request.opaque
 
     def receive(token, offset):            # (PullResult, what the runner wants of the answer)
-        response, body = sock.read(token, timeout)
+        response, body = sock.answer(token, time.monotonic() + timeout)
         return parse(response, offset), body
 
     def skip(token):                       # an answer nobody will use
-        sock.read(token, timeout)
+        sock.answer(token, time.monotonic() + timeout)
 
     for verdict, result, body in run_pipelined(q, send, receive, skip):
         if verdict is PullVerdict.LOST:
@@ -360,6 +361,7 @@ def run_pipelined(
             yield verdict, result, payload  # received and counted: never pulled again
             raise
         yield verdict, result, payload
+        del payload  # not held while the next answer is read (a body may pin a reusable buffer)
 
 
 class PullRequest(QueuePull[object]):
