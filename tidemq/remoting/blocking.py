@@ -21,7 +21,9 @@ Costs. The socket stays in blocking mode; the wait limits are the kernel's ``SO_
 ``recv`` (a Python socket timeout adds a ``poll`` before each).
 
 Times: every ``deadline`` is a :func:`time.monotonic` value in seconds; every ``timeout`` is in
-seconds. A wait ends at its deadline (give or take a millisecond, the kernel timer's unit).
+seconds. A read ends at its deadline (give or take a millisecond, the kernel timer's unit; an answer
+already arrived is still taken); a write gives up when the kernel has taken nothing for the time
+that was left when it started.
 
 Errors: every failure is a :class:`~tidemq.errors.RemotingError` that names the peer's address and
 what was waited for, and leaves the connection closed (a late answer can never be taken for the answer
@@ -360,8 +362,9 @@ class BlockingConnection:
             self._end += n
 
     def _set_rcv_timeout(self, sock: socket.socket, ms: int) -> None:
-        if ms <= 0:
-            raise TimeoutError
+        """Let a ``recv`` wait at most ``ms`` milliseconds (at least 1: past the deadline, what has
+        arrived is still taken)."""
+        ms = max(ms, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _TIMEVAL.pack(ms // 1000, ms % 1000 * 1000))
         self._rcv_ms = ms
 

@@ -317,3 +317,13 @@ def test_connect_failures_are_connect_errors() -> None:
         BlockingConnection.connect(f"127.0.0.1:{port}", 5)
     with pytest.raises(RemotingConnectError):
         BlockingConnection.connect("no-port", 5)
+
+
+def test_an_answer_already_arrived_is_taken_after_the_deadline(
+    pair: tuple[BlockingConnection, socket.socket],
+) -> None:
+    conn, peer = pair
+    request = _pull()
+    conn.send([request], _deadline())
+    peer.sendall(_answer(request.opaque, b"late reader"))
+    assert bytes(conn.answer(request.opaque, time.monotonic() - 1)[1]) == b"late reader"
