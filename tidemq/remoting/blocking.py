@@ -74,10 +74,6 @@ _READ_AHEAD = 64 * 1024
 """Bytes read at most from a frame's start when it is smaller (or its length not known yet)."""
 _INT = struct.Struct(">i")
 _TIMEVAL = struct.Struct("@ll")
-_NOT_LENT = 3
-"""``sys.getrefcount`` of the receive buffer when nothing handed out refers to it: the attribute,
-the persistent memoryview, the call's argument. Each handed-out body is a view of its own over the
-buffer, and holds one more reference (as does anything built on it: a slice, a numpy or Arrow array)."""
 
 
 class BlockingConnection:
@@ -115,6 +111,12 @@ class BlockingConnection:
         self._sock: socket.socket | None = sock
         self._buf = bytearray(buffer_size)
         self._view = memoryview(self._buf)
+        self._not_lent = sys.getrefcount(self._buf)
+        """``sys.getrefcount`` of the receive buffer when nothing handed out refers to it (measured
+        here, as the checks measure it: the attribute and the persistent view, on this interpreter).
+        Each body handed out is a view of its own over the buffer and holds one more reference, as
+        does anything built on it (a slice, a numpy or Arrow array): the buffer is reused only at
+        this count."""
         self._start = 0  # the unread bytes are _buf[_start:_end]
         self._end = 0
         self._rcv_ms = 0
@@ -335,7 +337,7 @@ class BlockingConnection:
                     self._start = start + need
                     cmd, body_at = decode_frame_head(self._view, start + 4, start + need)
                     return cmd, memoryview(self._buf)[body_at : start + need]
-            elif start == end and start and sys.getrefcount(self._buf) <= _NOT_LENT:
+            elif start == end and start and sys.getrefcount(self._buf) <= self._not_lent:
                 self._start = self._end = start = end = 0  # all read, nothing handed out in use: reuse
             if start + need > len(self._buf) or (start == end and len(self._buf) - end < len(self._buf) >> 2):
                 self._make_room(need)
@@ -374,7 +376,7 @@ class BlockingConnection:
         when too small)."""
         start, end = self._start, self._end
         size = len(self._buf)
-        if need <= size and sys.getrefcount(self._buf) <= _NOT_LENT:
+        if need <= size and sys.getrefcount(self._buf) <= self._not_lent:
             self._buf[: end - start] = self._buf[start:end]  # a copy first: the ranges may overlap
         else:
             if need > size:
