@@ -83,15 +83,29 @@ class GroupCommitService:
             return True
         if self._closed:
             return False
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
-        heapq.heappush(self._waiters, (end_offset, next(self._seq), fut))
-        self._kick(loop)
-        timer = loop.call_later(self.sync_flush_timeout, self._time_out, fut, end_offset)
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        timer = self.add_waiter(end_offset, fut)
         try:
             return await fut
         finally:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
+
+    def add_waiter(self, end_offset: int, fut: asyncio.Future[bool]) -> asyncio.TimerHandle | None:
+        """:meth:`wait_for_flush` without a coroutine: ``fut`` (of the running loop) gets True once
+        the commit log is fsynced up to ``end_offset``, False after ``sync_flush_timeout`` or at
+        shutdown. Returns the timeout's timer (None when ``fut`` is done already), for the caller to
+        cancel once ``fut`` is done."""
+        if end_offset <= self.flushed_position:
+            fut.set_result(True)
+            return None
+        if self._closed:
+            fut.set_result(False)
+            return None
+        loop = fut.get_loop()
+        heapq.heappush(self._waiters, (end_offset, next(self._seq), fut))
+        self._kick(loop)
+        return loop.call_later(self.sync_flush_timeout, self._time_out, fut, end_offset)
 
     def _time_out(self, fut: asyncio.Future[bool], end_offset: int) -> None:
         if not fut.done():

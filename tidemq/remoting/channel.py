@@ -391,7 +391,9 @@ class Channel:
             self._flush_scheduled = flushing
             return False
         transport = self._transport
-        if transport is None or self._closed or transport.is_closing():
+        if not answer:  # ANSWER_LATER: through answer_later()
+            pass
+        elif transport is None or self._closed or transport.is_closing():
             log.debug("%s: channel closed before the answer to code %d", self.remote_addr, code)
         elif flushing or self._wbuf:  # with the answers written meanwhile
             self._wbuf.append(answer)
@@ -402,6 +404,29 @@ class Channel:
         if after:
             self._run_after(after)
         return True
+
+    def answer_later(self) -> Callable[[bytes], None]:
+        """For a fast path that answers after its read (it returns
+        :data:`~tidemq.remoting.processor.ANSWER_LATER`): the function to call once with the answer
+        frame. The work asked to run after the request's answer (:func:`call_after_write`) waits for
+        that write, as for a request whose processor has to wait."""
+        after: list[Callable[[], None]] | None = getattr(_reading, "after", None)
+        mine = after[:] if after else []
+        if after:
+            after.clear()
+
+        def write(frame: bytes) -> None:
+            transport = self._transport
+            if transport is None or self._closed or transport.is_closing():
+                log.debug("%s: channel closed before a late answer", self.remote_addr)
+            else:
+                self._wbuf.append(frame)
+                if not self._in_read:  # else the read being handled writes it with its own
+                    self._flush()
+            if mine:
+                self._run_after(mine)
+
+        return write
 
     def _run_after(self, callbacks: list[Callable[[], None]]) -> None:
         for callback in callbacks:

@@ -84,8 +84,10 @@ class RPCHook(Protocol):
 
 
 FastPath = Callable[["Channel", dict[str, Any], bytes], "bytes | None"]
-"""``(channel, decoded JSON header, body) -> answer frame | None``: see
+"""``(channel, decoded JSON header, body) -> answer frame | ANSWER_LATER | None``: see
 :meth:`RequestDispatcher.register_fast_path`."""
+ANSWER_LATER = b""
+"""What a fast path returns when it answers later, through ``channel.answer_later()``."""
 
 
 def not_supported_response(code: int) -> RemotingCommand:
@@ -132,7 +134,9 @@ class RequestDispatcher:
         A channel whose read is exactly one whole frame with a JSON header calls
         ``fast_path(channel, header, body)`` with the header as decoded JSON (a dict, not checked yet)
         and the body, before any :class:`RemotingCommand` is made. It returns the whole answer frame
-        (length prefix included) after doing the request's work, or None *before doing anything*: then
+        (length prefix included) after doing the request's work (or :data:`ANSWER_LATER` after
+        taking ``channel.answer_later()``, which it then calls once with the frame), or None *before
+        doing anything*: then
         the request takes the general path (decode, processor, encode) as usual. It must answer
         exactly as the code's processor would (a deliberately unrolled twin, tested against it), and is
         not used while RPC hooks are registered (they see every request). An exception it raises is

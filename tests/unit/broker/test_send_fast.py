@@ -41,7 +41,8 @@ _USUAL = st.fixed_dictionaries(
         "n": st.sampled_from([None, "broker-a"]),
     }
 )
-_SEND = st.tuples(_USUAL, st.lists(st.tuples(st.sampled_from("abcdefghijklmn"), _ODD), max_size=1)).map(
+_ONE_ODD = st.tuples(st.sampled_from("abcdefghijklmn"), _ODD).map(lambda odd: [odd])
+_SEND = st.tuples(_USUAL, st.sampled_from([[], [], []]) | _ONE_ODD).map(
     lambda usual_odd: {**usual_odd[0], **dict(usual_odd[1])}  # now and then one field set to anything
 )
 _FRAME = st.tuples(
@@ -77,38 +78,77 @@ def _processor(root: Path) -> SendMessageProcessor:
     return processor
 
 
-def _general(processor: SendMessageProcessor, frame: bytes) -> bytes | None:
+class GroupCommit:
+    """A group commit whose fsync succeeds (``ok``) or times out, now or one loop turn later."""
+
+    def __init__(self, ok: bool, later: bool) -> None:
+        self.ok, self.later = ok, later
+
+    async def wait_for_flush(self, end_offset: int) -> bool:
+        if self.later:
+            await asyncio.sleep(0)
+        return self.ok
+
+    def add_waiter(self, end_offset: int, fut: asyncio.Future[bool]) -> asyncio.TimerHandle | None:
+        if not self.later:
+            fut.set_result(self.ok)
+            return None
+        loop = fut.get_loop()
+        loop.call_soon(fut.set_result, self.ok)
+        return loop.call_later(60, lambda: None)
+
+
+def _sync(processor: SendMessageProcessor, flush: GroupCommit | None) -> None:
+    broker = processor.broker
+    broker.group_commit_service = flush
+    broker.wait_for_flush = None if flush is None else flush.wait_for_flush
+
+
+async def _general(processor: SendMessageProcessor, frame: bytes) -> bytes | None:
     request = decode_frame(frame[4:])
     channel: Any = SimpleNamespace(remote_addr="10.0.0.1:5000")
-    response = asyncio.run(processor.process_request(channel, request))
+    response = await processor.process_request(channel, request)
     if response is None or request.is_oneway:
         return None
     return encode_command(response.response_to(request))
 
 
-def _fast(processor: SendMessageProcessor, fast: FastSend, frame: bytes) -> bytes | None:
-    """What the channel does: the fast path, else the general path."""
+async def _fast(processor: SendMessageProcessor, fast: FastSend, frame: bytes) -> bytes | None:
+    """What the channel does: the fast path (its answer now or later), else the general path."""
     hlen = int.from_bytes(frame[4:8], "big")
-    channel: Any = SimpleNamespace(remote_addr="10.0.0.1:5000")
+    late: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+    channel: Any = SimpleNamespace(remote_addr="10.0.0.1:5000", answer_later=lambda: late.set_result)
     answer = fast(channel, orjson.loads(frame[8 : 8 + hlen]), frame[8 + hlen :])
-    return _general(processor, frame) if answer is None else answer
+    if answer is None:
+        return await _general(processor, frame)
+    return answer or await late
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(_FRAME, min_size=1, max_size=8))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(_FRAME, min_size=1, max_size=8),
+    st.sampled_from([None, GroupCommit(True, True), GroupCommit(False, True), GroupCommit(True, False)]),
+)
 def test_fast_sends_answer_and_store_as_the_general_path(
-    tmp_path_factory: pytest.TempPathFactory, frames: list[Any]
+    tmp_path_factory: pytest.TempPathFactory, frames: list[Any], flush: GroupCommit | None
 ) -> None:
+    """ASYNC_FLUSH, and SYNC_FLUSH with the fsync done later, timed out, or done already."""
     root = tmp_path_factory.mktemp("send")
     quick, general = _processor(root / "fast"), _processor(root / "general")
+    for processor in (quick, general):
+        _sync(processor, flush)
     fast = FastSend(quick)
     quick._valid_topics.update(("T", "M", "%RETRY%g", "Unknown"))  # names the general path checks first
     clock = pytest.MonkeyPatch()
     clock.setattr(send_module, "now_ms", lambda: 1_700_000_000_000)  # timer messages: the same due time
-    try:
+
+    async def sends() -> None:
         for spec in frames:
             frame = _whole(*spec)
-            assert _fast(quick, fast, frame) == _general(general, frame)
+            assert await _fast(quick, fast, frame) == await _general(general, frame)
+
+    try:
+        asyncio.run(sends())
         stores = quick.broker.store, general.broker.store
         for store in stores:
             store.dispatch_pending()
@@ -125,8 +165,8 @@ def test_fast_sends_answer_and_store_as_the_general_path(
 
 
 def test_fast_path_takes_the_usual_send_and_declines_when_the_answer_must_wait(tmp_path: Path) -> None:
-    """A plain send to a checked topic is answered here; with a group commit to wait for (WAIT) or a
-    topic not checked yet it is declined, with nothing stored."""
+    """A plain send to a checked topic is answered here; with a SYNC_MASTER's slave to wait for
+    (WAIT) or a topic not checked yet it is declined, with nothing stored."""
     processor = _processor(tmp_path)
     fast = FastSend(processor)
     frame = _whole({"b": "T", "e": "1", "f": "0", "i": "UNIQ_KEY\x01AB"}, b"body", 0, "JAVA", 9)
@@ -135,10 +175,10 @@ def test_fast_path_takes_the_usual_send_and_declines_when_the_answer_must_wait(t
     channel: Any = SimpleNamespace(remote_addr="10.0.0.1:5000")
     try:
         assert fast(channel, header, body) is None  # topic not checked yet by the general path
-        assert _general(processor, frame) is not None
-        processor.broker.group_commit_service = object()
-        assert fast(channel, header, body) is None  # WAIT (the default) under SYNC_FLUSH
-        processor.broker.group_commit_service = None
+        assert asyncio.run(_general(processor, frame)) is not None
+        processor.broker.ha = SimpleNamespace(is_sync_master=True)
+        assert fast(channel, header, body) is None  # WAIT (the default) with a slave to wait for
+        processor.broker.ha = None
         stored = processor.broker.store.commit_log.get_max_offset()
         answer = fast(channel, header, body)
         assert answer is not None

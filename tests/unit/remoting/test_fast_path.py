@@ -7,8 +7,8 @@ from typing import Any
 
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.command import RemotingCommand, decode_frame, encode_command
-from tidemq.remoting.channel import Channel
-from tidemq.remoting.processor import RequestDispatcher
+from tidemq.remoting.channel import Channel, call_after_write
+from tidemq.remoting.processor import ANSWER_LATER, RequestDispatcher
 
 
 class Transport:
@@ -94,3 +94,23 @@ class Hook:
         self, remote_addr: str, request: RemotingCommand, response: RemotingCommand
     ) -> None:
         pass
+
+
+async def test_a_late_answer_goes_out_before_the_work_after_it() -> None:
+    """A fast path answering later (ANSWER_LATER): nothing written in the read; the work asked to
+    run after the answer (call_after_write) runs after the late write, not before."""
+    answer = encode_command(RemotingCommand.create_response(ResponseCode.SUCCESS, "late", opaque=3))
+    events: list[str] = []
+    late: list[Any] = []
+
+    def fast(header: dict[str, Any], body: bytes) -> bytes:
+        call_after_write(lambda: events.append("after"))
+        late.append(channel.answer_later())
+        return ANSWER_LATER
+
+    channel, transport, _ = _channel(fast)
+    channel._on_data(encode_command(RemotingCommand(7, opaque=3)))
+    assert transport.writes == [] and events == []
+    transport.write = lambda data: (events.append("written"), Transport.write(transport, data))  # type: ignore[method-assign]
+    late[0](answer)
+    assert transport.writes == [answer] and events == ["written", "after"]

@@ -5,14 +5,16 @@
 is exactly one whole frame with a JSON header hands it the decoded header and the body before any
 ``RemotingCommand`` exists. It takes the send nearly every client makes (a plain message: no delay
 level, timer or half-message property, not a retry topic, not a batch, to a known writable topic,
-answered without waiting for a flush or a slave) through the same checks, put, statistics and answer
+answered without waiting for a slave) through the same checks, put, statistics and answer
 as :meth:`SendMessageProcessor.process_request
 <tidemq.broker.processor.send.SendMessageProcessor.process_request>`, and answers with a ready frame:
 the answer's JSON header is a template with the message id, queue id, queue offset and opaque
-spliced in, not a ``RemotingCommand`` encoded per answer.
+spliced in, not a ``RemotingCommand`` encoded per answer. Under SYNC_FLUSH the answer goes out when
+the group commit's fsync covers the message (``GroupCommitService.add_waiter``, a callback, not a
+task), as the general path's ``_handle_put_result`` answers after ``wait_for_flush``.
 
 Anything else (a header the general path would parse differently or refuse, a send it would refuse,
-a feature path, SYNC_FLUSH or SYNC_MASTER with ``WAIT``) gets None back *before any side effect*, and
+a feature path, SYNC_MASTER with ``WAIT``) gets None back *before any side effect*, and
 the request takes the general path as if this had not run. A put that fails answers as the general
 path does (its error response, encoded the usual way).
 
@@ -22,8 +24,11 @@ stored and counted byte for byte as the general path does.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import struct
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -36,7 +41,8 @@ from tidemq.protocol.headers.send import V2_REQUIRED
 from tidemq.protocol.message import MessageConst
 from tidemq.protocol.message_codec import MAX_PROPERTIES_BYTES, MessageSysFlag
 from tidemq.protocol.topic import RETRY_GROUP_TOPIC_PREFIX
-from tidemq.store.results import PutMessageStatus
+from tidemq.remoting.processor import ANSWER_LATER
+from tidemq.store.results import AppendMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
     from tidemq.broker.processor.send import SendMessageProcessor
@@ -90,6 +96,7 @@ class FastSend:
         self._broker = processor.broker
         self._ext: dict[str, str] | None = None
         self._template = ""
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def __call__(self, channel: Channel, header: dict[str, Any], body: bytes) -> bytes | None:
         # what decode_json_header takes as it is (else: the general path)
@@ -143,10 +150,8 @@ class FastSend:
             props, wait, stored = processor._props(text)
             if not NOT_PLAIN.isdisjoint(props):
                 return None
-        if wait and (
-            broker.group_commit_service is not None or (broker.ha is not None and broker.ha.is_sync_master)
-        ):
-            return None
+        if wait and broker.ha is not None and broker.ha.is_sync_master:
+            return None  # a slave to wait for: the general path
         if len(body) > broker.store_config.max_message_size or len(stored) * 4 > MAX_PROPERTIES_BYTES:
             return None  # maybe too large: the general path measures and answers
         sys_flag = int(f)
@@ -169,10 +174,69 @@ class FastSend:
             broker.broker_stats.inc_put(topic, 1, append.wrote_bytes)
         if append is None or result.status is not _PUT_OK:
             return self._encoded(processor._put_error(result, ext_fields), opaque)
+        gcs = broker.group_commit_service
+        if wait and gcs is not None:  # SYNC_FLUSH: answered once the commit log is fsynced past it
+            flushed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            timer = gcs.add_waiter(append.wrote_offset + append.wrote_bytes, flushed)
+            if timer is not None:
+                answer_later = partial(
+                    self._flushed, channel.answer_later(), timer, append, queue_id, opaque, ext_fields
+                )
+                flushed.add_done_callback(answer_later)
+                return ANSWER_LATER
+            if not flushed.result():  # shut down
+                return self._answer(ResponseCode.FLUSH_DISK_TIMEOUT, append, queue_id, opaque, ext_fields)
+        return self._answer(ResponseCode.SUCCESS, append, queue_id, opaque, ext_fields)
+
+    def _answer(
+        self, code: int, append: AppendMessageResult, queue_id: int, opaque: int, ext_fields: dict[str, str]
+    ) -> bytes:
+        """The answer frame to a stored send (``_handle_put_result``'s): SUCCESS from the template."""
+        if code != ResponseCode.SUCCESS:
+            fields = ext_fields.copy()
+            fields["msgId"] = append.msg_id
+            fields["queueId"] = str(queue_id)
+            fields["queueOffset"] = str(append.logics_offset)
+            return self._encoded(RemotingCommand(code, flag=RPC_TYPE_RESPONSE, ext_fields=fields), opaque)
         if ext_fields is not self._ext:
             self._template, self._ext = answer_template(ext_fields), ext_fields
         answer = (self._template % (append.msg_id, queue_id, append.logics_offset, opaque)).encode()
         return _LENGTHS(len(answer) + 4, len(answer)) + answer
+
+    def _flushed(
+        self,
+        write: Callable[[bytes], None],
+        timer: asyncio.TimerHandle,
+        append: AppendMessageResult,
+        queue_id: int,
+        opaque: int,
+        ext_fields: dict[str, str],
+        flushed: asyncio.Future[bool],
+    ) -> None:
+        """The fsync a SYNC_FLUSH send waited for is done (True) or timed out (False): its answer."""
+        timer.cancel()
+        ha = self._broker.ha
+        if flushed.cancelled() or not flushed.result():
+            write(self._answer(ResponseCode.FLUSH_DISK_TIMEOUT, append, queue_id, opaque, ext_fields))
+        elif ha is not None and ha.is_sync_master:  # became SYNC_MASTER meanwhile: a slave too
+            task = asyncio.get_running_loop().create_task(
+                self._after_slave(write, append, queue_id, opaque, ext_fields)
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            write(self._answer(ResponseCode.SUCCESS, append, queue_id, opaque, ext_fields))
+
+    async def _after_slave(
+        self,
+        write: Callable[[bytes], None],
+        append: AppendMessageResult,
+        queue_id: int,
+        opaque: int,
+        ext_fields: dict[str, str],
+    ) -> None:
+        code = await self._broker.handle_ha(append.wrote_offset + append.wrote_bytes)
+        write(self._answer(code, append, queue_id, opaque, ext_fields))
 
     @staticmethod
     def _encoded(response: RemotingCommand, opaque: int) -> bytes:
