@@ -13,6 +13,13 @@ subscribed topic is read (round robin; one quick pass over them, then a long pol
 the previous batch of that queue is acked (or its invisible time ended, then the same messages come
 again, in order).
 
+FIFO pops carry an ``attemptId`` (as the v5 Java client's ``ReceiveMessageRequest.attempt_id``: a
+random UUID per logical pop of a (topic, broker), the same one on its retries, a new one once an
+answer brought messages). A pop whose answer is lost (timeout, connection cut) is sent again at once
+with the same id, and the broker answers it with the batch it already handed out instead of keeping
+the queue blocked for the invisible duration; if that answer is lost too, the next receive reuses
+the id.
+
 Example::
 
     consumer = SimpleConsumer(namesrv_addr=addr, consumer_group="cg", subscriptions={"TopicA": "*"})
@@ -29,6 +36,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +44,7 @@ from tidemq.client.config import ClientConfig, apply_overrides
 from tidemq.client.consumer.selector import Selector, subscription_of
 from tidemq.client.facade import BlockingFacade
 from tidemq.client.instance import ClientInstance
-from tidemq.errors import BrokerError, ClientError, TideMQError
+from tidemq.errors import BrokerError, ClientError, RemotingError, TideMQError
 from tidemq.protocol.body import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel, SubscriptionData
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -175,6 +183,8 @@ class AsyncSimpleConsumer:
             self.subscribe(topic, expression)
         self._brokers: dict[str, list[str]] = {}
         self._next = 0
+        self._attempts: dict[tuple[str, str], str] = {}
+        """FIFO: the ``attemptId`` of the current logical pop of each (topic, broker)."""
         self._instance: ClientInstance | None = None
         self._running = False
 
@@ -191,6 +201,8 @@ class AsyncSimpleConsumer:
         """Stop receiving from ``topic`` (sent with the next heartbeat)."""
         self._subs.pop(topic, None)
         self._brokers.pop(topic, None)
+        for key in [k for k in self._attempts if k[0] == topic]:
+            del self._attempts[key]
 
     @property
     def instance(self) -> ClientInstance:
@@ -311,13 +323,10 @@ class AsyncSimpleConsumer:
         topic, broker = targets[0]
         return await self._pop(topic, broker, max_messages, invisible_ms, poll_ms)
 
-    async def _pop(
-        self, topic: str, broker: str, max_nums: int, invisible_ms: int, poll_ms: int
-    ) -> list[MessageExt]:
-        inst = self.instance
-        addr = inst.find_broker_address_in_publish(broker)
-        if addr is None:
-            return []
+    def _pop_request(
+        self, topic: str, max_nums: int, invisible_ms: int, poll_ms: int, attempt_id: str | None
+    ) -> RemotingCommand:
+        """A POP_MESSAGE (200050) request of ``topic`` from every queue (``queueId`` -1)."""
         sub = self._subs[topic]
         header = PopMessageRequestHeader(
             consumer_group=self.group_name,
@@ -331,20 +340,55 @@ class AsyncSimpleConsumer:
             exp_type=sub.expression_type or "TAG",
             exp=sub.sub_string or "*",
             order=self.config.fifo,
+            attempt_id=attempt_id,
         )
         request = RemotingCommand.create_request(RequestCode.POP_MESSAGE, header.to_ext_fields())
         request.language = self.config.language
-        timeout = poll_ms / 1000.0 + self.config.mq_client_api_timeout
-        try:
-            response = await inst.remoting.invoke(addr, request, timeout)
-        except TideMQError as exc:
-            log.warning("pop from %s (%s) failed: %s", broker, addr, exc)
+        return request
+
+    async def _pop(
+        self, topic: str, broker: str, max_nums: int, invisible_ms: int, poll_ms: int
+    ) -> list[MessageExt]:
+        """One pop of ``topic`` from ``broker``; FIFO pops whose answer is lost are sent once more at
+        once with the same ``attemptId`` (see the module docstring). An empty list when the broker
+        is unknown, had nothing, or could not be reached."""
+        inst = self.instance
+        addr = inst.find_broker_address_in_publish(broker)
+        if addr is None:
             return []
+        attempt_id = (
+            self._attempts.setdefault((topic, broker), str(uuid.uuid4())) if self.config.fifo else None
+        )
+        timeout = poll_ms / 1000.0 + self.config.mq_client_api_timeout
+        response: RemotingCommand | None = None
+        for again in (False, True):
+            request = self._pop_request(topic, max_nums, invisible_ms, poll_ms, attempt_id)
+            try:
+                response = await inst.remoting.invoke(addr, request, timeout)
+                break
+            except RemotingError as exc:
+                if attempt_id is None or again:
+                    log.warning("pop from %s (%s) failed: %s", broker, addr, exc)
+                    return []
+                log.info(
+                    "pop from %s (%s) lost its answer (%s); again with attempt %s",
+                    broker,
+                    addr,
+                    exc,
+                    attempt_id,
+                )
+            except TideMQError as exc:
+                log.warning("pop from %s (%s) failed: %s", broker, addr, exc)
+                return []
+        assert response is not None
         if response.code in NOT_FOUND:
             return []
         if response.code != ResponseCode.SUCCESS:
             raise BrokerError.for_code(response.code, response.remark, addr)
         msgs = process_pop_response(response, topic, broker)
+        if msgs:  # delivered: the next pop is a new attempt (Java rotates on the raw answer)
+            self._attempts.pop((topic, broker), None)
+        sub = self._subs[topic]
         kept = [m for m in msgs if is_tag_matched(sub, m.tags)]
         for m in msgs:
             if m not in kept:  # a tag-hash collision at the broker: not ours, ack it away
