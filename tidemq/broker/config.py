@@ -65,6 +65,8 @@ class BrokerConfig:
         recall_message_enable: RECALL_MESSAGE (370) cancels timer messages (``broker/recall.py``; on
             by default, RocketMQ 5.3's ``recallMessageEnable`` is off).
         channel_expired_timeout: client channels silent this long are dropped (ms).
+        subscription_expired_timeout: a subscription known only from a group's pops is forgotten
+            this long after its last pop (ms; ``subscriptionExpiredTimeout``, 10 min).
         flush_consumer_offset_interval: consumerOffset.json persist period (ms).
         notify_consumer_ids_changed_enable: default for new subscription groups.
         cluster_topic_enable / broker_topic_enable: create the ``<cluster>`` / ``<broker>`` topics.
@@ -135,6 +137,7 @@ class BrokerConfig:
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     channel_expired_timeout: int = 120_000
+    subscription_expired_timeout: int = 600_000
     client_channel_scan_interval: int = 10_000
     flush_consumer_offset_interval: int = 5000
     notify_consumer_ids_changed_enable: bool = True

@@ -185,6 +185,7 @@ BROKER_RULES: dict[str, Rule] = {
     "register_broker_timeout_mills": _at_least(1),
     "broker_permission": _between(0, 7),
     "channel_expired_timeout": _at_least(1000),
+    "subscription_expired_timeout": _at_least(1000),
     "client_channel_scan_interval": _at_least(100),
     "flush_consumer_offset_interval": _at_least(100),
     "max_reconsume_times": _between(0, 10_000),

@@ -5,6 +5,13 @@ Mirrors RocketMQ's ``ConsumerManager``, ``ConsumerGroupInfo``, ``ClientChannelIn
 upsert a member and merge its subscriptions; when a member joins or leaves, or the group's topic set
 changes, every member gets NOTIFY_CONSUMER_IDS_CHANGED (40) so it rebalances at once.
 
+Groups that consume without heartbeats (POP) are kept apart, in the compensation table: each pop
+records the group's consume type (``CONSUME_POP``, CLUSTERING) and its subscriptions to the topic and
+to the topic's pop retry topic (``compensateBasicConsumerInfo`` / ``compensateSubscribeData``).
+Subscription lookups fall back to it; member lookups do not (a pop-only group has no members). A
+compensated subscription not refreshed by a pop for ``subscription_expired_timeout`` (10 min) is
+dropped with the housekeeping scan (``removeExpireConsumerGroupInfo``).
+
 The tables are plain synchronous state (thread-safe, ``now_ms`` passed in); notifications go through
 a listener callable, by default one that schedules ``Broker2Client.notify_consumer_ids_changed`` on
 the broker's event loop.
@@ -29,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: Java's ``BrokerConfig.channelExpiredTimeout`` default, milliseconds.
 CHANNEL_EXPIRED_TIMEOUT_MS = 120_000
+#: Java's ``BrokerConfig.subscriptionExpiredTimeout`` default, milliseconds.
+SUBSCRIPTION_EXPIRED_TIMEOUT_MS = 600_000
 
 
 class ClientChannel(Protocol):
@@ -230,6 +239,8 @@ class ConsumerManager:
         self.listener: ConsumerIdsChangeListener = listener or self._default_listener
         self._channel_expired_timeout_ms = channel_expired_timeout_ms
         self.consumer_table: dict[str, ConsumerGroupInfo] = {}
+        self.consumer_compensation_table: dict[str, ConsumerGroupInfo] = {}
+        """Groups seen only through their pops (``consumerCompensationTable``): no members."""
         self._mutex = threading.RLock()
 
     @property
@@ -258,16 +269,67 @@ class ConsumerManager:
         except Exception:  # a listener bug must not break heartbeats
             log.exception("consumer ids change listener failed for group %s", group)
 
-    def get_consumer_group_info(self, group: str) -> ConsumerGroupInfo | None:
-        """The group's state, or None when no member is registered."""
-        with self._mutex:
-            return self.consumer_table.get(group)
-
-    def find_subscription_data(self, group: str, topic: str) -> SubscriptionData | None:
-        """The subscription of ``group`` to ``topic``, or None (group or topic unknown)."""
+    def get_consumer_group_info(
+        self, group: str, from_compensation_table: bool = False
+    ) -> ConsumerGroupInfo | None:
+        """The group's state, or None when no member is registered (then, with
+        ``from_compensation_table``, what its pops recorded, if any)."""
         with self._mutex:
             info = self.consumer_table.get(group)
-            return info.find_subscription_data(topic) if info is not None else None
+            if info is None and from_compensation_table:
+                info = self.consumer_compensation_table.get(group)
+            return info
+
+    def find_subscription_data(
+        self, group: str, topic: str, from_compensation_table: bool = True
+    ) -> SubscriptionData | None:
+        """The subscription of ``group`` to ``topic`` from its members' heartbeats, else (with
+        ``from_compensation_table``, the default) from its pops; None when neither knows it."""
+        with self._mutex:
+            info = self.consumer_table.get(group)
+            found = info.find_subscription_data(topic) if info is not None else None
+            if found is None and from_compensation_table:
+                info = self.consumer_compensation_table.get(group)
+                found = info.find_subscription_data(topic) if info is not None else None
+            return found
+
+    def compensate_basic_consumer_info(self, group: str, consume_type: Any, message_model: Any) -> None:
+        """Record how ``group`` consumes without a heartbeat (a pop: ``CONSUME_POP``, CLUSTERING).
+        Mirrors ``compensateBasicConsumerInfo``."""
+        with self._mutex:
+            info = self.consumer_compensation_table.get(group)
+            if info is None:
+                info = self.consumer_compensation_table[group] = ConsumerGroupInfo(group, None, None, None)
+            info.consume_type = consume_type
+            info.message_model = message_model
+
+    def compensate_subscribe_data(self, group: str, topic: str, subscription: SubscriptionData) -> None:
+        """Record ``group``'s subscription to ``topic`` seen in a pop (its ``sub_version``, ms, is
+        when; it expires ``subscription_expired_timeout`` later). Mirrors ``compensateSubscribeData``."""
+        with self._mutex:
+            info = self.consumer_compensation_table.get(group)
+            if info is None:
+                info = self.consumer_compensation_table[group] = ConsumerGroupInfo(group, None, None, None)
+            info.subscription_table[topic] = subscription
+
+    @property
+    def subscription_expired_timeout_ms(self) -> int:
+        """``broker.config.subscription_expired_timeout`` when available, else 600 000."""
+        value = getattr(getattr(self.broker, "config", None), "subscription_expired_timeout", None)
+        return value if isinstance(value, int) else SUBSCRIPTION_EXPIRED_TIMEOUT_MS
+
+    def remove_expire_consumer_group_info(self, now_ms: int) -> None:
+        """Drop compensated subscriptions older than ``subscription_expired_timeout``, and a group
+        once its last one goes. Mirrors ``removeExpireConsumerGroupInfo``."""
+        timeout = self.subscription_expired_timeout_ms
+        with self._mutex:
+            for group, info in list(self.consumer_compensation_table.items()):
+                table = info.subscription_table
+                expired = [t for t, sub in table.items() if now_ms - int(sub.sub_version) > timeout]
+                for topic in expired:
+                    del table[topic]
+                if expired and not table:
+                    del self.consumer_compensation_table[group]
 
     def find_channel(self, group: str, client_id: str) -> ClientChannelInfo | None:
         """The member of ``group`` with ``client_id``, or None."""
@@ -357,7 +419,8 @@ class ConsumerManager:
         return removed
 
     def scan_not_active_channel(self, now_ms: int) -> list[tuple[str, ClientChannelInfo]]:
-        """Drop members silent for more than the channel expiry (120 s); notify the rest.
+        """Drop members silent for more than the channel expiry (120 s); notify the rest; then drop
+        expired compensated subscriptions (:meth:`remove_expire_consumer_group_info`).
 
         Returns the dropped ``(group, member)`` pairs; the caller closes their channels.
         Mirrors ``ConsumerManager.scanNotActiveChannel``.
@@ -385,6 +448,7 @@ class ConsumerManager:
                     events.append((ConsumerGroupEvent.CHANGE, group, info.get_all_channels()))
         for event, group, channels in events:
             self._fire(event, group, channels)
+        self.remove_expire_consumer_group_info(now_ms)
         return removed
 
     def query_topic_consume_by_who(self, topic: str) -> set[str]:

@@ -121,7 +121,7 @@ _NAMES = """
     statefulAuthenticationCacheMaxNum statefulAuthorizationCacheExpiredSecond
     statefulAuthorizationCacheMaxNum storePathBrokerIdentity storePathCommitLog
     storePathDLedgerCommitLog storePathEpochFile storePathRootDir storeReplyMessageEnable storeType
-    subscriptionExpiredTimeout syncBrokerMemberGroupPeriod syncBrokerMetadataPeriod
+    syncBrokerMemberGroupPeriod syncBrokerMetadataPeriod
     syncControllerMetadataPeriod syncFlushTimeout syncFromLastFile syncMasterFlushOffsetWhenStartup
     timerCheckMetricsWhen timerColdDataCheckIntervalMs timerCongestNumEachSlot timerEnableCheckMetrics
     timerEnableDisruptor timerEnableRetryUntilSuccess timerFlushIntervalMs timerGetMessageThreadNum

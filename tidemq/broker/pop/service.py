@@ -31,6 +31,7 @@ import struct
 from typing import TYPE_CHECKING
 
 from tidemq.broker.pop.ack import PopAcks
+from tidemq.broker.pop.compensate import compensate_pop_subscription
 from tidemq.broker.pop.extra_info import (
     POP_ORDER_REVIVE_QUEUE,
     build_extra_info,
@@ -252,7 +253,8 @@ class PopService:
         its un-acked messages come again, in order, with attempt + 1. A FIFO pop with the
         ``attempt_id`` of the batch in flight (a client retrying a pop whose answer it lost) gets that
         batch again at once, new handles, same attempt. ``init_mode`` (0 MIN, 1 MAX) places a group
-        new to a queue. Returns at once (see :meth:`pop_async` for long polling).
+        new to a queue. Records the group's subscription for admin views, as a heartbeat would
+        (``pop/compensate.py``). Returns at once (see :meth:`pop_async` for long polling).
 
         Raises:
             PopError: NO_PERMISSION, INVALID_PARAMETER (max_nums, invisible time, queue id),
@@ -262,6 +264,7 @@ class PopService:
         """
         self._check_pop(group, topic, queue_id, max_nums, invisible_ms)
         filters = pop_filter(self.broker, group, topic, expression_type, expression)
+        compensate_pop_subscription(self.broker, group, topic, expression_type, expression)
         pop_time = now_ms()
         if order:
             revive_qid = POP_ORDER_REVIVE_QUEUE

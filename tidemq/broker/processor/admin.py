@@ -278,7 +278,8 @@ class AdminBrokerProcessor:
             tc = broker.topic_config_manager.select_topic_config(t)
             if tc is None:
                 continue
-            if info is not None and info.subscription_table and info.find_subscription_data(t) is None:
+            subscribed = broker.consumer_manager.find_subscription_data(group, t)  # or popped
+            if info is not None and info.subscription_table and subscribed is None:
                 continue
             for qid in range(tc.read_queue_nums):
                 broker_offset = max(broker.store.get_max_offset_in_queue(t, qid), 0)

@@ -4,7 +4,8 @@ CHANGE_MESSAGE_INVISIBLETIME (200053) over remoting, as RocketMQ 5's broker serv
 
 The work is :class:`~tidemq.broker.pop.service.PopService`'s; this module parses headers, checks the
 client's clock (``now - bornTime - pollTime > 500`` ms -> POLLING_TIMEOUT "timeout too much") and
-maps results and :class:`~tidemq.broker.pop.result.PopError` to responses:
+maps results and :class:`~tidemq.broker.pop.result.PopError` to responses. Every pop records its
+group (and, once checked, its subscription) for groups that never heartbeat (``pop/compensate.py``).
 
 ========================  ===================================================================
 outcome                   response
@@ -23,6 +24,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, ClassVar
 
+from tidemq.broker.pop.compensate import compensate_pop_consumer
 from tidemq.broker.pop.result import PopError
 from tidemq.protocol.codes import RequestCode, ResponseCode
 from tidemq.protocol.command import RemotingCommand
@@ -69,6 +71,7 @@ class PopMessageProcessor:
             header = PopMessageRequestHeader.from_command(request)
         except HeaderError as exc:
             return _error(ResponseCode.INVALID_PARAMETER, f"bad pop request header: {exc}")
+        compensate_pop_consumer(self.broker, header.consumer_group)  # known without a heartbeat
         now = time.time_ns() // 1_000_000
         poll_ms = max(0, header.poll_time)
         if poll_ms > 0 and now - header.born_time - poll_ms > POLL_CLOCK_SLACK_MS:

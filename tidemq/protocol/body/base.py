@@ -72,10 +72,12 @@ class MessageModel(_WireEnum):
 
 
 class ConsumeType(_WireEnum):
-    """Mirrors ``ConsumeType``: pull consumer ACTIVELY (0), push consumer PASSIVELY (1)."""
+    """Mirrors ``ConsumeType``: pull consumer ACTIVELY (0), push consumer PASSIVELY (1), a group
+    seen through its pops POP (2, RocketMQ 5)."""
 
     CONSUME_ACTIVELY = "CONSUME_ACTIVELY"
     CONSUME_PASSIVELY = "CONSUME_PASSIVELY"
+    CONSUME_POP = "CONSUME_POP"
 
 
 class ConsumeFromWhere(_WireEnum):
