@@ -103,6 +103,21 @@ def test_python_v5_client_recalls_a_delay_message(serve: ServeProcess) -> None:
     assert sorted(m.body for m in again) == [b"kept", b"late"]
 
 
+def test_node_v5_client_recalls_a_delay_message(serve: ServeProcess) -> None:
+    """The Node client's Producer.recallMessage (RocketMQ 5.3's RecallMessage) with the send
+    receipt's recall handle cancels a delay message before its time: it is never delivered, while
+    one due later than it is."""
+    require("node")
+    topic = "V5RecallNode"
+    msgs = [{"body": "recalled", "delay_ms": 1500, "recall": "now"}, {"body": "kept", "delay_ms": 2500}]
+    spec = {"action": "produce", "endpoint": serve.fields["grpc"], "topic": topic, "messages": msgs}
+    sent = run_v5("node", spec)["sent"]
+    assert sent[0]["recalled"] == sent[0]["message_id"] and "recalled" not in sent[1]
+    assert [m.body for m in pull_all(serve.namesrv_addr, topic, 1)] == [b"kept"]
+    again = pull_all(serve.namesrv_addr, topic, 2, timeout=1.0, group="again")  # "recalled" was due 1 s ago
+    assert [m.body for m in again] == [b"kept"]
+
+
 def test_tidemq_proxy_in_front_of_the_cluster(serve: ServeProcess, tmp_path: Path) -> None:
     """``tidemq proxy --namesrv ADDR --grpc-port 0`` (cluster mode): a v5 producer and SimpleConsumer
     through it; the messages are in the broker for a 4.x consumer too."""

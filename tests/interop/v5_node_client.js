@@ -36,7 +36,7 @@ async function produce(spec) {
         sent.push({ message_id: receipt.messageId, transaction_id: receipt.transactionId });
       } else {
         const receipt = await producer.send(build(spec.topic, m));
-        sent.push({ message_id: receipt.messageId });
+        sent.push({ message_id: receipt.messageId, ...await recall(producer, spec.topic, m, receipt) });
       }
     }
     const want = spec.messages.filter(m => m.tx === 'check-commit').length;
@@ -47,6 +47,18 @@ async function produce(spec) {
     await producer.shutdown();
   }
   return { sent, checked };
+}
+
+// recall: "now" recalls a delay message at once (Producer.recallMessage, RocketMQ 5.3's RecallMessage);
+// "late" once its delivery time has passed (the server must refuse: it is delivered).
+async function recall(producer, topic, m, receipt) {
+  if (!m.recall) return {};
+  if (m.recall === 'late') await new Promise(r => setTimeout(r, (m.delay_ms || 0) + 1200));
+  try {
+    return { recalled: (await producer.recallMessage(topic, receipt.recallHandle)).messageId };
+  } catch (err) {
+    return { recall_error: String(err && err.message || err) };
+  }
 }
 
 function view(msg) {
