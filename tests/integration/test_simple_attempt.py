@@ -76,3 +76,19 @@ async def test_a_fifo_pop_whose_answer_is_lost_is_retried_with_its_attempt_id(
         await consumer.ack(got[0])
     finally:
         await consumer.shutdown()
+    plain = AsyncSimpleConsumer(
+        namesrv_addr=cluster.namesrv_addr,
+        consumer_group="PlainAttemptG",
+        subscriptions={"FifoAttempt": "*"},
+        await_duration=0,
+        instance_name="plain-attempt",
+    )
+    await plain.start()
+    hook = _CutAfterAnswer(plain.instance)
+    plain.instance.remoting.register_rpc_hook(hook)
+    try:
+        hook.lose = 1  # not FIFO: no attempt id, no retry (the messages come back after 60 s)
+        assert await plain.receive(2, 60) == []
+        assert hook.attempts == [None]
+    finally:
+        await plain.shutdown()

@@ -346,6 +346,41 @@ class AsyncSimpleConsumer:
         request.language = self.config.language
         return request
 
+    async def _send_pop(
+        self,
+        addr: str,
+        broker: str,
+        topic: str,
+        max_nums: int,
+        invisible_ms: int,
+        poll_ms: int,
+        attempt_id: str | None,
+    ) -> RemotingCommand | None:
+        """The broker's answer to one pop, or None when none came. A FIFO pop (``attempt_id``) whose
+        answer is lost is sent once more at once with the same id and no long polling: a batch the
+        broker popped for the lost answer comes back at once."""
+        remoting = self.instance.remoting
+        api_timeout = self.config.mq_client_api_timeout
+        request = self._pop_request(topic, max_nums, invisible_ms, poll_ms, attempt_id)
+        try:
+            return await remoting.invoke(addr, request, poll_ms / 1000.0 + api_timeout)
+        except RemotingError as exc:
+            if attempt_id is None:
+                log.warning("pop from %s (%s) failed: %s", broker, addr, exc)
+                return None
+            log.info(
+                "pop from %s (%s) lost its answer (%s); again, attempt %s", broker, addr, exc, attempt_id
+            )
+        except TideMQError as exc:
+            log.warning("pop from %s (%s) failed: %s", broker, addr, exc)
+            return None
+        request = self._pop_request(topic, max_nums, invisible_ms, 0, attempt_id)
+        try:
+            return await remoting.invoke(addr, request, api_timeout)
+        except TideMQError as exc:
+            log.warning("pop from %s (%s) failed again: %s (attempt %s kept)", broker, addr, exc, attempt_id)
+            return None
+
     async def _pop(
         self, topic: str, broker: str, max_nums: int, invisible_ms: int, poll_ms: int
     ) -> list[MessageExt]:
@@ -359,29 +394,8 @@ class AsyncSimpleConsumer:
         attempt_id = (
             self._attempts.setdefault((topic, broker), str(uuid.uuid4())) if self.config.fifo else None
         )
-        timeout = poll_ms / 1000.0 + self.config.mq_client_api_timeout
-        response: RemotingCommand | None = None
-        for again in (False, True):
-            request = self._pop_request(topic, max_nums, invisible_ms, poll_ms, attempt_id)
-            try:
-                response = await inst.remoting.invoke(addr, request, timeout)
-                break
-            except RemotingError as exc:
-                if attempt_id is None or again:
-                    log.warning("pop from %s (%s) failed: %s", broker, addr, exc)
-                    return []
-                log.info(
-                    "pop from %s (%s) lost its answer (%s); again with attempt %s",
-                    broker,
-                    addr,
-                    exc,
-                    attempt_id,
-                )
-            except TideMQError as exc:
-                log.warning("pop from %s (%s) failed: %s", broker, addr, exc)
-                return []
-        assert response is not None
-        if response.code in NOT_FOUND:
+        response = await self._send_pop(addr, broker, topic, max_nums, invisible_ms, poll_ms, attempt_id)
+        if response is None or response.code in NOT_FOUND:
             return []
         if response.code != ResponseCode.SUCCESS:
             raise BrokerError.for_code(response.code, response.remark, addr)
