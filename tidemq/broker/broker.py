@@ -566,8 +566,9 @@ class Broker:
         self, topic: str, queue_id: int, max_offset: int, tags_code: int, store_timestamp: int
     ) -> None:
         """Store listener after each put: wake held pulls (thread-safe; the store may run in a thread)."""
-        if self.ha is not None:
-            self.ha.notify_new_data()
+        ha = self.ha
+        if ha is not None and ha.service is not None and ha.service.connections:  # a slave to wake
+            ha.notify_new_data()
         if topic == "SCHEDULE_TOPIC_XXXX" and self.schedule_message_service is not None:
             self.schedule_message_service.notify_message_arriving(queue_id)
         elif topic == TIMER_TOPIC and self.timer_message_service is not None:

@@ -363,7 +363,13 @@ class Channel:
             return False
         length, hlen = _LENGTHS(data)
         body_at = 8 + hlen  # hlen > 0xFFFFFF: not a JSON header
-        if length != size - 4 or body_at > size or hlen > 0xFFFFFF or length > self.max_frame_size:
+        if (
+            length != size - 4
+            or body_at > size
+            or hlen > 0xFFFFFF
+            or length > self.max_frame_size
+            or not data.startswith(self._dispatcher.fast_prefixes, 8)
+        ):
             return False
         try:
             header = orjson.loads(data[8:body_at])

@@ -127,6 +127,10 @@ class MappedFile:
         mm = self._mm
         if mm is not None and end <= self._reserved and pos >= 0:  # the usual append: a copy
             mm[pos:end] = data
+        elif (
+            mm is None and pos >= 0 and end <= self.file_size and os.pwrite(self._fd, data, pos) == len(data)
+        ):
+            pass  # an unmapped file (consume queues): one pwrite, whole (else _write_slow writes it again)
         else:
             self._write_slow(pos, data, end)
         if end > self.wrote_position:

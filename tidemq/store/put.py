@@ -201,9 +201,14 @@ class CommitLogPut:
         """:meth:`put_message_batch` of a one-message batch given field by field (every plain single
         send: no :class:`MessageExtBatch` to build), ``prepared_transaction_offset`` 0. Same records,
         results and statuses."""
-        refused = self._refuse_put()
-        if refused is not None:
-            return refused
+        store = self._store
+        end = self._end
+        if not store._running or store.slave_mode or end < 0:
+            refused = self._refuse_put()
+            if refused is not None:
+                return refused
+        elif store.disk_guard.poll(end):  # _refuse_put's last check, inline (every other put)
+            return self._disk_full()
         return self._put_one(
             topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, 0, flag, body, properties
         )

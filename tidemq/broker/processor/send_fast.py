@@ -186,7 +186,10 @@ class FastSend:
                 return ANSWER_LATER
             if not flushed.result():  # shut down
                 return self._answer(ResponseCode.FLUSH_DISK_TIMEOUT, append, queue_id, opaque, ext_fields)
-        return self._answer(ResponseCode.SUCCESS, append, queue_id, opaque, ext_fields)
+        if ext_fields is not self._ext:  # _answer's SUCCESS, inline
+            self._template, self._ext = answer_template(ext_fields), ext_fields
+        answer = (self._template % (append.msg_id, queue_id, append.logics_offset, opaque)).encode()
+        return _LENGTHS(len(answer) + 4, len(answer)) + answer
 
     def _answer(
         self, code: int, append: AppendMessageResult, queue_id: int, opaque: int, ext_fields: dict[str, str]
