@@ -121,7 +121,7 @@ def run(count: int) -> dict[str, Any]:
                     t0 = time.perf_counter()
                     traced.send(Message(TOPIC, BODY))
                     traced_sends.append((time.perf_counter() - t0) * 1000)
-            dispatcher = traced._core.trace_hook.dispatcher
+            dispatcher = traced.core.trace_hook.dispatcher
         finally:
             stop.set()
             child.join(30)

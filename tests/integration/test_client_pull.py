@@ -119,7 +119,7 @@ def test_commit_sync_sends_only_changed_queues(tmp_path: Path) -> None:
         )
         consumer.assign(queues)
         consumer.start()
-        api = consumer._core.instance.api
+        api = consumer.core.instance.api
         sent: list[tuple[str, int]] = []
         real_build = api.build_update_consumer_offset_request
 

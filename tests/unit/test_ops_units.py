@@ -58,7 +58,7 @@ class _FakeAdmin(OffsetOps):
     async def _broker_groups(self, topic: str | None, timeout: float | None) -> dict[str, list[str]]:
         return self.groups
 
-    async def _invoke_checked(
+    async def invoke_checked(
         self, addr: str, request: RemotingCommand, timeout: float | None
     ) -> RemotingCommand:
         self.asked.append(addr)

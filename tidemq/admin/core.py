@@ -115,9 +115,16 @@ class AdminCore:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    async def _invoke_checked(
+    async def invoke_checked(
         self, addr: str, request: RemotingCommand, timeout: float | None
     ) -> RemotingCommand:
+        """``request`` to ``addr`` (``host:port``), answered within ``timeout`` s (None: the
+        client's ``timeout``); returns the SUCCESS answer (``MQClientAPIImpl``'s pattern).
+
+        Raises:
+            BrokerError: the answer's code is not SUCCESS (its remark and ``addr`` in the text).
+            RemotingError: no answer (connect failure, timeout).
+        """
         request.language = self.api.language
         resp = await self.remoting.invoke(addr, request, self.timeout if timeout is None else timeout)
         if resp.code != ResponseCode.SUCCESS:
@@ -128,7 +135,7 @@ class AdminCore:
         last: Exception | None = None
         for addr in self.namesrv_addrs:
             try:
-                return await self._invoke_checked(addr, request_factory(), timeout)
+                return await self.invoke_checked(addr, request_factory(), timeout)
             except RemotingError as exc:
                 last = exc
         assert last is not None
@@ -323,7 +330,7 @@ class AdminCore:
             req = RemotingCommand.create_request(
                 RequestCode.GET_TOPIC_STATS_INFO, GetTopicStatsInfoRequestHeader(topic=topic).to_ext_fields()
             )
-            resp = await self._invoke_checked(addr, req, timeout)
+            resp = await self.invoke_checked(addr, req, timeout)
             if resp.body:
                 table.offset_table.update(TopicStatsTable.decode(resp.body).offset_table)
         return table
@@ -335,7 +342,7 @@ class AdminCore:
     ) -> list[str]:
         addrs = [broker_addr] if broker_addr else list((await self.all_broker_addrs()).values())
         await asyncio.gather(
-            *(self._invoke_checked(a, RemotingCommand.create_request(code, ext), timeout) for a in addrs)
+            *(self.invoke_checked(a, RemotingCommand.create_request(code, ext), timeout) for a in addrs)
         )
         return addrs
 
@@ -401,5 +408,5 @@ async def _on_each(
     """
     if not addrs:
         raise ClientError("no broker is registered with the name server")
-    await asyncio.gather(*(core._invoke_checked(a, request(), timeout) for a in addrs))
+    await asyncio.gather(*(core.invoke_checked(a, request(), timeout) for a in addrs))
     return addrs

@@ -110,7 +110,7 @@ class BrokerOps(OffsetOps):
     ) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO (28): the broker's ``KVTable`` (``putTps``, ``msgPutTotalTodayNow``...)."""
         req = RemotingCommand.create_request(RequestCode.GET_BROKER_RUNTIME_INFO)
-        resp = await self._invoke_checked(broker_addr, req, timeout)
+        resp = await self.invoke_checked(broker_addr, req, timeout)
         return dict(KVTable.decode(resp.body).table) if resp.body else {}
 
     async def cluster_list(self) -> list[BrokerRow]:
@@ -134,7 +134,7 @@ class BrokerOps(OffsetOps):
 
     async def get_broker_config(self, broker_addr: str, timeout: float | None = None) -> dict[str, str]:
         """GET_BROKER_CONFIG (26): the broker's options (camelCase keys, text values)."""
-        resp = await self._invoke_checked(
+        resp = await self.invoke_checked(
             broker_addr, RemotingCommand.create_request(RequestCode.GET_BROKER_CONFIG), timeout
         )
         return parse_properties_text(resp.body.decode("utf-8", "replace"))
@@ -154,7 +154,7 @@ class BrokerOps(OffsetOps):
         addrs = await self._master_addrs(broker_addr, cluster)
         await asyncio.gather(
             *(
-                self._invoke_checked(
+                self.invoke_checked(
                     a, RemotingCommand.create_request(RequestCode.UPDATE_BROKER_CONFIG, None, body), None
                 )
                 for a in addrs
@@ -173,7 +173,7 @@ class BrokerOps(OffsetOps):
         req = RemotingCommand.create_request(
             RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": stats_name, "statsKey": stats_key}
         )
-        resp = await self._invoke_checked(broker_addr, req, timeout)
+        resp = await self.invoke_checked(broker_addr, req, timeout)
         data: dict[str, dict[str, float]] = orjson.loads(resp.body)
         return data
 
@@ -194,7 +194,7 @@ class BrokerOps(OffsetOps):
             if not addr:
                 continue
             req = RemotingCommand.create_request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
-            resp = await self._invoke_checked(addr, req, None)
+            resp = await self.invoke_checked(addr, req, None)
             if resp.body:
                 groups.update(orjson.loads(resp.body).get("groupList") or [])
         return sorted(groups)
@@ -233,7 +233,7 @@ class BrokerOps(OffsetOps):
         """GET_NAMESRV_CONFIG (319) of every name server: ``{addr: {key: value}}``."""
         out: dict[str, dict[str, str]] = {}
         for addr in self.namesrv_addrs:
-            resp = await self._invoke_checked(
+            resp = await self.invoke_checked(
                 addr, RemotingCommand.create_request(RequestCode.GET_NAMESRV_CONFIG), None
             )
             out[addr] = parse_properties_text(resp.body.decode("utf-8", "replace"))
@@ -245,7 +245,7 @@ class BrokerOps(OffsetOps):
             raise ClientError("namespace and key are required")
         ext = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value).to_ext_fields()
         for addr in self.namesrv_addrs:
-            await self._invoke_checked(
+            await self.invoke_checked(
                 addr, RemotingCommand.create_request(RequestCode.PUT_KV_CONFIG, dict(ext)), None
             )
 
@@ -265,6 +265,6 @@ class BrokerOps(OffsetOps):
         """DELETE_KV_CONFIG (102) on every name server (``mqadmin deleteKvConfig``)."""
         ext = DeleteKVConfigRequestHeader(namespace=namespace, key=key).to_ext_fields()
         for addr in self.namesrv_addrs:
-            await self._invoke_checked(
+            await self.invoke_checked(
                 addr, RemotingCommand.create_request(RequestCode.DELETE_KV_CONFIG, dict(ext)), None
             )

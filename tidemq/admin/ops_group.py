@@ -87,14 +87,14 @@ class GroupOps(BrokerOps):
         addrs = sorted(a for a in masters.values() if a)
         ext = DeleteTopicRequestHeader(topic=topic).to_ext_fields()
         for addr in addrs:
-            await self._invoke_checked(
+            await self.invoke_checked(
                 addr, RemotingCommand.create_request(RequestCode.DELETE_TOPIC_IN_BROKER, dict(ext)), None
             )
         ns_ext = dict(ext)
         if cluster:
             ns_ext["clusterName"] = cluster
         for addr in self.namesrv_addrs:
-            await self._invoke_checked(
+            await self.invoke_checked(
                 addr, RemotingCommand.create_request(RequestCode.DELETE_TOPIC_IN_NAMESRV, dict(ns_ext)), None
             )
         return addrs
@@ -131,7 +131,7 @@ class GroupOps(BrokerOps):
                 topic_sys_flag=qd.topic_sys_flag,
                 order=False,
             ).to_ext_fields()
-            await self._invoke_checked(
+            await self.invoke_checked(
                 addr, RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, ext), None
             )
             out.append(addr)
@@ -146,7 +146,7 @@ class GroupOps(BrokerOps):
         body = orjson.dumps(config.to_json())
         addrs = await self._master_addrs(broker_addr, cluster)
         for addr in addrs:
-            await self._invoke_checked(
+            await self.invoke_checked(
                 addr,
                 RemotingCommand.create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body),
                 None,
@@ -155,7 +155,7 @@ class GroupOps(BrokerOps):
 
     async def get_all_subscription_group(self, broker_addr: str) -> dict[str, SubscriptionGroupConfig]:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): ``{group: config}`` of one broker."""
-        resp = await self._invoke_checked(
+        resp = await self.invoke_checked(
             broker_addr, RemotingCommand.create_request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG), None
         )
         table = (fastjson_loads(resp.body) or {}).get("subscriptionGroupTable") or {}
@@ -192,7 +192,7 @@ class GroupOps(BrokerOps):
             group_name=group, remove_offset=remove_offset
         ).to_ext_fields()
         for addr in holders:
-            await self._invoke_checked(
+            await self.invoke_checked(
                 addr, RemotingCommand.create_request(RequestCode.DELETE_SUBSCRIPTIONGROUP, dict(ext)), None
             )
         return holders
@@ -216,7 +216,7 @@ class GroupOps(BrokerOps):
                 RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}
             )
             try:
-                resp = await self._invoke_checked(addr, req, None)
+                resp = await self.invoke_checked(addr, req, None)
             except BrokerError as exc:
                 last = exc
                 continue
@@ -243,7 +243,7 @@ class GroupOps(BrokerOps):
         last: Exception | None = None
         for addr in (await self.all_broker_addrs()).values():
             try:
-                resp = await self._invoke_checked(
+                resp = await self.invoke_checked(
                     addr,
                     RemotingCommand.create_request(RequestCode.GET_CONSUMER_RUNNING_INFO, dict(ext)),
                     12.0,
@@ -344,7 +344,7 @@ class GroupOps(BrokerOps):
             "offline": str(offline).lower(),
         }
         for addr in addrs:
-            await self._invoke_checked(
+            await self.invoke_checked(
                 addr, RemotingCommand.create_request(RequestCode.CLONE_GROUP_OFFSET, dict(ext)), None
             )
         return addrs

@@ -132,7 +132,7 @@ class OffsetOps(AdminCore):
             for addr in addrs:
                 req = RemotingCommand.create_request(RequestCode.GET_CONSUME_STATS, dict(ext))
                 try:
-                    body = (await self._invoke_checked(addr, req, timeout)).body or b""
+                    body = (await self.invoke_checked(addr, req, timeout)).body or b""
                     break
                 except RemotingError as exc:
                     errors.append(f"{addr}: {exc}")
@@ -189,7 +189,7 @@ class OffsetOps(AdminCore):
                 GetConsumerConnectionListRequestHeader(consumer_group=group).to_ext_fields(),
             )
             try:
-                resp = await self._invoke_checked(addr, req, timeout)
+                resp = await self.invoke_checked(addr, req, timeout)
             except BrokerError as exc:
                 last = exc
                 continue

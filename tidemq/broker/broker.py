@@ -322,13 +322,13 @@ class Broker:
         """5. The first registration with the name servers, then the periodic tasks."""
         await self.register_broker_all()
         period = min(60_000, max(10_000, self.config.register_name_server_period)) / 1000.0
-        self._every(period, self.registrar.register_periodic, "register-broker")
-        self._every(
+        self.every(period, self.registrar.register_periodic, "register-broker")
+        self.every(
             self.config.flush_consumer_offset_interval / 1000.0, self._persist_offsets, "persist-offsets"
         )
-        self._every(self.config.client_channel_scan_interval / 1000.0, self._scan_channels, "scan-channels")
-        self._every(10.0, self._retention_check, "clean-expired")
-        self._every(10.0, self._sample_stats, "stats-sample")
+        self.every(self.config.client_channel_scan_interval / 1000.0, self._scan_channels, "scan-channels")
+        self.every(10.0, self._retention_check, "clean-expired")
+        self.every(10.0, self._sample_stats, "stats-sample")
         log.info(
             "broker %s (%s) started at %s",
             self.config.broker_name,
@@ -512,7 +512,11 @@ class Broker:
 
     # -- periodic tasks ---------------------------------------------------------------------------
 
-    def _every(self, period: float, fn: Callable[[], Awaitable[Any]], name: str) -> None:
+    def every(self, period: float, fn: Callable[[], Awaitable[Any]], name: str) -> None:
+        """Run ``await fn()`` every ``period`` s (first after one period) on the broker's loop until
+        shutdown, as task ``name``; an exception it raises is logged and the next run goes on
+        (the ``scheduledExecutorService.scheduleAtFixedRate`` jobs of ``BrokerController``)."""
+
         async def run() -> None:
             while not self._stop.is_set():
                 with contextlib.suppress(TimeoutError):

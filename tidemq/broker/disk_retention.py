@@ -36,9 +36,7 @@ def consumer_floors(broker: Broker) -> dict[TopicQueueKey, dict[str, int]]:
     Thread-safe: the offset table is copied under its lock; the consumer table is copied first.
     """
     floors: dict[TopicQueueKey, dict[str, int]] = {}
-    com = broker.consumer_offset_manager
-    with com._lock:
-        table = {key: dict(queues) for key, queues in com.offset_table.items()}
+    table = broker.consumer_offset_manager.copy_table()
     for key, queues in table.items():
         topic, _, group = key.partition("@")
         for qid, offset in queues.items():

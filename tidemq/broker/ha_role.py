@@ -82,7 +82,7 @@ class BrokerHA:
             )
             self.client.start()
             self.slave_synchronize = SlaveSynchronize(broker)
-            broker._every(SYNC_INTERVAL, self.slave_synchronize.sync_all, "slave-sync")
+            broker.every(SYNC_INTERVAL, self.slave_synchronize.sync_all, "slave-sync")
             return
         self.service = HAService(
             broker.store, broker.config.listen_host, broker.config.resolved_ha_listen_port(), self.ha_config

@@ -138,6 +138,18 @@ class ConsumerOffsetManager:
 
     # -- offsets -----------------------------------------------------------------------------
 
+    def copy_table(self) -> dict[str, dict[int, int]]:
+        """A copy of the offsets, ``{"topic@group": {queue_id: next offset}}``, taken under the lock."""
+        with self._lock:
+            return {key: dict(queues) for key, queues in self.offset_table.items()}
+
+    def put_all(self, table: dict[str, dict[int, int]]) -> None:
+        """Overwrite the entries named in ``table`` (``{"topic@group": {queue_id: offset}}``),
+        keeping the others: a slave taking its master's offsets (``offsetTable.putAll`` in
+        ``SlaveSynchronize.syncConsumerOffset``). Not journalled: follow with ``persist()``."""
+        with self._lock:
+            self.offset_table.update(table)
+
     def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Store ``offset`` for (group, topic, queue); a smaller value than stored is logged, still kept."""
         if not (is_valid_group(group) and is_valid_topic(topic)):  # no state from bad names

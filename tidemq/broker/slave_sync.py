@@ -102,9 +102,9 @@ class SlaveSynchronize:
         obj = fastjson_loads(await self._get(RequestCode.GET_ALL_CONSUMER_OFFSET))
         table = obj.get("offsetTable", {}) if isinstance(obj, dict) else {}
         com = self.broker.consumer_offset_manager
-        with com._lock:
-            for key, queues in table.items():
-                com.offset_table[str(key)] = {int(q): int(o) for q, o in dict(queues).items()}
+        com.put_all(
+            {str(key): {int(q): int(o) for q, o in dict(queues).items()} for key, queues in table.items()}
+        )
         await asyncio.get_running_loop().run_in_executor(None, com.persist)  # fsyncs: off the loop
 
     async def sync_delay_offset(self) -> None:
@@ -127,10 +127,7 @@ class SlaveSynchronize:
             str(name): SubscriptionGroupConfig.from_json(cfg)
             for name, cfg in dict(obj.get("subscriptionGroupTable") or {}).items()
         }
-        with sgm._lock:
-            sgm.subscription_group_table.clear()
-            sgm.subscription_group_table.update(groups)
-            sgm.data_version = version
+        sgm.replace_all(groups, version)
         sgm.persist_soon()
 
 

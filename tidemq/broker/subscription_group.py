@@ -81,6 +81,14 @@ class SubscriptionGroupManager(PersistedConfig):
                 },
             }
 
+    def replace_all(self, groups: dict[str, SubscriptionGroupConfig], version: DataVersion) -> None:
+        """Make ``groups`` (by group name) the whole table at ``version``: a slave taking its
+        master's configs (``SlaveSynchronize.syncSubscriptionGroupConfig``). Follow with a persist."""
+        with self._lock:
+            self.subscription_group_table.clear()
+            self.subscription_group_table.update(groups)
+            self.data_version = version
+
     def _next_version(self) -> None:
         self.data_version = DataVersion(timestamp=now_ms(), counter=self.data_version.counter + 1)
 

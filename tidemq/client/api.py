@@ -165,15 +165,15 @@ class ClientAPI(OffsetAPI):
             NoRouteError: the name server has no route for ``topic``.
             BrokerError: any other error code.
         """
-        req = self._request(
+        req = self.request(
             RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic).to_ext_fields()
         )
-        resp = await self._invoke(addr, req, timeout)
+        resp = await self.invoke(addr, req, timeout)
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             raise NoRouteError(
                 f"no route for topic {topic} in name server {addr}: {resp.remark or ''}".rstrip(": ")
             )
-        self._check(resp, addr)
+        self.check(resp, addr)
         if not resp.body:
             raise NoRouteError(f"name server {addr} returned an empty route for topic {topic}")
         return TopicRouteData.decode(resp.body)
@@ -198,7 +198,7 @@ class ClientAPI(OffsetAPI):
         Raises:
             BrokerError: the broker refused the message (code, remark, address).
         """
-        resp = await self._invoke(addr, self.build_send_request(header, body), timeout)
+        resp = await self.invoke(addr, self.build_send_request(header, body), timeout)
         return self.process_send_response(broker_name, header.topic, resp, addr, uniq_id)
 
     def build_send_request(self, header: SendMessageRequestHeader, body: bytes) -> RemotingCommand:
@@ -218,7 +218,7 @@ class ClientAPI(OffsetAPI):
         """SEND_MESSAGE_V2 as oneway: nothing comes back."""
         code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
         await self.remoting.invoke_oneway(
-            addr, self._request(code, header.to_v2_ext_fields(), body, oneway=True)
+            addr, self.request(code, header.to_v2_ext_fields(), body, oneway=True)
         )
 
     @staticmethod
@@ -272,7 +272,7 @@ class ClientAPI(OffsetAPI):
     ) -> PullResult:
         """Send a PULL_MESSAGE ``request`` (of :meth:`build_pull_message_request`, for
         ``queue_offset``) and parse its answer; errors as :meth:`pull_message`."""
-        resp = await self._invoke(addr, request, timeout)
+        resp = await self.invoke(addr, request, timeout)
         return self.parse_pull_message_response(resp, queue_offset, addr)
 
     def build_pull_message_request(
@@ -331,10 +331,8 @@ class ClientAPI(OffsetAPI):
 
     async def send_heartbeat(self, addr: str, heartbeat: HeartbeatData, timeout: float) -> int:
         """HEART_BEAT (34); returns the broker's version."""
-        resp = self._check(
-            await self._invoke(
-                addr, self._request(RequestCode.HEART_BEAT, None, heartbeat.encode()), timeout
-            ),
+        resp = self.check(
+            await self.invoke(addr, self.request(RequestCode.HEART_BEAT, None, heartbeat.encode()), timeout),
             addr,
         )
         return resp.version
@@ -346,7 +344,7 @@ class ClientAPI(OffsetAPI):
         body = orjson.dumps(
             {"clientId": client_id, "group": group, "subscriptionData": subscription.to_json()}
         )
-        resp = await self._invoke(addr, self._request(RequestCode.CHECK_CLIENT_CONFIG, None, body), timeout)
+        resp = await self.invoke(addr, self.request(RequestCode.CHECK_CLIENT_CONFIG, None, body), timeout)
         return resp.code, resp.remark
 
     async def unregister_client(
@@ -362,17 +360,15 @@ class ClientAPI(OffsetAPI):
         ext = UnregisterClientRequestHeader(
             client_id=client_id, producer_group=producer_group, consumer_group=consumer_group
         ).to_ext_fields()
-        self._check(
-            await self._invoke(addr, self._request(RequestCode.UNREGISTER_CLIENT, ext), timeout), addr
-        )
+        self.check(await self.invoke(addr, self.request(RequestCode.UNREGISTER_CLIENT, ext), timeout), addr)
 
     async def get_consumer_id_list_by_group(self, addr: str, group: str, timeout: float) -> list[str]:
         """GET_CONSUMER_LIST_BY_GROUP (38): the client ids of the group's live members."""
-        req = self._request(
+        req = self.request(
             RequestCode.GET_CONSUMER_LIST_BY_GROUP,
             GetConsumerListByGroupRequestHeader(consumer_group=group).to_ext_fields(),
         )
-        resp = self._check(await self._invoke(addr, req, timeout), addr)
+        resp = self.check(await self.invoke(addr, req, timeout), addr)
         if not resp.body:
             return []
         return list(GetConsumerListByGroupResponseBody.decode(resp.body).consumer_id_list)
@@ -395,8 +391,8 @@ class ClientAPI(OffsetAPI):
             origin_topic=msg.topic,
             max_reconsume_times=max_reconsume_times,
         ).to_ext_fields()
-        self._check(
-            await self._invoke(addr, self._request(RequestCode.CONSUMER_SEND_MSG_BACK, ext), timeout), addr
+        self.check(
+            await self.invoke(addr, self.request(RequestCode.CONSUMER_SEND_MSG_BACK, ext), timeout), addr
         )
 
     async def lock_batch_mq(
@@ -409,8 +405,8 @@ class ClientAPI(OffsetAPI):
     ) -> set[MessageQueue]:
         """LOCK_BATCH_MQ (41): returns the queues now locked by ``client_id``."""
         body = LockBatchRequestBody(consumer_group=group, client_id=client_id, mq_set=set(mqs)).encode()
-        resp = self._check(
-            await self._invoke(addr, self._request(RequestCode.LOCK_BATCH_MQ, None, body), timeout), addr
+        resp = self.check(
+            await self.invoke(addr, self.request(RequestCode.LOCK_BATCH_MQ, None, body), timeout), addr
         )
         if not resp.body:
             return set()
@@ -428,11 +424,11 @@ class ClientAPI(OffsetAPI):
     ) -> None:
         """UNLOCK_BATCH_MQ (42)."""
         body = UnlockBatchRequestBody(consumer_group=group, client_id=client_id, mq_set=set(mqs)).encode()
-        req = self._request(RequestCode.UNLOCK_BATCH_MQ, None, body, oneway=oneway)
+        req = self.request(RequestCode.UNLOCK_BATCH_MQ, None, body, oneway=oneway)
         if oneway:
             await self.remoting.invoke_oneway(addr, req)
         else:
-            self._check(await self._invoke(addr, req, timeout), addr)
+            self.check(await self.invoke(addr, req, timeout), addr)
 
     # -- message queries ---------------------------------------------------------------------
 
@@ -464,8 +460,8 @@ class ClientAPI(OffsetAPI):
             end_timestamp=end_timestamp,
             unique_key_query=unique_key,
         ).to_ext_fields()
-        resp = self._check(
-            await self._invoke(addr, self._request(RequestCode.QUERY_MESSAGE, ext), timeout),
+        resp = self.check(
+            await self.invoke(addr, self.request(RequestCode.QUERY_MESSAGE, ext), timeout),
             addr,
             ResponseCode.SUCCESS,
             ResponseCode.QUERY_NOT_FOUND,
@@ -484,8 +480,8 @@ class ClientAPI(OffsetAPI):
             BrokerError: not found (SYSTEM_ERROR ``can not find message by the offset, N``) or another error.
         """
         ext = ViewMessageRequestHeader(offset=phy_offset).to_ext_fields()
-        resp = self._check(
-            await self._invoke(addr, self._request(RequestCode.VIEW_MESSAGE_BY_ID, ext), timeout), addr
+        resp = self.check(
+            await self.invoke(addr, self.request(RequestCode.VIEW_MESSAGE_BY_ID, ext), timeout), addr
         )
         msgs = decode_messages(resp.body)
         if not msgs:

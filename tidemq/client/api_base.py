@@ -25,18 +25,31 @@ class APIBase:
         self.remoting = remoting
         self.language = language
 
-    def _request(
+    def request(
         self, code: int, ext: dict[str, str] | None = None, body: bytes = b"", **kw: Any
     ) -> RemotingCommand:
+        """A request ``code`` (RequestCode) with header fields ``ext`` and ``body`` in this client's
+        language (``kw``: ``oneway`` and the other ``RemotingCommand.create_request`` options)."""
         cmd = RemotingCommand.create_request(code, ext, body, **kw)
         cmd.language = self.language
         return cmd
 
-    async def _invoke(self, addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
+    async def invoke(self, addr: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
+        """``request`` to ``addr`` (``host:port``); its answer within ``timeout`` s, whatever its code
+        (``NettyRemotingClient.invokeSync``).
+
+        Raises:
+            RemotingError: no answer (connect failure, timeout, connection lost).
+        """
         return await self.remoting.invoke(addr, request, timeout)
 
     @staticmethod
-    def _check(response: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
+    def check(response: RemotingCommand, addr: str, *ok: int) -> RemotingCommand:
+        """``response`` when its code is one of ``ok`` (default SUCCESS).
+
+        Raises:
+            BrokerError: another code (the subclass for it, with the remark and ``addr``).
+        """
         if response.code not in (ok or (ResponseCode.SUCCESS,)):
             raise BrokerError.for_code(response.code, response.remark, addr)
         return response

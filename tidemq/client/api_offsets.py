@@ -28,8 +28,8 @@ class OffsetAPI(APIBase):
         ext = QueryConsumerOffsetRequestHeader(
             consumer_group=group, topic=mq.topic, queue_id=mq.queue_id
         ).to_ext_fields()
-        resp = self._check(
-            await self._invoke(addr, self._request(RequestCode.QUERY_CONSUMER_OFFSET, ext), timeout), addr
+        resp = self.check(
+            await self.invoke(addr, self.request(RequestCode.QUERY_CONSUMER_OFFSET, ext), timeout), addr
         )
         return int(resp.ext_fields.get("offset", -1))
 
@@ -48,7 +48,7 @@ class OffsetAPI(APIBase):
         if oneway:
             await self.remoting.invoke_oneway(addr, req)
         else:
-            self._check(await self._invoke(addr, req, timeout), addr)
+            self.check(await self.invoke(addr, req, timeout), addr)
 
     def build_update_consumer_offset_request(
         self, group: str, mq: MessageQueue, offset: int, *, oneway: bool = False
@@ -58,19 +58,19 @@ class OffsetAPI(APIBase):
         ext = UpdateConsumerOffsetRequestHeader(
             consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset
         ).to_ext_fields()
-        return self._request(RequestCode.UPDATE_CONSUMER_OFFSET, ext, oneway=oneway)
+        return self.request(RequestCode.UPDATE_CONSUMER_OFFSET, ext, oneway=oneway)
 
     @staticmethod
     def check_update_consumer_offset_response(response: RemotingCommand, addr: str) -> None:
         """Raise ``BrokerError`` unless ``response`` (to UPDATE_CONSUMER_OFFSET) is SUCCESS."""
-        OffsetAPI._check(response, addr)
+        OffsetAPI.check(response, addr)
 
     async def _offset_query(
         self, code: int, addr: str, mq: MessageQueue, timeout: float, **extra: Any
     ) -> int:
         ext = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id).to_ext_fields()
         ext.update({k: str(v) for k, v in extra.items()})
-        resp = self._check(await self._invoke(addr, self._request(code, ext), timeout), addr)
+        resp = self.check(await self.invoke(addr, self.request(code, ext), timeout), addr)
         return int(resp.ext_fields.get("offset", resp.ext_fields.get("timestamp", -1)))
 
     async def get_max_offset(self, addr: str, mq: MessageQueue, timeout: float) -> int:

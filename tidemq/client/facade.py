@@ -128,6 +128,12 @@ class BlockingFacade(Generic[CoreT]):
         self._released = False
 
     @property
+    def core(self) -> CoreT:
+        """The asyncio client underneath (runs on this facade's loop thread: call its coroutines
+        there, e.g. through the facade's own methods)."""
+        return self._core
+
+    @property
     def client_id(self) -> str:
         """The client id (``ip@instance``) shared with the ``ClientInstance``."""
         return self._core.client_id

@@ -214,16 +214,15 @@ class ClientInstance(RouteTables):
             PUSH_REPLY_MESSAGE_TO_CLIENT, ReplyMessageProcessor()
         )  # request-reply
         cfg = self.config
-        self._spawn(
+        self.spawn(
             self._every(cfg.poll_name_server_interval, self.update_topic_route_info_from_name_server, 0.01)
         )
-        self._spawn(self._every(cfg.heartbeat_broker_interval, self.send_heartbeat_to_all_brokers, 1.0))
-        self._spawn(
-            self._every(cfg.persist_consumer_offset_interval, self.persist_all_consumer_offsets, 10.0)
-        )
-        self._spawn(self._rebalance_service())
+        self.spawn(self._every(cfg.heartbeat_broker_interval, self.send_heartbeat_to_all_brokers, 1.0))
+        self.spawn(self._every(cfg.persist_consumer_offset_interval, self.persist_all_consumer_offsets, 10.0))
+        self.spawn(self._rebalance_service())
 
-    def _spawn(self, coro: Awaitable[None]) -> None:
+    def spawn(self, coro: Awaitable[None]) -> None:
+        """Run ``coro`` as a task of this instance, cancelled by :meth:`shutdown`."""
         self._tasks.append(asyncio.ensure_future(coro))
 
     async def _every(self, interval: float, fn: Callable[[], Awaitable[Any]], first_delay: float) -> None:
@@ -458,7 +457,7 @@ class _ClientProcessor:
             await reset_offset(consumer, topic, table, wait=self.instance.reset_offset_wait)  # type: ignore[arg-type]
             self.instance.rebalance_immediately()
 
-        self.instance._spawn(run())
+        self.instance.spawn(run())
 
     async def _running_info(self, request: RemotingCommand) -> RemotingCommand:
         """GET_CONSUMER_RUNNING_INFO: the ConsumerRunningInfo body, or SYSTEM_ERROR for an unknown group."""

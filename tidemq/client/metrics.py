@@ -35,6 +35,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from tidemq.client.facade import BlockingFacade
 from tidemq.protocol.message import Message, MessageExt
 
 __all__ = ["ClientMetrics"]
@@ -148,7 +149,7 @@ class ClientMetrics:
     def watch_consumer(self, group: str, consumer: Any) -> None:
         """Report the messages cached in ``consumer``'s process queues (a ``PushConsumer`` or
         ``AsyncPushConsumer``), read at each scrape."""
-        core = getattr(consumer, "_core", consumer)
+        core = consumer.core if isinstance(consumer, BlockingFacade) else consumer
 
         def cached() -> float:
             try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tidemq.errors import TideMQError
@@ -31,7 +31,7 @@ class _BrokerRequests:
         self.backend = backend
 
     async def process_request(self, channel: Any, request: RemotingCommand) -> RemotingCommand | None:
-        names = [n for n, a in self.backend._broker_addrs.items() if a == channel.remote_addr]
+        names = self.backend.broker_names_at(channel.remote_addr)
         callback = self.backend.on_broker_request
         if callback is not None:
             callback(names[0] if names else channel.remote_addr, request)
@@ -216,19 +216,7 @@ class ClusterBackend:
         self, broker_name: str, request: RemotingCommand, timeout: float, client: str, remote_addr: str = ""
     ) -> RemotingCommand:
         """See :meth:`Backend.invoke <tidemq.proxy.backend.Backend.invoke>`."""
-        addr = self._broker_addrs.get(broker_name)
-        if addr is None:
-            raise codes.ProxyError(
-                codes.INTERNAL_SERVER_ERROR, f"unknown broker {broker_name!r}: query the route first"
-            )
-        try:
-            return await self.remoting.invoke(addr, request, timeout)
-        except TimeoutError as exc:
-            raise codes.ProxyError(codes.PROXY_TIMEOUT, str(exc)) from None
-        except (TideMQError, OSError) as exc:
-            raise codes.ProxyError(
-                codes.INTERNAL_SERVER_ERROR, f"broker {broker_name} at {addr}: {exc}"
-            ) from None
+        return await self._at_broker(broker_name, lambda addr: self.remoting.invoke(addr, request, timeout))
 
     async def invoke_as_member(
         self, broker_name: str, request: RemotingCommand, timeout: float, client: str, remote_addr: str = ""
@@ -239,19 +227,31 @@ class ClusterBackend:
         Raises:
             ProxyError: as :meth:`invoke`.
         """
+        return await self._at_broker(
+            broker_name, lambda addr: self.members.invoke(client, addr, request, timeout)
+        )
+
+    async def _at_broker(
+        self, broker_name: str, send: Callable[[str], Awaitable[RemotingCommand]]
+    ) -> RemotingCommand:
+        """``await send(addr)`` with ``broker_name``'s address, its failures as ProxyErrors."""
         addr = self._broker_addrs.get(broker_name)
         if addr is None:
             raise codes.ProxyError(
                 codes.INTERNAL_SERVER_ERROR, f"unknown broker {broker_name!r}: query the route first"
             )
         try:
-            return await self.members.invoke(client, addr, request, timeout)
+            return await send(addr)
         except TimeoutError as exc:
             raise codes.ProxyError(codes.PROXY_TIMEOUT, str(exc)) from None
         except (TideMQError, OSError) as exc:
             raise codes.ProxyError(
                 codes.INTERNAL_SERVER_ERROR, f"broker {broker_name} at {addr}: {exc}"
             ) from None
+
+    def broker_names_at(self, addr: str) -> list[str]:
+        """The names of the brokers whose master is at ``addr`` (``host:port``), as routes gave them."""
+        return [name for name, a in self._broker_addrs.items() if a == addr]
 
     def close_client(self, client: str) -> None:
         """See :meth:`Backend.close_client <tidemq.proxy.backend.Backend.close_client>`: its member

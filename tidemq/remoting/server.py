@@ -116,6 +116,11 @@ class RemotingServer:
         """Call ``hook`` around every incoming request (e.g. ACL checks)."""
         self._dispatcher.rpc_hooks.append(hook)
 
+    @property
+    def rpc_hooks(self) -> tuple[RPCHook, ...]:
+        """The hooks registered, in call order (``NettyRemotingAbstract.rpcHooks``)."""
+        return tuple(self._dispatcher.rpc_hooks)
+
     def add_channel_listener(self, listener: ChannelListener) -> None:
         """Tell ``listener`` about connections opening and closing."""
         self._listeners.append(listener)

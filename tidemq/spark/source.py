@@ -29,9 +29,6 @@ from pyspark.sql.streaming.datasource import (
 
 from tidemq.admin.client import AdminClient
 from tidemq.errors import NoRouteError
-from tidemq.protocol.body.route import TopicList
-from tidemq.protocol.codes import RequestCode
-from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.message import MessageQueue
 from tidemq.protocol.topic import is_internal_topic
 from tidemq.spark.conn import ReadSettings, read_queue_range, store_timestamp_at
@@ -85,10 +82,7 @@ class _OffsetResolver:
 
     def topic_list(self) -> list[str]:
         """Every topic the name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), sorted."""
-        admin = self.admin.core
-        request = RemotingCommand.create_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-        resp = self.admin.loop_thread.run(admin._namesrv(lambda: request, None), 60.0)
-        return sorted(TopicList.decode(resp.body).topic_list) if resp.body else []
+        return self.admin.fetch_all_topic_list()
 
     def _topic_queues(self, topic: str, *, missing_ok: bool = False) -> list[MessageQueue]:
         try:

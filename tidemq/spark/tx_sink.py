@@ -142,7 +142,7 @@ def transaction_checker(
     try:
         for topic in [topics] if isinstance(topics, str) else topics:
             producer.fetch_publish_message_queues(topic)
-        producer._run(producer._core.instance.send_heartbeat_to_all_brokers())
+        producer.send_heartbeat_to_all_brokers()
     except BaseException:
         producer.shutdown()
         raise
@@ -230,7 +230,7 @@ class _TxArrowSink(_ArrowSink):
                 raise ClientError(f"half message to {mq} stored as {result.send_status}, not SEND_OK")
             producer.announce(result)
             _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id or result.msg_id)
-            addr = await producer._broker_addr(mq)
+            addr = await producer.broker_addr(mq)
             return HalfRef(
                 mq.broker_name, addr, commit_log_offset, result.queue_offset, result.msg_id, len(chunk)
             )

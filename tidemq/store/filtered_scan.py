@@ -97,7 +97,7 @@ def _window(
     if (
         tag_codes is None
         and min(sizes) > 0
-        and max(sizes) <= reader._max_record_size  # PRE_BLANK_SIZE (padding) included
+        and max(sizes) <= reader.max_record_size  # PRE_BLANK_SIZE (padding) included
         and min(offsets) >= 0
         and max(map(add, offsets, sizes)) <= max_offset_py
     ):
@@ -114,9 +114,9 @@ def _window(
             size_py <= 0
             or offset_py < 0
             or offset_py + size_py > max_offset_py
-            or size_py > reader._max_record_size
+            or size_py > reader.max_record_size
         ):
-            reader._report_damaged(cq_name, offset + first + k, offset_py, size_py)
+            reader.report_damaged(cq_name, offset + first + k, offset_py, size_py)
             continue
         if tag_codes is not None and tags_code not in tag_codes:
             continue
@@ -181,7 +181,7 @@ class _Batch:
                 self.next_phy_file_start = self.reader.commit_log.roll_next_file(phy)
                 continue
             if len(data) < pos + 8 or (head := unpack_head(data, pos))[0] != size or head[1] not in _MAGICS:
-                self.reader._report_damaged(cq_name, self.offset + index, phy, size)
+                self.reader.report_damaged(cq_name, self.offset + index, phy, size)
                 continue
             result.chunks.append(data[pos : pos + size])
             result.record_sizes.append(size)

@@ -57,7 +57,8 @@ class MessageReader:
         self.commit_log = commit_log
         self.config = config
         self.memory_limit = memory_limit
-        self._max_record_size = config.max_message_size + 64 * 1024  # record overhead is far below
+        self.max_record_size = config.max_message_size + 64 * 1024  # record overhead is far below
+        """Bytes: a consume-queue entry naming a larger record is damaged (it is skipped)."""
         self._damaged_seen: set[tuple[str, int]] = set()
         self.damaged_entries = 0
         """Damaged consume-queue entries met while reading (each reported once with a WARNING)."""
@@ -148,7 +149,7 @@ class MessageReader:
         commit_log = self.commit_log
         max_offset_py = commit_log.get_max_offset()
         min_offset_py = commit_log.get_min_offset()
-        max_record_size = self._max_record_size
+        max_record_size = self.max_record_size
         # _is_the_batch_full's limits, resolved once: an entry below in_disk_below is "in disk".
         cfg = self.config
         in_disk_below = max_offset_py - self.memory_limit
@@ -171,7 +172,7 @@ class MessageReader:
             if size_py == PRE_BLANK_SIZE:  # padding, nothing stored there
                 continue
             if size_py <= 0 or offset_py < 0:  # inside the written entries: damage, not padding
-                self._report_damaged(cq_name, offset + i, offset_py, size_py)
+                self.report_damaged(cq_name, offset + i, offset_py, size_py)
                 continue
             max_phy_pulling = offset_py
             if next_phy_file_start >= 0 and offset_py < next_phy_file_start:
@@ -192,7 +193,7 @@ class MessageReader:
             if offset_py + size_py > max_offset_py or size_py > max_record_size:
                 # Beyond the commit log's end: no intact entry looks like this (entries are written
                 # after their record). A damaged entry hides one message, never the ones after it.
-                self._report_damaged(cq_name, offset + i, offset_py, size_py)
+                self.report_damaged(cq_name, offset + i, offset_py, size_py)
                 continue
             if offset_py < min_offset_py:
                 if not picked:
@@ -214,7 +215,7 @@ class MessageReader:
                 continue
             # the entry must point at a record of its size (not into the middle of something else)
             if len(data) < 8 or (head := unpack_head(data))[0] != size or head[1] not in _MAGICS:
-                self._report_damaged(cq_name, queue_offset, phy, size)
+                self.report_damaged(cq_name, queue_offset, phy, size)
                 continue
             buffers.append(data)
             sizes.append(size)
@@ -264,7 +265,7 @@ class MessageReader:
         ends = list(map(add, offsets, sizes))
         if (
             min(sizes) <= 0
-            or max(sizes) > self._max_record_size  # PRE_BLANK_SIZE (padding) included
+            or max(sizes) > self.max_record_size  # PRE_BLANK_SIZE (padding) included
             or low < commit_log.get_min_offset()
             or max(ends) > max_offset_py
         ):
@@ -321,7 +322,7 @@ class MessageReader:
         low, high = min(offsets), max(offsets)
         if (
             size <= 0
-            or size > self._max_record_size  # PRE_BLANK_SIZE (padding) included
+            or size > self.max_record_size  # PRE_BLANK_SIZE (padding) included
             or low < commit_log.get_min_offset()
             or high + size > max_offset_py
         ):
@@ -370,8 +371,10 @@ class MessageReader:
             return cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk
         return None
 
-    def _report_damaged(self, cq_name: str, queue_offset: int, phy: int, size: int) -> None:
-        """One WARNING per damaged entry (first sighting only; a consumer re-pulls the same range)."""
+    def report_damaged(self, cq_name: str, queue_offset: int, phy: int, size: int) -> None:
+        """Count the damaged entry at ``queue_offset`` of ``cq_name`` (``topic/queue_id``) that names
+        ``size`` bytes at commit-log offset ``phy``, with one WARNING per entry (first sighting only;
+        a consumer re-pulls the same range)."""
         key = (cq_name, queue_offset)
         if key in self._damaged_seen:
             return

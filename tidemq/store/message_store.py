@@ -200,7 +200,21 @@ class MessageStore:
 
     @property
     def running(self) -> bool:
+        """Between :meth:`load` (once it has succeeded) and :meth:`shutdown`."""
         return self._running
+
+    @property
+    def put_lock(self) -> threading.Lock:
+        """The lock every write to the commit log holds (puts, the HA slave's appends, topic
+        deletion, the checkpoint's flush): ``DefaultMessageStore``'s putMessageLock."""
+        return self._put_lock
+
+    def advance_store_timestamp(self, store_timestamp: int) -> None:
+        """Raise the last store timestamp (ms since the epoch) to ``store_timestamp`` when it is later:
+        a record dispatched by recovery or the HA slave (``doDispatch``; the checkpoint's
+        logicsMsgTimestamp). A put's own time never goes below it."""
+        if store_timestamp > self._last_store_timestamp:
+            self._last_store_timestamp = store_timestamp
 
     # ------------------------------------------------------------------------------- lifecycle
     def load(self) -> None:

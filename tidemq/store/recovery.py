@@ -149,4 +149,4 @@ class StoreRecovery:
         consume_queue = info.commit_log_offset >= dispatch_from
         store.dispatcher.dispatch_record(info, consume_queue=consume_queue)
         if consume_queue and MessageSysFlag.get_transaction_value(info.sys_flag) in _CONSUMABLE:
-            store._last_store_timestamp = max(store._last_store_timestamp, info.store_timestamp)
+            store.advance_store_timestamp(info.store_timestamp)

@@ -18,14 +18,6 @@ from tidemq.protocol.message import MessageQueue
 MQ = MessageQueue("T", "b", 0)
 
 
-class _Nodes:
-    def __init__(self) -> None:
-        self.suggested: dict[MessageQueue, int] = {}
-
-    def update_pull_from_which_node(self, mq: MessageQueue, broker_id: int) -> None:
-        self.suggested[mq] = broker_id
-
-
 def _records(n: int) -> bytes:
     return b"".join(struct.pack(">i", 12) + b"\0" * 8 for _ in range(n))
 
@@ -38,15 +30,13 @@ def test_count_records_walks_sizes() -> None:
 
 def test_pulled_answers_go_through_the_kernel_into_the_buffer() -> None:
     core = AsyncPullConsumer(consumer_group="g", namesrv_addr="127.0.0.1:1")
-    nodes = _Nodes()
-    core.pulls.api = nodes  # type: ignore[assignment]
     pr = PullRequest("g", MQ, ProcessQueue(), 10)
     put: list[object] = []
     found = PullResult(PullStatus.FOUND, 13, 0, 20, suggest_which_broker_id=1, body=_records(3))
     core.pulls.pulled(pr, found, None, put.append)
     assert put == [(MQ, pr.process_queue, found, None, 3, 36)]
     pq = pr.process_queue
-    assert (pr.next_offset, pr.max_offset, pq.msg_count, pq.msg_size, nodes.suggested[MQ]) == (
+    assert (pr.next_offset, pr.max_offset, pq.msg_count, pq.msg_size, pr.suggest_which_broker_id) == (
         13,
         20,
         3,

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from tidemq.client.api import PullResult, PullStatus
-from tidemq.client.consumer.pull_api import UNREACHABLE_BACKOFF_S, PullAPIWrapper
+from tidemq.client.consumer.pull_api import UNREACHABLE_BACKOFF_S, PullAPIWrapper, process_pull_result
+from tidemq.client.consumer.pull_core import QueuePull
 from tidemq.client.route import FindBrokerResult, find_broker_in_admin, find_broker_in_subscribe
 from tidemq.errors import BrokerError, ClientError, RemotingConnectError
 from tidemq.protocol.codes import ResponseCode
@@ -86,7 +87,11 @@ class Clock:
         return self.now
 
 
-async def pull(wrapper: PullAPIWrapper, sys_flag: int = 0) -> PullResult:
+async def pull(
+    wrapper: PullAPIWrapper, sys_flag: int = 0, state: QueuePull[object] | None = None
+) -> PullResult:
+    """One pull of MQ through ``wrapper``; ``state``: the queue's kernel state, which keeps the
+    node each answer suggests for the next pull (as a PullRequest does)."""
     result = await wrapper.pull_kernel_impl(
         MQ,
         sub_expression="*",
@@ -97,20 +102,24 @@ async def pull(wrapper: PullAPIWrapper, sys_flag: int = 0) -> PullResult:
         sys_flag=sys_flag,
         commit_offset=7,
         broker_suspend_max_time_millis=0,
+        suggest_which_broker_id=0 if state is None else state.suggest_which_broker_id,
         timeout=1.0,
     )
-    return wrapper.process_pull_result(MQ, result, None)
+    if state is not None:
+        state.on_result(result)
+    return process_pull_result(MQ, result, None)
 
 
 async def test_follows_suggest_which_broker_id_and_back() -> None:
     inst = FakeInstance({0: MASTER, 1: SLAVE})
     wrapper = PullAPIWrapper(inst, "g")
+    state: QueuePull[object] = QueuePull(MQ, 5)
     flag = PullSysFlag.build_sys_flag(True, True, True, False)
     inst.api.suggest = 1
-    await pull(wrapper, flag)  # master answers: go to the slave
+    await pull(wrapper, flag, state)  # master answers: go to the slave
     inst.api.suggest = 0
-    await pull(wrapper, flag)  # slave answers: back to the master
-    await pull(wrapper, flag)
+    await pull(wrapper, flag, state)  # slave answers: back to the master
+    await pull(wrapper, flag, state)
     addrs = [c["addr"] for c in inst.api.calls]
     assert addrs == [MASTER, SLAVE, MASTER]
     flags = [c["sys_flag"] for c in inst.api.calls]

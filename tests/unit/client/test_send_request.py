@@ -176,7 +176,7 @@ def test_pull_request_ext_fields_match_the_header_codec(
             ResponseCode.PULL_NOT_FOUND, ext_fields={"nextBeginOffset": "5"}
         )
 
-    api._invoke = fake_invoke  # type: ignore[method-assign]
+    api.invoke = fake_invoke  # type: ignore[method-assign]
     mq = MessageQueue("T", "broker-a", 3)
     asyncio.run(
         api.pull_message(

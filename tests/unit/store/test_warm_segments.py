@@ -157,7 +157,7 @@ def test_load_warms_the_first_segment_and_a_log_starting_elsewhere_still_works(
     allocator = store.commit_log.queue.allocator
     assert allocator is not None and allocator.warmed == 1
     size = store.config.mapped_file_size_commit_log
-    with store._put_lock:
+    with store.put_lock:
         mf = store.commit_log.queue.get_last_mapped_file(start_offset=5 * size)
     assert mf is not None and mf.file_from_offset == 5 * size
     store.shutdown()

@@ -41,7 +41,7 @@ class PopAcks:
         Raises:
             PopError: SYSTEM_BUSY, NO_PERMISSION (a slave), INVALID_PARAMETER, TOPIC_NOT_EXIST, NO_MESSAGE.
         """
-        self.service._check_started()
+        self.service.check_started()
         broker = self.service.broker
         if broker.config.is_slave:  # the revive log is the master's: a slave only copies it
             raise PopError(
@@ -143,8 +143,7 @@ class PopAcks:
             raise PopError(ResponseCode.NO_MESSAGE, "receipt handle is expired", expired=True)
         if info.is_order:
             return self.service.order.change_invisible_time(group, ck_topic, info, now, invisible_ms)
-        revive_qid = self.service._revive_counter % self.service.revive_queue_num
-        self.service._revive_counter += 1
+        revive_qid = self.service.next_revive_queue_id()
         now = max(now, info.pop_time + 1)  # the new check-point's key differs from the old one's
         ck = CheckPoint(
             info.queue_offset,

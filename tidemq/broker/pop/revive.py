@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tidemq.broker.pop.extra_info import REVIVE_GROUP, pop_retry_topic
+from tidemq.broker.pop.extra_info import REVIVE_GROUP
 from tidemq.broker.pop.records import (
     TAG_ACK,
     TAG_BATCH_ACK,
@@ -352,7 +352,7 @@ class PopReviveService:
         """The topic a group popped, given the topic a message is in (a pop retry topic or not)."""
         if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return topic
-        known = self.service._retry_topics.get(topic)
+        known = self.service.popped_topic_of(topic)
         if known:
             return known
         if msg is not None:
@@ -379,8 +379,7 @@ class PopReviveService:
             self._put_copy(dlq_topic(group), props, msg, msg.reconsume_times)
             self.service.stats.on_dead_letter(group, pop_topic, 1)
             return
-        retry = pop_retry_topic(pop_topic, group, self.broker.config.enable_retry_topic_v2)
-        self.service._retry_topics[retry] = pop_topic
+        retry = self.service.retry_topic_of(group, pop_topic)
         self._put_copy(retry, props, msg, msg.reconsume_times + 1)
         self.service.stats.on_revive(group, pop_topic, 1)
 

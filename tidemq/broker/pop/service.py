@@ -196,7 +196,7 @@ class PopService:
 
     def _check_pop(self, group: str, topic: str, queue_id: int, max_nums: int, invisible_ms: int) -> None:
         broker = self.broker
-        self._check_started()
+        self.check_started()
         if not broker.config.is_readable or broker.config.is_slave:
             raise PopError(
                 ResponseCode.NO_PERMISSION, f"the broker[{broker.addr}] popping message is forbidden"
@@ -266,17 +266,13 @@ class PopService:
         filters = pop_filter(self.broker, group, topic, expression_type, expression)
         compensate_pop_subscription(self.broker, group, topic, expression_type, expression)
         pop_time = now_ms()
-        if order:
-            revive_qid = POP_ORDER_REVIVE_QUEUE
-        else:
-            revive_qid = self._revive_counter % self.revive_queue_num
-            self._revive_counter += 1
+        revive_qid = POP_ORDER_REVIVE_QUEUE if order else self.next_revive_queue_id()
         result = PopResult(topic, self.broker.config.broker_name, pop_time, invisible_ms, revive_qid)
         ctx = _PopContext(group, topic, max_nums, invisible_ms, order, filters, init_mode, result, attempt_id)
         if order:
             self._pop_topic(ctx, topic, queue_id)
         else:
-            retry = self._retry_topic_of(group, topic)
+            retry = self.retry_topic_of(group, topic)
             retry_first = self._rng.randrange(100) < self.broker.config.pop_from_retry_probability
             if retry_first:
                 self._pop_topic(ctx, retry, -1)
@@ -333,7 +329,7 @@ class PopService:
             if remaining <= 0:
                 result.polling_timed_out = True
                 break
-            topics = [topic] if order else [topic, self._retry_topic_of(group, topic)]
+            topics = [topic] if order else [topic, self.retry_topic_of(group, topic)]
             try:
                 await self.polling.wait(topics, remaining)
             except PollingFullError as exc:
@@ -342,10 +338,24 @@ class PopService:
             await self.broker.wait_for_flush(self.broker.store.get_max_phy_offset())
         return result
 
-    def _retry_topic_of(self, group: str, topic: str) -> str:
+    def retry_topic_of(self, group: str, topic: str) -> str:
+        """The pop retry topic of ``group`` popping ``topic`` (``KeyBuilder.buildPopRetryTopic``,
+        V1 or V2 by ``enable_retry_topic_v2``), remembered for :meth:`popped_topic_of`."""
         retry = pop_retry_topic(topic, group, self.broker.config.enable_retry_topic_v2)
         self._retry_topics[retry] = topic
         return retry
+
+    def popped_topic_of(self, retry_topic: str) -> str | None:
+        """The topic whose pop retry topic ``retry_topic`` is, when this broker has made or seen it
+        since it started (:meth:`retry_topic_of`); else None."""
+        return self._retry_topics.get(retry_topic)
+
+    def next_revive_queue_id(self) -> int:
+        """The revive queue the next unordered check point goes to (round robin over
+        ``revive_queue_num``, as ``PopMessageProcessor`` takes ``reviveQid``)."""
+        revive_qid = self._revive_counter % self.revive_queue_num
+        self._revive_counter += 1
+        return revive_qid
 
     def _pop_topic(self, ctx: _PopContext, topic: str, queue_id: int) -> None:
         """Pop from one queue of ``topic``, or from each (rotating start) while more are wanted."""
@@ -484,8 +494,13 @@ class PopService:
 
     # -- ack / change invisible time -------------------------------------------------------------
 
-    def _check_started(self) -> None:
-        if not self.started:  # recovery from the revive log has not run yet (or shutting down)
+    def check_started(self) -> None:
+        """Refuse a request while POP is not ready.
+
+        Raises:
+            PopError: SYSTEM_BUSY while the revive log is not recovered yet (or shutting down).
+        """
+        if not self.started:
             raise PopError(ResponseCode.SYSTEM_BUSY, "[STARTING] POP is not ready yet, try later")
 
     def ack(self, group: str, topic: str, extra_info: str, offset: int | None = None) -> None:

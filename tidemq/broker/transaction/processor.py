@@ -129,7 +129,7 @@ class EndTransactionProcessor:
         from tidemq.acl.common import Permission
         from tidemq.acl.plain import PlainAccessResource, PlainAccessValidator
 
-        for hook in self.broker.remoting_server._dispatcher.rpc_hooks:
+        for hook in self.broker.remoting_server.rpc_hooks:
             if isinstance(hook, PlainAccessValidator):
                 resource = PlainAccessResource.parse(request, channel.remote_addr)
                 resource.add_resource_and_perm(topic, Permission.PUB)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidemq.client.api import PullResult
-from tidemq.client.consumer.pull_api import PullAPIWrapper, PullKernelFields
+from tidemq.client.consumer.pull_api import PullKernelFields
 from tidemq.client.consumer.pull_core import FLOW_CONTROL_DELAY_S, FlowLimits, PullRequest, PullVerdict
 from tidemq.client.consumer.pull_table import PullTable
 from tidemq.errors import TideMQError
@@ -72,7 +72,6 @@ class LitePulls:
     def __init__(self, core: AsyncPullConsumer) -> None:
         self.core = core
         self.table = PullTable(core.config.consumer_pull_timeout)
-        self.api: PullAPIWrapper | None = None
         self.limits = FlowLimits.of(core.config, span=False)
         """Per-queue flow control (no offset span: a lite ProcessQueue keeps counts and sizes only)."""
         self._tasks: dict[MessageQueue, asyncio.Task[None]] = {}
@@ -80,7 +79,6 @@ class LitePulls:
     def start(self, pr: PullRequest) -> None:
         """Pull ``pr`` from now on (on the loop), instead of any earlier request of its queue (a
         caller's pull for that one is dropped)."""
-        self.api = self.core.pull_api
         old = self._tasks.pop(pr.message_queue, None)
         if old is not None:
             old.cancel()
@@ -116,6 +114,7 @@ class LitePulls:
             sys_flag=_LITE_SYS_FLAG,
             commit_offset=0,
             broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
+            suggest_which_broker_id=pr.suggest_which_broker_id,
         )
 
     async def _pull_loop(self, pr: PullRequest) -> None:
@@ -160,13 +159,10 @@ class LitePulls:
         sub: SubscriptionData | None,
         put: Callable[[PulledBatch], None],
     ) -> None:
-        """A pull's answer for ``pr``, from either runner: remember the suggested node, let the
-        kernel move the offset on, and ``put`` a FOUND batch into the poll buffer (counted as cached
+        """A pull's answer for ``pr``, from either runner: let the kernel move the offset on (and
+        remember the suggested node), and ``put`` a FOUND batch into the poll buffer (counted as cached
         until polled). OFFSET_ILLEGAL goes on from the broker's offset (``PullTaskImpl``'s policy)."""
         mq, pq = pr.message_queue, pr.process_queue
-        api = self.api
-        assert api is not None
-        api.update_pull_from_which_node(mq, result.suggest_which_broker_id)
         verdict = pr.on_result(result)
         if verdict is PullVerdict.FOUND:
             body = result.body

@@ -3,14 +3,17 @@
 :class:`PullAPIWrapper` is used by the push consumer and the lite pull consumer:
 
 * :meth:`PullAPIWrapper.pull_kernel_impl` picks the broker of the queue's group to pull from --
-  the node the last answer suggested (``suggestWhichBrokerId``, kept per queue in
-  ``pull_from_which_node_table``), else the master; the first address present when that node is
+  the node the last answer suggested (``suggestWhichBrokerId``, kept in the queue's pull state,
+  :attr:`QueuePull.suggest_which_broker_id <tidemq.client.consumer.pull_core.QueuePull>`, and
+  passed in the pull's fields: RocketMQ's ``pullFromWhichNodeTable``), else the master; the
+  first address present when that node is
   not in the route (so consumers continue from a slave while the master is gone) -- clears the
   commit-offset flag when it is a slave, and sends PULL_MESSAGE.
 * A broker address whose connect failed is avoided for :data:`UNREACHABLE_BACKOFF_S` seconds: the
   next pulls of that group go to another node of the group (a slave) even though the route (not
   refreshed yet) still lists the master and the slave keeps suggesting it.
-* :meth:`PullAPIWrapper.process_pull_result` remembers the suggestion and decodes/filters the body.
+* :func:`process_pull_result` decodes/filters the body (the kernel's ``on_result`` remembers the
+  suggestion).
 
 :func:`pull_messages` is the same request for callers without a client instance (the Spark
 reader): one address, one pull, optionally decoded.
@@ -73,6 +76,8 @@ class PullKernelFields(TypedDict):
     sys_flag: int
     commit_offset: int
     broker_suspend_max_time_millis: int
+    suggest_which_broker_id: int
+    """The node the queue's last answer suggested (0: the master; the kernel state keeps it)."""
 
 
 class BrokerTable(Protocol):
@@ -178,22 +183,11 @@ class PullAPIWrapper:
         self.instance = instance
         self.consumer_group = consumer_group
         self.clock = clock
-        self.pull_from_which_node_table: dict[MessageQueue, int] = {}
         self.connect_broker_by_user = False
         self.default_broker_id = MASTER_ID
         self._unreachable: dict[str, float] = {}
 
     # -- which node ---------------------------------------------------------------------------
-
-    def update_pull_from_which_node(self, mq: MessageQueue, broker_id: int) -> None:
-        """Remember the node the broker suggested for ``mq``. Mirrors ``updatePullFromWhichNode``."""
-        self.pull_from_which_node_table[mq] = broker_id
-
-    def recalculate_pull_from_which_node(self, mq: MessageQueue) -> int:
-        """The broker id to pull ``mq`` from next. Mirrors ``recalculatePullFromWhichNode``."""
-        if self.connect_broker_by_user:
-            return self.default_broker_id
-        return self.pull_from_which_node_table.get(mq, MASTER_ID)
 
     def mark_unreachable(self, addr: str) -> None:
         """Skip ``addr`` for :data:`UNREACHABLE_BACKOFF_S` seconds (its connect failed)."""
@@ -209,10 +203,13 @@ class PullAPIWrapper:
             return False
         return True
 
-    def find_broker(self, mq: MessageQueue) -> FindBrokerResult | None:
-        """The node of ``mq``'s broker group to pull from (see the module docstring), or None."""
+    def find_broker(self, mq: MessageQueue, suggested: int = MASTER_ID) -> FindBrokerResult | None:
+        """The node of ``mq``'s broker group to pull from (see the module docstring), or None:
+        ``suggested`` (a broker id, 0 the master), or ``default_broker_id`` when
+        ``connect_broker_by_user`` (``recalculatePullFromWhichNode``)."""
         addrs = self.instance.broker_addr_table.get(mq.broker_name)
-        found = find_broker_in_subscribe(addrs, self.recalculate_pull_from_which_node(mq))
+        node = self.default_broker_id if self.connect_broker_by_user else suggested
+        found = find_broker_in_subscribe(addrs, node)
         if found is None or not self._unreachable or not self.is_unreachable(found.broker_addr):
             return found
         assert addrs is not None
@@ -273,7 +270,7 @@ class PullAPIWrapper:
         group has no known address. When the node is a slave the commit-offset flag is cleared (a
         slave does not take offset commits). Any thread (a push consumer's queue lane writes the
         request itself)."""
-        found = self.find_broker(mq)
+        found = self.find_broker(mq, fields["suggest_which_broker_id"])
         if found is None:
             return None
         sys_flag = fields["sys_flag"]
@@ -292,11 +289,3 @@ class PullAPIWrapper:
             expression_type=fields["expression_type"],
         )
         return found, request
-
-    def process_pull_result(
-        self, mq: MessageQueue, result: PullResult, subscription: SubscriptionData | None
-    ) -> PullResult:
-        """Remember ``result``'s suggested node for ``mq``, then decode and filter its body.
-        Mirrors ``processPullResult``."""
-        self.update_pull_from_which_node(mq, result.suggest_which_broker_id)
-        return process_pull_result(mq, result, subscription)

@@ -374,7 +374,6 @@ class PullRequest(QueuePull[object]):
         process_queue: its cache (``ProcessQueue``).
         next_offset: offset of the next pull.
         previously_locked: orderly only: pulled since its queue lock was taken.
-        suggest_which_broker_id: the node to pull from (0: master).
     """
 
     __slots__ = ("consumer_group", "previously_locked", "process_queue")
@@ -386,13 +385,11 @@ class PullRequest(QueuePull[object]):
         process_queue: ProcessQueue,
         next_offset: int,
         previously_locked: bool = False,
-        suggest_which_broker_id: int = 0,
     ) -> None:
         super().__init__(message_queue, next_offset)
         self.consumer_group = consumer_group
         self.process_queue = process_queue
         self.previously_locked = previously_locked
-        self.suggest_which_broker_id = suggest_which_broker_id
 
     def __repr__(self) -> str:
         return (

@@ -27,7 +27,7 @@ from tidemq.client.api import PullResult
 from tidemq.client.consumer.consume_service import ConsumeMessageConcurrentlyService
 from tidemq.client.consumer.offset_store import ReadOffsetType
 from tidemq.client.consumer.process_queue import ProcessQueue
-from tidemq.client.consumer.pull_api import PullKernelFields
+from tidemq.client.consumer.pull_api import PullKernelFields, process_pull_result
 from tidemq.client.consumer.pull_core import FlowLimits, PullRequest, PullVerdict
 from tidemq.client.consumer.pull_service import PullMessageService
 from tidemq.client.consumer.queue_lane import QueueLane
@@ -143,7 +143,7 @@ class PushPullKernel:
             return
         if pq.dropped or not self.consumer.running:
             return
-        self.consumer.pull_api.process_pull_result(mq, result, sub)
+        process_pull_result(mq, result, sub)
         self._on_pull_result(pr, result)
 
     def _on_pull_result(self, pr: PullRequest, result: PullResult) -> None:
@@ -205,6 +205,7 @@ class PushPullKernel:
             sys_flag=PullSysFlag.build_sys_flag(commit_offset > 0, True, post_sub, False),
             commit_offset=commit_offset,
             broker_suspend_max_time_millis=int(cfg.broker_suspend_max_time * 1000),
+            suggest_which_broker_id=pr.suggest_which_broker_id,
         )
 
     def _pull_next(self, pr: PullRequest, *, caught_up: bool) -> None:
@@ -257,7 +258,7 @@ class PushPullKernel:
     def lane_process_pull_result(
         self, mq: MessageQueue, result: PullResult, sub: SubscriptionData
     ) -> PullResult:
-        return self.consumer.pull_api.process_pull_result(mq, result, sub)
+        return process_pull_result(mq, result, sub)
 
     def lane_consume(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue, inline: bool) -> None:
         consume, loop = self.consumer.consume_service, self.loop

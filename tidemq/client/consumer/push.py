@@ -471,11 +471,6 @@ class PushConsumer(BlockingFacade[AsyncPushConsumer]):
     def __init__(self, config: PushConsumerConfig | None = None, **overrides: Any) -> None:
         super().__init__(AsyncPushConsumer(config, **overrides))
 
-    @property
-    def core(self) -> AsyncPushConsumer:
-        """The asyncio consumer underneath."""
-        return self._core
-
     def subscribe(self, topic: str, expression: Selector = "*") -> None:
         """See :meth:`AsyncPushConsumer.subscribe`."""
         self._call(self._core.subscribe, topic, expression)

@@ -291,8 +291,10 @@ class AsyncProducer:
 
     # -- routing -----------------------------------------------------------------------------
 
-    async def _find_publish_info(self, topic: str) -> TopicPublishInfo:
-        """Mirrors ``tryToFindTopicPublishInfo``: route, else the ``TBW102`` route for auto-creation."""
+    async def find_publish_info(self, topic: str) -> TopicPublishInfo:
+        """Mirrors ``tryToFindTopicPublishInfo``: ``topic``'s route (asked of the name server when
+        not known yet), else the ``TBW102`` route for auto-creation; ``info.ok`` is False when
+        neither exists."""
         info = self._publish_table.get(topic)
         if info is not None and info.ok:
             return info
@@ -325,7 +327,7 @@ class AsyncProducer:
 
     async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of ``topic``. Mirrors ``fetchPublishMessageQueues``."""
-        return list((await self._find_publish_info(topic)).message_queue_list)
+        return list((await self.find_publish_info(topic)).message_queue_list)
 
     # -- send --------------------------------------------------------------------------------
 
@@ -357,8 +359,8 @@ class AsyncProducer:
         timeout = self.config.send_msg_timeout if timeout is None else timeout
         if queue is not None or selector is not None:
             mq = await self._choose_queue(msg, queue, selector, arg)
-            return await self._send_kernel(msg, mq, timeout)
-        return await self._send_default(msg, timeout, self.config.retry_times_when_send_failed)
+            return await self.send_kernel(msg, mq, timeout)
+        return await self.send_default(msg, timeout, self.config.retry_times_when_send_failed)
 
     async def _choose_queue(
         self, msg: Message, queue: MessageQueue | None, selector: SelectorLike | None, arg: Any
@@ -368,17 +370,23 @@ class AsyncProducer:
                 raise ClientError(f"message topic {msg.topic} does not match queue topic {queue.topic}")
             return queue
         assert selector is not None
-        info = await self._find_publish_info(msg.topic)
+        info = await self.find_publish_info(msg.topic)
         return select_queue(selector, info.message_queue_list, msg, arg)
 
-    async def _send_default(self, msg: Message, timeout: float, retries: int) -> SendResult:
+    async def send_default(self, msg: Message, timeout: float, retries: int) -> SendResult:
         """Mirrors ``sendDefaultImpl``: up to 1 + ``retries`` attempts, each on another queue
-        (policy in :class:`SendAttempts`, shared with the blocking producer's direct path)."""
-        info = await self._find_publish_info(msg.topic)
+        (policy in :class:`SendAttempts`, shared with the blocking producer's direct path), all
+        within ``timeout`` s.
+
+        Raises:
+            ClientError, BrokerError, RemotingError: the last attempt's failure (see
+                :meth:`SendAttempts.give_up`).
+        """
+        info = await self.find_publish_info(msg.topic)
         attempts = SendAttempts(self, msg.topic, timeout, retries)
         while (mq := attempts.next_queue(info)) is not None:
             try:
-                result = await self._send_kernel(msg, mq, attempts.remaining)
+                result = await self.send_kernel(msg, mq, attempts.remaining)
             except (RemotingError, ClientError, BrokerError) as exc:
                 if not attempts.failed(exc, mq):
                     raise
@@ -387,7 +395,13 @@ class AsyncProducer:
                 return result
         return attempts.give_up()
 
-    async def _broker_addr(self, mq: MessageQueue) -> str:
+    async def broker_addr(self, mq: MessageQueue) -> str:
+        """The master address (``host:port``) of ``mq``'s broker, refreshing ``mq.topic``'s route
+        once when it is not known (``findBrokerAddressInPublish``).
+
+        Raises:
+            ClientError: the route names no such broker.
+        """
         addr = self.instance.find_broker_address_in_publish(mq.broker_name)
         if addr is None:
             await self.instance.update_topic_route_info_from_name_server(mq.topic)
@@ -396,9 +410,14 @@ class AsyncProducer:
             raise ClientError(f"the broker {mq.broker_name} does not exist (topic {mq.topic})")
         return addr
 
-    async def _send_kernel(self, msg: Message, mq: MessageQueue, timeout: float) -> SendResult:
-        """Mirrors ``sendKernelImpl``: UNIQ_KEY, compression, header, one request."""
-        addr = await self._broker_addr(mq)
+    async def send_kernel(self, msg: Message, mq: MessageQueue, timeout: float) -> SendResult:
+        """Mirrors ``sendKernelImpl``: UNIQ_KEY, compression, header, one SEND_MESSAGE_V2 request
+        to ``mq``'s master, answered within ``timeout`` s; no retry.
+
+        Raises:
+            ClientError, BrokerError, RemotingError: as :meth:`broker_addr` and the request.
+        """
+        addr = await self.broker_addr(mq)
         body, sys_flag, uniq = self.encoder.prepare(msg)
         header = self.encoder.build_header(msg, mq, sys_flag, batch=False)
         result = await self.instance.api.send_message(
@@ -421,8 +440,8 @@ class AsyncProducer:
         if queue is not None or selector is not None:
             mq = await self._choose_queue(msg, queue, selector, arg)
         else:
-            mq = self.fault_strategy.select_one_message_queue(await self._find_publish_info(msg.topic), None)
-        addr = await self._broker_addr(mq)
+            mq = self.fault_strategy.select_one_message_queue(await self.find_publish_info(msg.topic), None)
+        addr = await self.broker_addr(mq)
         body, sys_flag, _ = self.encoder.prepare(msg)
         await self.instance.api.send_message_oneway(
             addr, self.encoder.build_header(msg, mq, sys_flag, batch=False), body
@@ -448,7 +467,7 @@ class AsyncProducer:
                 return await self.send(msg, timeout, queue=queue, selector=selector, arg=arg)
             self.encoder.check_message(msg)
             t = self.config.send_msg_timeout if timeout is None else timeout
-            return await self._send_default(msg, t, self.config.retry_times_when_send_async_failed)
+            return await self.send_default(msg, t, self.config.retry_times_when_send_async_failed)
 
         return asyncio.ensure_future(run())
 
@@ -477,9 +496,9 @@ class AsyncProducer:
         if queue is not None:
             mq = queue
         else:
-            info = await self._find_publish_info(carrier.topic)
+            info = await self.find_publish_info(carrier.topic)
             mq = self.fault_strategy.select_one_message_queue(info, None)
-        return await self._send_batch_kernel(carrier, body, uniq, mq, timeout)
+        return await self.send_batch_kernel(carrier, body, uniq, mq, timeout)
 
     async def send_batch_records(
         self,
@@ -510,12 +529,19 @@ class AsyncProducer:
                 f"{self.config.max_message_size}; use split_batch()"
             )
         timeout = self.config.send_msg_timeout if timeout is None else timeout
-        return await self._send_batch_kernel(Message(topic, body), body, ",".join(uniq_ids), queue, timeout)
+        return await self.send_batch_kernel(Message(topic, body), body, ",".join(uniq_ids), queue, timeout)
 
-    async def _send_batch_kernel(
+    async def send_batch_kernel(
         self, carrier: Message, body: bytes, uniq: str, mq: MessageQueue, timeout: float
     ) -> SendResult:
-        addr = await self._broker_addr(mq)
+        """One SEND_BATCH_MESSAGE of the encoded batch ``body`` to ``mq``'s master (``carrier``
+        gives the header's topic, flag and properties; ``uniq`` the comma-joined UNIQ_KEYs), within
+        ``timeout`` s; no retry (``sendKernelImpl`` for a ``MessageBatch``).
+
+        Raises:
+            ClientError, BrokerError, RemotingError: as :meth:`send_kernel`.
+        """
+        addr = await self.broker_addr(mq)
         header = self.encoder.build_header(carrier, mq, 0, batch=True)
         return await self.instance.api.send_message(addr, mq.broker_name, header, body, timeout, uniq_id=uniq)
 
@@ -626,7 +652,7 @@ class Producer(BlockingFacade[AsyncProducer]):
     def _send_default_direct(
         self, msg: Message, info: TopicPublishInfo, timeout: float, retries: int
     ) -> SendResult:
-        """:meth:`AsyncProducer._send_default` on the caller's thread (same :class:`SendAttempts`)."""
+        """:meth:`AsyncProducer.send_default` on the caller's thread (same :class:`SendAttempts`)."""
         attempts = SendAttempts(self._core, msg.topic, timeout, retries)
         while (mq := attempts.next_queue(info)) is not None:
             try:
@@ -657,8 +683,8 @@ class Producer(BlockingFacade[AsyncProducer]):
         conn = self._direct.try_acquire(addr) if addr is not None else None
         if conn is None:
             if batch_body is not None:
-                return self._run(core._send_batch_kernel(msg, batch_body, uniq, mq, timeout))
-            return self._run(core._send_kernel(msg, mq, timeout))
+                return self._run(core.send_batch_kernel(msg, batch_body, uniq, mq, timeout))
+            return self._run(core.send_kernel(msg, mq, timeout))
         try:
             assert addr is not None
             if batch_body is None:

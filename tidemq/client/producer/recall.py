@@ -65,9 +65,9 @@ async def recall_message(
     ).to_ext_fields()
     api = instance.api
     wait = producer.config.send_msg_timeout if timeout is None else timeout
-    resp = await api._invoke(addr, api._request(RequestCode.RECALL_MESSAGE, ext), wait)
+    resp = await api.invoke(addr, api.request(RequestCode.RECALL_MESSAGE, ext), wait)
     region = resp.ext_fields.get(MessageConst.PROPERTY_MSG_REGION)
     if producer.trace_hook is not None and region is not None:  # DefaultRecallMessageTraceHook
         producer.trace_hook.recalled(topic, handle.message_id, region, resp.code == ResponseCode.SUCCESS)
-    api._check(resp, addr)
+    api.check(resp, addr)
     return resp.ext_fields.get("msgId", handle.message_id)

@@ -135,7 +135,7 @@ async def send_reply(producer: AsyncProducer, reply: Message, timeout: float | N
         raise ClientError("not a reply message (MSG_TYPE is not 'reply'): use create_reply_message()")
     producer.encoder.check_message(reply)
     t = producer.config.send_msg_timeout if timeout is None else timeout
-    return await producer._send_default(reply, t, 0)
+    return await producer.send_default(reply, t, 0)
 
 
 async def _prepare_send_request(producer: AsyncProducer, msg: Message, timeout_ms: int) -> str:
@@ -147,7 +147,7 @@ async def _prepare_send_request(producer: AsyncProducer, msg: Message, timeout_m
     topics = _ready.setdefault(producer, set())
     if msg.topic not in topics:
         begin = time.monotonic()
-        await producer._find_publish_info(msg.topic)
+        await producer.find_publish_info(msg.topic)
         await producer.instance.send_heartbeat_to_all_brokers()
         topics.add(msg.topic)
         cost_ms = (time.monotonic() - begin) * 1000

@@ -203,6 +203,10 @@ class AsyncTransactionProducer(AsyncProducer):
         self.announce(result)
         return result
 
+    def announced(self, broker_name: str) -> bool:
+        """Whether :meth:`announce` has heartbeated for a half sent to ``broker_name`` already."""
+        return broker_name in self._announced
+
     def announce(self, result: SendResult) -> None:
         """After the first half message to a broker, heartbeat at once (in the background) so the
         broker can check this producer group without waiting for the 30 s heartbeat timer."""
@@ -231,7 +235,7 @@ class AsyncTransactionProducer(AsyncProducer):
         """Step 3: END_TRANSACTION (oneway) for the half message of ``result``. A failure to send it
         is logged, not raised: the broker's check decides then. Mirrors ``endTransaction``."""
         try:
-            addr = await self._broker_addr(result.message_queue)
+            addr = await self.broker_addr(result.message_queue)
             await self.instance.remoting.invoke_oneway(addr, self.end_request(result, state, error))
             if self.trace_hook is not None:  # message trace: the EndTransaction record
                 msg = Message(result.message_queue.topic, b"")
@@ -377,6 +381,12 @@ class TransactionProducer(Producer):
         """The listener that runs local transactions and answers the broker's checks."""
         return self._core.transaction_listener
 
+    def send_heartbeat_to_all_brokers(self) -> None:
+        """Heartbeat now to every broker of the routes known (``sendHeartbeatToAllBrokerWithLock``),
+        so they can check this producer group at once instead of after the 30 s timer; blocks until
+        sent."""
+        self._run(self._core.instance.send_heartbeat_to_all_brokers())
+
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
         """See :meth:`AsyncTransactionProducer.send_message_in_transaction`; the local transaction
         runs on this thread, and END_TRANSACTION (oneway) is written on this thread's connection to
@@ -384,7 +394,7 @@ class TransactionProducer(Producer):
         core = self._core
         prepare_half(msg, core.group_name)
         result = self.send(msg)
-        if result.message_queue.broker_name not in core._announced:
+        if not core.announced(result.message_queue.broker_name):
             self._call(core.announce, result)
         state, error = LocalTransactionState.ROLLBACK_MESSAGE, None
         if result.send_status == "SEND_OK":

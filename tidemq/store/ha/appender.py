@@ -57,7 +57,7 @@ class SlaveCommitLogAppender:
             return store.running
         cl = store.commit_log
         size = cl.mapped_file_size
-        with store._put_lock:
+        with store.put_lock:
             empty = cl.queue.last() is None
             if not empty and start_offset != cl.get_max_offset():
                 log.error(
