@@ -256,19 +256,12 @@ class BlockingConnection:
             while True:
                 frame = self._frame(deadline)
                 assert frame is not None
-                cmd, body = frame
-                expected = self._expected.pop(cmd.opaque, None) if cmd.flag & RPC_TYPE_RESPONSE else None
-                if expected is None:
-                    self.skipped += 1
-                elif cmd.opaque == opaque:
-                    return cmd, body
-                elif expected[2] is None:
-                    self._early[cmd.opaque] = frame
-                else:
-                    self._takers -= 1
-                    cmd.body = bytes(body)
-                    expected[2](cmd)
-                del frame, body  # the buffer is not lent to a frame already dealt with
+                cmd = frame[0]
+                ours = cmd.flag & RPC_TYPE_RESPONSE and cmd.opaque == opaque
+                if ours and self._expected.pop(opaque, None) is not None:
+                    return frame
+                self._hand_out(frame)
+                del frame, cmd  # the buffer is not lent to a frame already dealt with
         except BaseException as exc:
             raise self._fail(exc, self._waited_for(opaque)) from None
 
@@ -280,9 +273,9 @@ class BlockingConnection:
                 closed and the takers still waiting got None.
         """
         try:
-            while self._takers:
-                if not self._take(deadline):
-                    break
+            while self._takers and (frame := self._frame(deadline)) is not None:
+                self._hand_out(frame)
+                del frame  # the buffer is not lent to a frame already dealt with
         except BaseException as exc:
             raise self._fail(exc, self._waited_for(None)) from None
 
@@ -296,18 +289,17 @@ class BlockingConnection:
         if self._sock is None or not self._expected:
             return
         try:
-            while self._take(None):
-                pass
+            while (frame := self._frame(None)) is not None:
+                self._hand_out(frame)
+                del frame
         except BaseException as exc:
             raise self._fail(exc, self._waited_for(None)) from None
 
-    def _take(self, deadline: float | None) -> bool:
-        """Read the next frame (by ``deadline``; None: only if it has arrived) and give it to its
-        taker, or keep it for :meth:`answer`; False when there was no whole frame to read."""
-        frame = self._frame(deadline)
-        if frame is None:
-            return False
-        cmd, body = frame
+    def _hand_out(self, frame: tuple[RemotingCommand, memoryview]) -> None:
+        """Give a frame that is not the answer being waited for to its taker (with its body copied),
+        keep it for :meth:`answer` (an answer without a taker), or count it skipped (not expected:
+        a late answer, a request from the peer)."""
+        cmd = frame[0]
         expected = self._expected.pop(cmd.opaque, None) if cmd.flag & RPC_TYPE_RESPONSE else None
         if expected is None:
             self.skipped += 1
@@ -315,9 +307,8 @@ class BlockingConnection:
             self._early[cmd.opaque] = frame
         else:
             self._takers -= 1
-            cmd.body = bytes(body)
+            cmd.body = bytes(frame[1])
             expected[2](cmd)
-        return True
 
     def _frame(self, deadline: float | None) -> tuple[RemotingCommand, memoryview] | None:
         """The next whole frame: its command (``body`` empty) and its body as a view of the buffer;

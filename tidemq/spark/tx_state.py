@@ -200,27 +200,28 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_replace(path: Path, data: bytes) -> None:
-    """Write ``data`` durably at ``path``, replacing what is there (temporary file, fsync, rename,
-    fsync of the directory): a reader sees the old content or the new, never a part."""
+def _write_temp(path: Path, data: bytes) -> Path:
+    """``data`` written and fsynced to a new temporary file next to ``path`` (its directory made
+    first); returns the temporary file's path."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(tmp, path)
+    return tmp
+
+
+def write_replace(path: Path, data: bytes) -> None:
+    """Write ``data`` durably at ``path``, replacing what is there (temporary file, fsync, rename,
+    fsync of the directory): a reader sees the old content or the new, never a part."""
+    os.replace(_write_temp(path, data), path)
     _fsync_dir(path.parent)
 
 
 def write_once(path: Path, data: bytes) -> bool:
     """Write ``data`` durably at ``path`` unless a file is there already; True if this call wrote it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    tmp = _write_temp(path, data)
     try:
         os.link(tmp, path)
         wrote = True

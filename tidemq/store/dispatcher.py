@@ -198,32 +198,21 @@ class CommitLogDispatcher:
     ) -> bool:
         """:meth:`dispatch_put` of a put of one record (every single send), given field by field: its
         consume-queue entry at ``queue_offset`` when ``consumable``, its index entries. Same returns."""
-        if self.schedule is None:
-            self._dispatch_one(
-                topic,
-                commit_log_offset,
-                queue_id,
-                queue_offset,
-                size,
-                properties,
-                sys_flag,
-                store_timestamp,
-                consumable,
-            )
-            return False
-        self._pending.append(
-            (
-                topic,
-                commit_log_offset,
-                queue_id,
-                queue_offset,
-                size,
-                properties,
-                sys_flag,
-                store_timestamp,
-                consumable,
-            )
+        record = (
+            topic,
+            commit_log_offset,
+            queue_id,
+            queue_offset,
+            size,
+            properties,
+            sys_flag,
+            store_timestamp,
+            consumable,
         )
+        if self.schedule is None:
+            self._dispatch_one(*record)
+            return False
+        self._pending.append(record)
         if self._drain_scheduled:
             return False
         self._drain_scheduled = True
