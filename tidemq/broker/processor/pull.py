@@ -156,9 +156,26 @@ class PullMessageProcessor:
                 f"queueId[{header.queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                 f"[{tc.read_queue_nums}] consumer:[{group}]",
             )
+        sub = self._subscription(header, sgc.consume_broadcast_enable)
+        if isinstance(sub, RemotingCommand):
+            return sub
+        if (sub.expression_type or EXPRESSION_TYPE_TAG) != EXPRESSION_TYPE_TAG:  # SQL92 (consumer_filter.py)
+            has_sub = PullSysFlag.has_subscription_flag(header.sys_flag)
+            problem = broker.consumer_filter_manager.check_pull(header, sub, from_request=has_sub)
+            if problem is not None:
+                return _error(*problem)
+        return sub
+
+    def _subscription(
+        self, header: PullMessageRequestHeader, broadcast_enable: bool
+    ) -> RemotingCommand | SubscriptionData:
+        """The subscription the pull reads with: the request's own (FLAG_SUBSCRIPTION), else the one
+        its consumer registered by heartbeat (not older than the request's ``sub_version``; a
+        BROADCASTING group only when ``broadcast_enable``); or the error response."""
+        topic, group = header.topic, header.consumer_group
         if PullSysFlag.has_subscription_flag(header.sys_flag):
             try:
-                sub = build_subscription_data(
+                return build_subscription_data(
                     topic,
                     header.subscription,
                     expression_type=header.expression_type or EXPRESSION_TYPE_TAG,
@@ -168,34 +185,22 @@ class PullMessageProcessor:
                 return _error(
                     ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
                 )
-        else:
-            info = broker.consumer_manager.get_consumer_group_info(group)
-            if info is None:
-                return _error(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ}"
-                )
-            if not sgc.consume_broadcast_enable and _name(info.message_model) == "BROADCASTING":
-                return _error(
-                    ResponseCode.NO_PERMISSION,
-                    f"the consumer group[{group}] can not consume by broadcast way",
-                )
-            found = info.find_subscription_data(topic)
-            if found is None:
-                return _error(
-                    ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}"
-                )
-            if int(found.sub_version) < header.sub_version:
-                return _error(
-                    ResponseCode.SUBSCRIPTION_NOT_LATEST,
-                    f"the consumer's subscription not latest: {found.sub_version} < {header.sub_version}",
-                )
-            sub = found
-        if (sub.expression_type or EXPRESSION_TYPE_TAG) != EXPRESSION_TYPE_TAG:  # SQL92 (consumer_filter.py)
-            has_sub = PullSysFlag.has_subscription_flag(header.sys_flag)
-            problem = broker.consumer_filter_manager.check_pull(header, sub, from_request=has_sub)
-            if problem is not None:
-                return _error(*problem)
-        return sub
+        info = self.broker.consumer_manager.get_consumer_group_info(group)
+        if info is None:
+            return _error(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's group info not exist{FAQ}")
+        if not broadcast_enable and _name(info.message_model) == "BROADCASTING":
+            return _error(
+                ResponseCode.NO_PERMISSION, f"the consumer group[{group}] can not consume by broadcast way"
+            )
+        found = info.find_subscription_data(topic)
+        if found is None:
+            return _error(ResponseCode.SUBSCRIPTION_NOT_EXIST, f"the consumer's subscription not exist{FAQ}")
+        if int(found.sub_version) < header.sub_version:
+            return _error(
+                ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                f"the consumer's subscription not latest: {found.sub_version} < {header.sub_version}",
+            )
+        return found
 
     def process(
         self,
@@ -284,22 +289,7 @@ class PullMessageProcessor:
             and broker_allow_suspend
             and PullSysFlag.has_suspend_flag(header.sys_flag)
         ):
-            cfg = self.broker.config
-            if cfg.long_polling_enable:
-                hold_ms = min(max(header.suspend_timeout_millis, 0), cfg.max_suspend_ms)
-            else:
-                hold_ms = cfg.short_polling_time_mills
-            held = HeldPullRequest(
-                channel=channel,
-                request=request,
-                topic=header.topic,
-                queue_id=header.queue_id,
-                pull_from_this_offset=header.queue_offset,
-                tag_codes=codes,
-                timeout_s=hold_ms / 1000.0,
-                header=header,
-            )
-            self.broker.pull_request_hold_service.suspend_pull_request(header.topic, header.queue_id, held)
+            self._suspend(channel, request, header, codes)
             return None
         if code == ResponseCode.PULL_OFFSET_MOVED:
             log.info(
@@ -315,6 +305,32 @@ class PullMessageProcessor:
             )
         fields = pull_response_fields(suggest, next_begin, result.min_offset, result.max_offset)
         return RemotingCommand.create_response(code, result.status.value, fields)
+
+    def _suspend(
+        self,
+        channel: Channel,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        codes: frozenset[int] | None,
+    ) -> None:
+        """Park the pull (nothing found yet) in the hold service: for the request's suspend time
+        (at most ``max_suspend_ms``) with long polling, else ``short_polling_time_mills``."""
+        cfg = self.broker.config
+        if cfg.long_polling_enable:
+            hold_ms = min(max(header.suspend_timeout_millis, 0), cfg.max_suspend_ms)
+        else:
+            hold_ms = cfg.short_polling_time_mills
+        held = HeldPullRequest(
+            channel=channel,
+            request=request,
+            topic=header.topic,
+            queue_id=header.queue_id,
+            pull_from_this_offset=header.queue_offset,
+            tag_codes=codes,
+            timeout_s=hold_ms / 1000.0,
+            header=header,
+        )
+        self.broker.pull_request_hold_service.suspend_pull_request(header.topic, header.queue_id, held)
 
 
 def _error(code: int, remark: str) -> RemotingCommand:

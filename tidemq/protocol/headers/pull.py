@@ -114,13 +114,6 @@ class PullMessageRequestHeader(CommandHeader):
             and type(commit) is str
             and type(suspend) is str
             and type(sub_version) is str
-            and queue_id
-            and offset
-            and max_nums
-            and sys_flag
-            and commit
-            and suspend
-            and sub_version
             and len(queue_id) < 10
             and len(max_nums) < 10
             and len(sys_flag) < 10
@@ -131,7 +124,7 @@ class PullMessageRequestHeader(CommandHeader):
         ):
             return None
         digits = queue_id + offset + max_nums + sys_flag + commit + suspend + sub_version
-        if not (digits.isascii() and digits.isdigit()):  # every part is non-empty
+        if not (digits.isascii() and digits.isdigit()):  # an empty part: int() raises below
             return None
         subscription, expression_type = get("subscription"), get("expressionType")
         if not (
@@ -140,16 +133,19 @@ class PullMessageRequestHeader(CommandHeader):
         ):
             return None
         header = object.__new__(cls)  # every field set (the test against the generic parser checks)
+        try:
+            header.queue_id = small_int(queue_id)
+            header.queue_offset = int(offset)
+            header.max_msg_nums = small_int(max_nums)
+            header.sys_flag = small_int(sys_flag)
+            header.commit_offset = int(commit)
+            header.suspend_timeout_millis = int(suspend)
+            header.sub_version = int(sub_version)
+        except ValueError:  # int(""): a part is empty
+            return None
         header.consumer_group = group
         header.topic = topic
-        header.queue_id = small_int(queue_id)
-        header.queue_offset = int(offset)
-        header.max_msg_nums = small_int(max_nums)
-        header.sys_flag = small_int(sys_flag)
-        header.commit_offset = int(commit)
-        header.suspend_timeout_millis = int(suspend)
         header.subscription = subscription
-        header.sub_version = int(sub_version)
         header.expression_type = expression_type
         return header
 
