@@ -45,6 +45,7 @@ from tidemq.remoting.processor import ANSWER_LATER
 from tidemq.store.results import AppendMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
+    from tidemq.broker.flush import GroupCommitService
     from tidemq.broker.processor.send import SendMessageProcessor
     from tidemq.remoting import Channel
 
@@ -130,8 +131,26 @@ class FastSend:
         except (KeyError, TypeError):
             return None
         j = get("j")
-        reconsume_times = int(j) if j else 0
-        # msg_check, where it passes (queue ids here are digits: never negative)
+        return self._send(
+            channel, topic, int(e), int(f), int(g), int(h), text, int(j) if j else 0, opaque, body
+        )
+
+    def _send(
+        self,
+        channel: Channel,
+        topic: str,
+        queue_id: int,
+        sys_flag: int,
+        born_ts: int,
+        flag: int,
+        text: str,
+        reconsume_times: int,
+        opaque: int,
+        body: bytes,
+    ) -> bytes | None:
+        """The send of a header :meth:`__call__` took: its answer, or None (nothing done). The checks
+        of ``msg_check`` and ``send_message``'s plain path where they pass (queue ids here are digits:
+        never negative), the put, and the answer (``born_ts`` in ms)."""
         processor, broker = self._processor, self._broker
         config = broker.config
         if topic not in processor._valid_topics or not config.is_writeable or config.is_slave:
@@ -139,10 +158,8 @@ class FastSend:
         topic_config = broker.topic_config_manager.select_topic_config(topic)
         if topic_config is None or not topic_config.perm & 2 or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             return None
-        queue_id = int(e)
         if queue_id >= topic_config.write_queue_nums and queue_id >= topic_config.read_queue_nums:
             return None
-        # send_message's plain path, where it answers at once
         pair_end = text.find("\x01")
         if pair_end > 0 and "\x02" not in text and text[:pair_end] not in _NOT_PLAIN_PAIR:
             wait, stored = True, f"{text}\x02{_CLUSTER}\x01{config.broker_cluster_name}"  # _props of one pair
@@ -154,42 +171,48 @@ class FastSend:
             return None  # a slave to wait for: the general path
         if len(body) > broker.store_config.max_message_size or len(stored) * 4 > MAX_PROPERTIES_BYTES:
             return None  # maybe too large: the general path measures and answers
-        sys_flag = int(f)
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= _MULTI_TAGS
         ext_fields = processor._response_ext()
         try:
             result = broker.store.put_message_single(
-                topic, queue_id, sys_flag, int(g), channel.remote_addr, reconsume_times, int(h), body, stored
+                topic, queue_id, sys_flag, born_ts, channel.remote_addr, reconsume_times, flag, body, stored
             )
         except ProtocolError as exc:
-            return self._encoded(
-                RemotingCommand.create_response(
-                    ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}", ext_fields
-                ),
-                opaque,
-            )
+            return self._illegal(exc, ext_fields, opaque)
         append = result.append_result
         if append is not None:  # statistics: one O(1) call per request
             broker.broker_stats.inc_put(topic, 1, append.wrote_bytes)
         if append is None or result.status is not _PUT_OK:
             return self._encoded(processor._put_error(result, ext_fields), opaque)
-        gcs = broker.group_commit_service
-        if wait and gcs is not None:  # SYNC_FLUSH: answered once the commit log is fsynced past it
-            flushed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            timer = gcs.add_waiter(append.wrote_offset + append.wrote_bytes, flushed)
-            if timer is not None:
-                answer_later = partial(
-                    self._flushed, channel.answer_later(), timer, append, queue_id, opaque, ext_fields
-                )
-                flushed.add_done_callback(answer_later)
-                return ANSWER_LATER
-            if not flushed.result():  # shut down
-                return self._answer(ResponseCode.FLUSH_DISK_TIMEOUT, append, queue_id, opaque, ext_fields)
+        if wait and (gcs := broker.group_commit_service) is not None:  # SYNC_FLUSH
+            return self._after_flush(channel, gcs, append, queue_id, opaque, ext_fields)
         if ext_fields is not self._ext:  # _answer's SUCCESS, inline
             self._template, self._ext = answer_template(ext_fields), ext_fields
         answer = (self._template % (append.msg_id, queue_id, append.logics_offset, opaque)).encode()
         return _LENGTHS(len(answer) + 4, len(answer)) + answer
+
+    def _after_flush(
+        self,
+        channel: Channel,
+        gcs: GroupCommitService,
+        append: AppendMessageResult,
+        queue_id: int,
+        opaque: int,
+        ext_fields: dict[str, str],
+    ) -> bytes:
+        """A SYNC_FLUSH send's answer once the commit log is fsynced past it (at once when it is):
+        ANSWER_LATER, the answer written by :meth:`_flushed`."""
+        flushed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        timer = gcs.add_waiter(append.wrote_offset + append.wrote_bytes, flushed)
+        if timer is None:  # flushed already, or shut down
+            code = ResponseCode.SUCCESS if flushed.result() else ResponseCode.FLUSH_DISK_TIMEOUT
+            return self._answer(code, append, queue_id, opaque, ext_fields)
+        answer_later = partial(
+            self._flushed, channel.answer_later(), timer, append, queue_id, opaque, ext_fields
+        )
+        flushed.add_done_callback(answer_later)
+        return ANSWER_LATER
 
     def _answer(
         self, code: int, append: AppendMessageResult, queue_id: int, opaque: int, ext_fields: dict[str, str]
@@ -240,6 +263,14 @@ class FastSend:
     ) -> None:
         code = await self._broker.handle_ha(append.wrote_offset + append.wrote_bytes)
         write(self._answer(code, append, queue_id, opaque, ext_fields))
+
+    def _illegal(self, exc: ProtocolError, ext_fields: dict[str, str], opaque: int) -> bytes:
+        """The answer to a put that raised ``exc`` (as ``_send_plain`` answers it)."""
+        illegal = RemotingCommand.create_response(
+            ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}"
+        )
+        illegal.ext_fields.update(ext_fields)
+        return self._encoded(illegal, opaque)
 
     @staticmethod
     def _encoded(response: RemotingCommand, opaque: int) -> bytes:
