@@ -104,6 +104,8 @@ def read_until(namesrv: str, kept: set[str], seconds: float) -> set[str]:
 
 
 def main() -> None:
+    """Parse the command line, store and recall timers on a ``tidemq serve`` (killed and restarted
+    with ``--crash``), read until the kept ones are delivered, print one JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--count", type=int, default=10_000, help="timer messages to store (half recalled)")
     parser.add_argument(

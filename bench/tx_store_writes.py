@@ -125,6 +125,7 @@ async def _run(count: int, reps: int) -> dict[str, Any]:
 
 
 def main() -> None:
+    """Parse the command line, run the transactions, print the write and CPU counts as one JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--count", type=int, default=5000, help="transactions per rep (default 5000)")
     parser.add_argument("--reps", type=int, default=3, help="reps; cpu_us is the best (default 3)")

@@ -74,6 +74,7 @@ class HalfRef:
     rows: int
 
     def to_json(self) -> list[object]:
+        """``[broker_name, broker_addr, commit_log_offset, queue_offset, msg_id, rows]``."""
         return [
             self.broker_name,
             self.broker_addr,
@@ -85,6 +86,11 @@ class HalfRef:
 
     @classmethod
     def from_json(cls, raw: list[object]) -> HalfRef:
+        """Read what :meth:`to_json` wrote.
+
+        Raises:
+            ValueError, TypeError: ``raw`` is not six such values.
+        """
         name, addr, clo, qo, mid, rows = raw
         return cls(str(name), str(addr), int(clo), int(qo), str(mid), int(rows))  # type: ignore[call-overload]
 
@@ -100,6 +106,8 @@ class CommitRecord:
     halves: tuple[HalfRef, ...]
 
     def to_bytes(self) -> bytes:
+        """The ``commits/<batchId>`` file's content: compact JSON ``{"batchId", "runId",
+        "attempts": ["partition:attempt", ...] sorted, "halves": [HalfRef.to_json(), ...]}``."""
         return json.dumps(
             {
                 "batchId": self.batch_id,
@@ -112,6 +120,11 @@ class CommitRecord:
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> CommitRecord:
+        """Read what :meth:`to_bytes` wrote.
+
+        Raises:
+            ValueError, KeyError, TypeError: ``raw`` is not a commit record.
+        """
         obj = json.loads(raw)
         return cls(
             int(obj["batchId"]),
@@ -138,12 +151,20 @@ class LostBatch:
         return sum(h.rows for h, _ in self.halves)
 
     def to_bytes(self) -> bytes:
+        """The ``lost/<batchId>`` file's content: compact JSON ``{"batchId", "committedRows",
+        "halves": [[broker_name, broker_addr, commit-log offset, queue offset, msg id, rows,
+        remark], ...]}``."""
         halves = [[*h.to_json(), remark] for h, remark in self.halves]
         obj = {"batchId": self.batch_id, "committedRows": self.committed_rows, "halves": halves}
         return json.dumps(obj, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes, accepted: bool = False) -> LostBatch:
+        """Read what :meth:`to_bytes` wrote; ``accepted``: the file was renamed ``.accepted``.
+
+        Raises:
+            ValueError, KeyError, IndexError, TypeError: ``raw`` is not such a file.
+        """
         obj = json.loads(raw)
         halves = tuple((HalfRef.from_json(h[:6]), str(h[6])) for h in obj["halves"])
         return cls(int(obj["batchId"]), halves, int(obj["committedRows"]), accepted)
@@ -293,6 +314,7 @@ class TxState:
         write_once(self.root / "aborts" / f"{batch_id}.{run_id}", b"")
 
     def aborted(self, batch_id: int, run_id: str) -> bool:
+        """True when :meth:`record_abort` recorded that ``run_id`` gave up ``batch_id``."""
         return (self.root / "aborts" / f"{batch_id}.{run_id}").exists()
 
     def ended(self, batch_id: int) -> bool:

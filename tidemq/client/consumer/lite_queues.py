@@ -104,9 +104,17 @@ class LiteQueues:
     # -- RebalanceHost ----------------------------------------------------------------------------
 
     async def find_consumer_id_list(self, topic: str) -> list[str]:
+        """The group's client ids, from a broker of ``topic`` (``MQClientInstance.findConsumerIdList``).
+
+        Raises:
+            TideMQError: no broker of ``topic`` answered (the rebalance of the topic waits a round).
+        """
         return await self.core.instance.find_consumer_id_list(topic, self.core.group_name)
 
     async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """A queue taken away: stop its pull task, commit its offset synchronously, forget it, and
+        release its lock when hand-off is on (the next owner starts from that commit); always True
+        (``RebalanceLitePullImpl.removeUnnecessaryMessageQueue``, plus the clean hand-off)."""
         core = self.core
         table = core.pulls.table
         core.pulls.stop(mq)
@@ -121,6 +129,8 @@ class LiteQueues:
         return True
 
     def remove_dirty_offset(self, mq: MessageQueue) -> None:
+        """Forget ``mq``'s in-memory and last committed offsets before it is (re)added
+        (``RebalanceImpl.removeDirtyOffset``)."""
         table = self.core.pulls.table
         with table.lock:
             self.core.offset_store.remove_offset(mq)
@@ -134,9 +144,13 @@ class LiteQueues:
     async def message_queue_changed(
         self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]
     ) -> None:
+        """Heartbeat at once so the brokers know the new subscription state
+        (``RebalanceLitePullImpl.messageQueueChanged``, without its listener call)."""
         await self.core.instance.send_heartbeat_to_all_brokers()
 
     def dispatch_pull_request(self, requests: list[PullRequest]) -> None:
+        """Start a pull task for each new queue from its start offset, recorded as committed
+        (RocketMQ's lite pull starts its ``PullTaskImpl`` in ``updatePullTask`` instead)."""
         core = self.core
         table = core.pulls.table
         for pr in requests:

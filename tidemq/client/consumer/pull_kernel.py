@@ -275,6 +275,7 @@ class PushPullKernel:
             self.service.execute_pull_request_immediately(pr)
 
     def lane_offset_illegal(self, pr: PullRequest) -> None:
+        """See :meth:`LaneHost.lane_offset_illegal <tidemq.client.consumer.queue_lane.LaneHost>`."""
         if self.consumer.running and not pr.process_queue.dropped:
             self._offset_illegal(pr)
 

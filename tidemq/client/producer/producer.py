@@ -293,8 +293,11 @@ class AsyncProducer:
 
     async def find_publish_info(self, topic: str) -> TopicPublishInfo:
         """Mirrors ``tryToFindTopicPublishInfo``: ``topic``'s route (asked of the name server when
-        not known yet), else the ``TBW102`` route for auto-creation; ``info.ok`` is False when
-        neither exists."""
+        not known yet), else the ``TBW102`` route (``create_topic_key``) for auto-creation.
+
+        Raises:
+            NoRouteError: neither route has a queue to send to.
+        """
         info = self._publish_table.get(topic)
         if info is not None and info.ok:
             return info
