@@ -82,8 +82,8 @@ class ConsumerConnection(JsonBody):
     def from_json(cls, obj: Any) -> Self:
         r = _R(obj, cls.__name__)
         return cls(
-            [Connection._checked(c) for c in r.lst("connectionSet")],
-            {str(k): SubscriptionData._checked(v) for k, v in r.dct("subscriptionTable").items()},
+            [Connection.from_json_checked(c) for c in r.lst("connectionSet")],
+            {str(k): SubscriptionData.from_json_checked(v) for k, v in r.dct("subscriptionTable").items()},
             _enum_or_none(ConsumeType, r.obj.get("consumeType")),
             _enum_or_none(MessageModel, r.obj.get("messageModel")),
             _enum_or_none(ConsumeFromWhere, r.obj.get("consumeFromWhere")),
@@ -159,7 +159,7 @@ class ConsumeStats(_MQTableBody):
     @classmethod
     def from_json(cls, obj: Any) -> Self:
         r = _R(obj, cls.__name__)
-        table = _mq_table(r.obj.get("offsetTable"), cls.__name__, OffsetWrapper._checked)
+        table = _mq_table(r.obj.get("offsetTable"), cls.__name__, OffsetWrapper.from_json_checked)
         return cls(table, r.f("consumeTps"))
 
 
@@ -201,7 +201,7 @@ class TopicStatsTable(_MQTableBody):
     @classmethod
     def from_json(cls, obj: Any) -> Self:
         r = _R(obj, cls.__name__)
-        return cls(_mq_table(r.obj.get("offsetTable"), cls.__name__, TopicOffset._checked))
+        return cls(_mq_table(r.obj.get("offsetTable"), cls.__name__, TopicOffset.from_json_checked))
 
 
 def _offset_value(value: Any) -> int:

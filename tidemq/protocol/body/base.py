@@ -268,10 +268,15 @@ class JsonBody:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview | str) -> Self:
         """Parse wire bytes. Raises :class:`BodyError` naming the class on bad input."""
-        return cls._checked(loads_body(data, cls.__name__))
+        return cls.from_json_checked(loads_body(data, cls.__name__))
 
     @classmethod
-    def _checked(cls, obj: Any) -> Self:
+    def from_json_checked(cls, obj: Any) -> Self:
+        """:meth:`from_json` of ``obj`` (a nested body's JSON too), any error in it a BodyError.
+
+        Raises:
+            BodyError: a missing or mistyped field (the class named in the text).
+        """
         try:
             return cls.from_json(obj)
         except BodyError:

@@ -113,7 +113,9 @@ class ConsumerData(JsonBody):
             consume_type=ConsumeType.from_wire(r.obj.get("consumeType", 1)),
             message_model=MessageModel.from_wire(r.obj.get("messageModel", 1)),
             consume_from_where=ConsumeFromWhere.from_wire(r.obj.get("consumeFromWhere", 0)),
-            subscription_data_set=[SubscriptionData._checked(s) for s in r.lst("subscriptionDataSet")],
+            subscription_data_set=[
+                SubscriptionData.from_json_checked(s) for s in r.lst("subscriptionDataSet")
+            ],
             unit_mode=r.b("unitMode"),
         )
 
@@ -152,8 +154,8 @@ class HeartbeatData(JsonBody):
         r = _R(obj, cls.__name__)
         return cls(
             r.req_s("clientID"),
-            [ProducerData._checked(p) for p in r.lst("producerDataSet")],
-            [ConsumerData._checked(c) for c in r.lst("consumerDataSet")],
+            [ProducerData.from_json_checked(p) for p in r.lst("producerDataSet")],
+            [ConsumerData.from_json_checked(c) for c in r.lst("consumerDataSet")],
         )
 
 

@@ -126,8 +126,8 @@ class TopicConfigSerializeWrapper(JsonBody):
             value = dict(value) if isinstance(value, dict) else value
             if isinstance(value, dict):
                 value.setdefault("topicName", name)
-            table[str(name)] = TopicConfig._checked(value)
-        return cls(table, DataVersion._checked(r.obj.get("dataVersion") or {}))
+            table[str(name)] = TopicConfig.from_json_checked(value)
+        return cls(table, DataVersion.from_json_checked(r.obj.get("dataVersion") or {}))
 
 
 @dataclass(slots=True)
@@ -143,7 +143,7 @@ class CreateTopicListRequestBody(JsonBody):
     @classmethod
     def from_json(cls, obj: Any) -> Self:
         r = _R(obj, cls.__name__)
-        return cls([TopicConfig._checked(item) for item in r.lst("topicConfigList")])
+        return cls([TopicConfig.from_json_checked(item) for item in r.lst("topicConfigList")])
 
 
 _I32 = struct.Struct(">i")
@@ -172,7 +172,9 @@ class RegisterBrokerBody(JsonBody):
     @classmethod
     def from_json(cls, obj: Any) -> Self:
         r = _R(obj, cls.__name__)
-        wrapper = TopicConfigSerializeWrapper._checked(r.obj.get("topicConfigSerializeWrapper") or {})
+        wrapper = TopicConfigSerializeWrapper.from_json_checked(
+            r.obj.get("topicConfigSerializeWrapper") or {}
+        )
         return cls(wrapper, [str(x) for x in r.lst("filterServerList")])
 
     def encode(self, compress: bool = False) -> bytes:
@@ -197,7 +199,7 @@ class RegisterBrokerBody(JsonBody):
     def decode(cls, data: bytes | bytearray | memoryview | str, compressed: bool = False) -> Self:
         """Parse the JSON form, or the compressed form when ``compressed``."""
         if not compressed:
-            return cls._checked(loads_body(data, cls.__name__))
+            return cls.from_json_checked(loads_body(data, cls.__name__))
         raw = data.encode() if isinstance(data, str) else bytes(data)
         try:
             inflater = zlib.decompressobj()
@@ -324,8 +326,8 @@ class TopicRouteData(JsonBody):
     def from_json(cls, obj: Any) -> Self:
         r = _R(obj, cls.__name__)
         return cls(
-            [QueueData._checked(q) for q in r.lst("queueDatas")],
-            [BrokerData._checked(bd) for bd in r.lst("brokerDatas")],
+            [QueueData.from_json_checked(q) for q in r.lst("queueDatas")],
+            [BrokerData.from_json_checked(bd) for bd in r.lst("brokerDatas")],
             {str(k): [str(x) for x in v or []] for k, v in r.dct("filterServerTable").items()},
             r.opt_s("orderTopicConf"),
         )
@@ -348,7 +350,7 @@ class ClusterInfo(JsonBody):
     def from_json(cls, obj: Any) -> Self:
         r = _R(obj, cls.__name__)
         return cls(
-            {str(k): BrokerData._checked(v) for k, v in r.dct("brokerAddrTable").items()},
+            {str(k): BrokerData.from_json_checked(v) for k, v in r.dct("brokerAddrTable").items()},
             {str(k): {str(x) for x in v or []} for k, v in r.dct("clusterAddrTable").items()},
         )
 
