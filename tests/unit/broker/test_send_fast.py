@@ -143,6 +143,7 @@ def test_fast_sends_answer_and_store_as_the_general_path(
     clock.setattr(send_module, "now_ms", lambda: 1_700_000_000_000)  # timer messages: the same due time
 
     async def sends() -> None:
+        quick.broker.loop = asyncio.get_running_loop()
         for spec in frames:
             frame = _whole(*spec)
             assert await _fast(quick, fast, frame) == await _general(general, frame)

@@ -203,7 +203,8 @@ class FastSend:
     ) -> bytes:
         """A SYNC_FLUSH send's answer once the commit log is fsynced past it (at once when it is):
         ANSWER_LATER, the answer written by :meth:`_flushed`."""
-        flushed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        # the broker's loop (this one): asyncio.get_running_loop() is a getpid() system call in 3.11
+        flushed: asyncio.Future[bool] = self._broker.loop.create_future()
         timer = gcs.add_waiter(append.wrote_offset + append.wrote_bytes, flushed)
         if timer is None:  # flushed already, or shut down
             code = ResponseCode.SUCCESS if flushed.result() else ResponseCode.FLUSH_DISK_TIMEOUT
