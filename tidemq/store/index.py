@@ -61,6 +61,7 @@ _KEYS = MessageConst.PROPERTY_KEYS
 _UNIQ_PAIR = f"{_UNIQ_KEY}\x01"
 _KEYS_PAIR = f"{_KEYS}\x01"
 _UNIQ_NEXT_PAIR = f"\x02{_UNIQ_PAIR}"
+_UNIQ_LEN, _UNIQ_NEXT_LEN = len(_UNIQ_PAIR), len(_UNIQ_NEXT_PAIR)
 _TRANSACTION_MASK = 0x0C  # MessageSysFlag.TRANSACTION_ROLLBACK_TYPE | TRANSACTION_COMMIT_TYPE
 _ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 _UNINDEXED_TOPICS = frozenset({TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
@@ -481,17 +482,17 @@ class IndexService:
                     # property_value(text, UNIQ_KEY) for this one key: the last pair wins
                     at = text.rfind(_UNIQ_NEXT_PAIR)
                     start = (
-                        at + len(_UNIQ_NEXT_PAIR)
-                        if at >= 0
-                        else len(_UNIQ_PAIR)
-                        if text.startswith(_UNIQ_PAIR)
-                        else -1
+                        at + _UNIQ_NEXT_LEN if at >= 0 else _UNIQ_LEN if text.startswith(_UNIQ_PAIR) else -1
                     )
                     if start >= 0:
                         end = text.find("\x02", start)
                         uniq = text[start:] if end < 0 else text[start:end]
                         if uniq:
-                            f.put_key(zlib.crc32(_utf8(uniq), prefix), commit_log_offset, store_timestamp)
+                            try:  # _utf8, inline
+                                raw = uniq.encode()
+                            except UnicodeEncodeError:
+                                raw = uniq.encode("utf-8", "surrogatepass")
+                            f.put_key(zlib.crc32(raw, prefix), commit_log_offset, store_timestamp)
                     f.end_timestamp, f.end_phy_offset = store_timestamp, commit_log_offset + size
                     f.dirty = True
                 except (OSError, ValueError, StoreError) as exc:
