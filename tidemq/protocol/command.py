@@ -371,6 +371,9 @@ class FrameDecoder:
         self.max_frame_size = max_frame_size
         self._buf = bytearray()
         self._failed: RemotingCommandError | None = None
+        self.clean = True
+        """No bytes buffered and no frame failed: the next bytes fed start a frame (a reader may take a
+        whole frame itself, as the channel's fast path does, without the decoder)."""
 
     @property
     def buffered(self) -> int:
@@ -411,4 +414,5 @@ class FrameDecoder:
                     del self._buf[:pos]
             elif pos < size:
                 self._buf += memoryview(buf)[pos:]
+            self.clean = not self._buf and self._failed is None
         return out

@@ -357,9 +357,8 @@ class Channel:
         fast path takes it; False (nothing done) otherwise: then the frame decoder takes ``data``.
         The answer goes out as :meth:`_on_data` writes answers (with others written meanwhile, in one
         write), then the work asked to run after it (:func:`call_after_write`)."""
-        decoder = self._decoder
         size = len(data)
-        if size < 8 or decoder._buf or decoder._failed is not None:
+        if size < 8 or not self._decoder.clean:
             return False
         length, hlen = _LENGTHS(data)
         body_at = 8 + hlen  # hlen > 0xFFFFFF: not a JSON header

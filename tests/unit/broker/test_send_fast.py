@@ -138,7 +138,7 @@ def test_fast_sends_answer_and_store_as_the_general_path(
     for processor in (quick, general):
         _sync(processor, flush)
     fast = FastSend(quick)
-    quick._valid_topics.update(("T", "M", "%RETRY%g", "Unknown"))  # names the general path checks first
+    quick.valid_topics.update(("T", "M", "%RETRY%g", "Unknown"))  # names the general path checks first
     clock = pytest.MonkeyPatch()
     clock.setattr(send_module, "now_ms", lambda: 1_700_000_000_000)  # timer messages: the same due time
 

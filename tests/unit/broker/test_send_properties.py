@@ -25,7 +25,7 @@ def _processor() -> SendMessageProcessor:
 def test_properties_text_is_what_the_dict_writes(text: str | None) -> None:
     """Whatever the header holds (repeated names, empty pairs, stray separators, WAIT, CLUSTER), the
     text is the properties dict written out, and the dict is the header's + CLUSTER - WAIT."""
-    props, wait, stored = _processor()._props(text)
+    props, wait, stored = _processor().properties_of(text)
     expected = string_to_properties(text or "")
     expected_wait = expected.pop("WAIT", "true").lower() != "false"
     expected["CLUSTER"] = "DefaultCluster"
@@ -35,5 +35,5 @@ def test_properties_text_is_what_the_dict_writes(text: str | None) -> None:
 
 
 def test_a_clients_properties_keep_their_text() -> None:
-    _, wait, stored = _processor()._props("UNIQ_KEY\x01AB12\x02TAGS\x01t")
+    _, wait, stored = _processor().properties_of("UNIQ_KEY\x01AB12\x02TAGS\x01t")
     assert wait and stored == "UNIQ_KEY\x01AB12\x02TAGS\x01t\x02CLUSTER\x01DefaultCluster"

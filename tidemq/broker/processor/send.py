@@ -99,14 +99,14 @@ class SendMessageProcessor:
         self._rng = random.Random()
         self._ext_key: tuple[str, bool] | None = None
         self._ext: dict[str, str] = {}
-        self._valid_topics: set[str] = set()
+        self.valid_topics: set[str] = set()
         """Topic names that passed the name checks (a pure function of the name), checked once."""
 
     # -- entry point ---------------------------------------------------------------------------
 
     async def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         """Handle one send request from ``channel``; returns the response."""
-        ext = self._response_ext()  # shared, never changed: every answer copies it
+        ext = self.response_ext()  # shared, never changed: every answer copies it
         try:
             header = SendMessageRequestHeader.from_command(request)
         except HeaderError as exc:
@@ -120,7 +120,7 @@ class SendMessageProcessor:
             return await self.send_batch_message(channel.remote_addr, header, request.body, queue_id, ext)
         return await self.send_message(channel.remote_addr, header, request, topic_config, queue_id, ext)
 
-    def _response_ext(self) -> dict[str, str]:
+    def response_ext(self) -> dict[str, str]:
         """``MSG_REGION`` and ``TRACE_ON`` as every answer carries them: made again only when the
         config changed (do not modify the dict returned)."""
         cfg = self.broker.config
@@ -148,15 +148,15 @@ class SendMessageProcessor:
                 ResponseCode.NO_PERMISSION, f"the broker[{broker.addr}] sending message is forbidden"
             )
         topic = header.topic
-        if topic not in self._valid_topics:
+        if topic not in self.valid_topics:
             problem = check_topic(topic)
             if problem is not None:
                 return error(ResponseCode.SYSTEM_ERROR, problem)
             if is_not_allowed_send_topic(topic):
                 return error(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
-            if len(self._valid_topics) >= 4096:
-                self._valid_topics.clear()
-            self._valid_topics.add(topic)
+            if len(self.valid_topics) >= 4096:
+                self.valid_topics.clear()
+            self.valid_topics.add(topic)
         tcm = broker.topic_config_manager
         topic_config = tcm.select_topic_config(topic)
         if topic_config is None:
@@ -214,7 +214,7 @@ class SendMessageProcessor:
             )
         return None
 
-    def _props(self, header_properties: str | None) -> tuple[dict[str, str], bool, str]:
+    def properties_of(self, header_properties: str | None) -> tuple[dict[str, str], bool, str]:
         """Header properties + CLUSTER, minus WAIT; returns (properties, wait_store_msg_ok, the
         properties as text). The text is the header's own plus the CLUSTER pair when parsing and
         writing it back would give it unchanged (every pair well formed, no name twice: as many names
@@ -260,8 +260,8 @@ class SendMessageProcessor:
         ``MessageExtBrokerInner``; a retry-topic or delayed message takes the general put path.
         ``ext``: the answer's ``MSG_REGION`` / ``TRACE_ON`` (default: from the config)."""
         if ext is None:
-            ext = self._response_ext()
-        props, wait, text = self._props(header.properties)
+            ext = self.response_ext()
+        props, wait, text = self.properties_of(header.properties)
         topic = header.topic
         if _NOT_PLAIN.isdisjoint(props) and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             answer = self._send_plain(
@@ -378,7 +378,7 @@ class SendMessageProcessor:
         ):
             return result
         if append is None or result.status is not PutMessageStatus.PUT_OK:
-            return self._put_error(result, ext)
+            return self.put_error(result, ext)
         fields = ext.copy()  # SendMessageResponseHeader's fields, written directly (hot path)
         fields["msgId"] = append.msg_id or ",".join(append.msg_ids)
         fields["queueId"] = str(queue_id)
@@ -398,7 +398,7 @@ class SendMessageProcessor:
         """Store a batch (``asyncSendBatchMessage``): every item gets the batch-level properties.
         ``ext``: the answer's ``MSG_REGION`` / ``TRACE_ON`` (default: from the config)."""
         if ext is None:
-            ext = self._response_ext()
+            ext = self.response_ext()
         topic = header.topic
         if is_retry_topic(topic):
             return error(
@@ -414,7 +414,7 @@ class SendMessageProcessor:
             return error(ResponseCode.MESSAGE_ILLEGAL, f"the batch body is malformed: {exc}", ext)
         if not bodies:
             return error(ResponseCode.MESSAGE_ILLEGAL, "the batch body holds no message", ext)
-        batch_props, wait, batch_str = self._props(header.properties)
+        batch_props, wait, batch_str = self.properties_of(header.properties)
         if int(batch_props.get(_DELAY, "0") or 0) > 0:
             return error(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be delayed", ext)
         if batch_str:
@@ -465,7 +465,7 @@ class SendMessageProcessor:
         status = result.status
         append = result.append_result
         if status is not PutMessageStatus.PUT_OK or append is None:
-            return self._put_error(result, ext)
+            return self.put_error(result, ext)
         code = ResponseCode.SUCCESS
         if wait:
             broker = self.broker
@@ -482,7 +482,9 @@ class SendMessageProcessor:
         fields["queueOffset"] = str(append.logics_offset)
         return RemotingCommand(code, flag=RPC_TYPE_RESPONSE, ext_fields=fields)
 
-    def _put_error(self, result: PutMessageResult, ext: dict[str, str]) -> RemotingCommand:
+    def put_error(self, result: PutMessageResult, ext: dict[str, str]) -> RemotingCommand:
+        """The answer to a put whose status is not PUT_OK (``handlePutMessageResult``'s error
+        branches): the status's response code and remark (plus the put's own), with ``ext``."""
         status = result.status
         detail = f": {result.remark}" if result.remark else ""
         if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):

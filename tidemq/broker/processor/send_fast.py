@@ -153,7 +153,7 @@ class FastSend:
         never negative), the put, and the answer (``born_ts`` in ms)."""
         processor, broker = self._processor, self._broker
         config = broker.config
-        if topic not in processor._valid_topics or not config.is_writeable or config.is_slave:
+        if topic not in processor.valid_topics or not config.is_writeable or config.is_slave:
             return None
         topic_config = broker.topic_config_manager.select_topic_config(topic)
         if topic_config is None or not topic_config.perm & 2 or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -164,7 +164,7 @@ class FastSend:
         if pair_end > 0 and "\x02" not in text and text[:pair_end] not in _NOT_PLAIN_PAIR:
             wait, stored = True, f"{text}\x02{_CLUSTER}\x01{config.broker_cluster_name}"  # _props of one pair
         else:
-            props, wait, stored = processor._props(text)
+            props, wait, stored = processor.properties_of(text)
             if not NOT_PLAIN.isdisjoint(props):
                 return None
         if wait and broker.ha is not None and broker.ha.is_sync_master:
@@ -173,7 +173,7 @@ class FastSend:
             return None  # maybe too large: the general path measures and answers
         if topic_config.topic_filter_type == "MULTI_TAG":
             sys_flag |= _MULTI_TAGS
-        ext_fields = processor._response_ext()
+        ext_fields = processor.response_ext()
         try:
             result = broker.store.put_message_single(
                 topic, queue_id, sys_flag, born_ts, channel.remote_addr, reconsume_times, flag, body, stored
@@ -184,7 +184,7 @@ class FastSend:
         if append is not None:  # statistics: one O(1) call per request
             broker.broker_stats.inc_put(topic, 1, append.wrote_bytes)
         if append is None or result.status is not _PUT_OK:
-            return self._encoded(processor._put_error(result, ext_fields), opaque)
+            return self._encoded(processor.put_error(result, ext_fields), opaque)
         if wait and (gcs := broker.group_commit_service) is not None:  # SYNC_FLUSH
             return self._after_flush(channel, gcs, append, queue_id, opaque, ext_fields)
         if ext_fields is not self._ext:  # _answer's SUCCESS, inline
