@@ -111,7 +111,7 @@ def test_every_admin_verb(served: tuple[ServeProcess, dict[str, Any]]) -> None:
             )
         assert sum(q["maxOffset"] for q in admin.ok("topicStatus", "-t", "OpsT")["offsetTable"]) == 6
         # a producer heartbeats every 30 s; heartbeat now so the broker lists it (RocketMQ does so after a route change)
-        producer._loop.run(producer._core.instance.send_heartbeat_to_all_brokers())
+        producer.send_heartbeat_to_all_brokers()
         conns = admin.ok("producerConnection", "-g", "ops-producer", "-t", "OpsT")["connectionSet"]
         assert len(conns) == 1
     finally:

@@ -157,16 +157,24 @@ class MessageStore:
         """The put listener is told only while this is non-empty (the broker hands it its table of
         held pulls: no pull held, no :class:`PutRecords` made); default: always."""
         self.index_service = _index_service(self.root, config)
-        self._put_lock = threading.Lock()
+        self.put_lock = threading.Lock()
+        """The lock every write to the commit log holds (puts, the HA slave's appends, topic
+        deletion, the checkpoint's flush): ``DefaultMessageStore``'s putMessageLock. A plain
+        attribute, not a property: :class:`CommitLogPut` takes it on every send."""
         self._flush_lock = threading.Lock()
         self._commit_log_flush_lock = threading.Lock()
         self._delay_table = config.delay_level_table()
         memory_limit = _total_physical_memory() * config.access_message_in_memory_max_ratio // 100
         self._reader = MessageReader(self.commit_log, config, memory_limit)
-        self._last_store_timestamp = 0
+        self.last_store_timestamp = 0
+        """Store timestamp (ms since the epoch) of the last record written or dispatched; a put's own
+        time never goes below it. Written under :attr:`put_lock` by :class:`CommitLogPut` and
+        :meth:`advance_store_timestamp`, read by the checkpoint (logicsMsgTimestamp)."""
         self._flushed_offset = 0
         self._last_cq_flush = 0.0
-        self._running = False
+        self.running = False
+        """Between :meth:`load` (once it has succeeded) and :meth:`shutdown`; set by those two only
+        (a plain attribute: every put reads it)."""
         self.clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)
         """Wall clock in ms used for store timestamps (tests may replace it)."""
         self.slave_mode = False
@@ -180,7 +188,7 @@ class MessageStore:
         self.lock = StoreLock(self.root)
         """The exclusive lock on ``<root>/lock``, taken by :meth:`load`, dropped by :meth:`shutdown`."""
         self._put = CommitLogPut(self)
-        """Every put goes through it (under :attr:`_put_lock`)."""
+        """Every put goes through it (under :attr:`put_lock`)."""
         self.disk_guard = _disk_guard(config)
         """Refuses puts while the disk is full (PutMessageStatus.DISK_FULL, ``disk.py``)."""
         self.disk_guard.listeners.append(self._on_disk_state)
@@ -198,23 +206,12 @@ class MessageStore:
         )
         """Makes the first file of a queue a pull waits on, off the put path (``cq_prepare.py``)."""
 
-    @property
-    def running(self) -> bool:
-        """Between :meth:`load` (once it has succeeded) and :meth:`shutdown`."""
-        return self._running
-
-    @property
-    def put_lock(self) -> threading.Lock:
-        """The lock every write to the commit log holds (puts, the HA slave's appends, topic
-        deletion, the checkpoint's flush): ``DefaultMessageStore``'s putMessageLock."""
-        return self._put_lock
-
     def advance_store_timestamp(self, store_timestamp: int) -> None:
         """Raise the last store timestamp (ms since the epoch) to ``store_timestamp`` when it is later:
         a record dispatched by recovery or the HA slave (``doDispatch``; the checkpoint's
         logicsMsgTimestamp). A put's own time never goes below it."""
-        if store_timestamp > self._last_store_timestamp:
-            self._last_store_timestamp = store_timestamp
+        if store_timestamp > self.last_store_timestamp:
+            self.last_store_timestamp = store_timestamp
 
     # ------------------------------------------------------------------------------- lifecycle
     def load(self) -> None:
@@ -241,20 +238,20 @@ class MessageStore:
         except BaseException:
             self.lock.release()
             raise
-        self._running = True
+        self.running = True
 
     def shutdown(self) -> None:
         """Flush everything, write the checkpoint, remove ``abort`` and close the files."""
-        if not self._running:
+        if not self.running:
             return
         self.flush()
         self.flush_consume_queue()
-        self._running = False
+        self.running = False
         self.consume_queue_preparer.shutdown()
         allocator = self.commit_log.queue.allocator
         if allocator is not None:
             allocator.shutdown()
-        with self._put_lock:
+        with self.put_lock:
             self.commit_log.close()
             for cq in self.consume_queue_table.values():
                 cq.close()
@@ -337,15 +334,15 @@ class MessageStore:
         commit log). Anything that reads a consume queue or the index drains first (:meth:`_settle`),
         so a reader never misses an acknowledged message.
         """
-        with self._put_lock:
+        with self.put_lock:
             self._drain_locked()
             arrivals = self.dispatcher.take_arrivals()
-        self._notify_arrivals(arrivals)
+        self.notify_arrivals(arrivals)
 
     def _settle(self) -> None:
         """Dispatch pending puts before a read (their arrivals are told by :meth:`dispatch_pending`)."""
         if self.dispatcher.pending:
-            with self._put_lock:
+            with self.put_lock:
                 self._drain_locked()
 
     def _drain_locked(self) -> bool:
@@ -376,7 +373,11 @@ class MessageStore:
         else:
             self.dispatch_pending()
 
-    def _notify_arrivals(self, arrivals: list[Arrival]) -> None:
+    def notify_arrivals(self, arrivals: list[Arrival]) -> None:
+        """Tell :attr:`message_arriving_listener` of each :data:`~tidemq.store.dispatcher.Arrival` the
+        dispatcher took (``NotifyMessageArrivingListener.arriving``); called outside the put lock (by
+        :class:`CommitLogPut` and :meth:`dispatch_pending`). A listener that raises is logged and the
+        rest are still told; raises nothing."""
         listener = self.message_arriving_listener
         if listener is None:
             return
@@ -418,11 +419,11 @@ class MessageStore:
             self._flush_consume_queue_locked()
 
     def _flush_consume_queue_locked(self, *, force_index: bool = True) -> None:
-        with self._put_lock:
+        with self.put_lock:
             self._drain_locked()  # the checkpoint must not claim entries not yet written
             pending_from = self.dispatcher.pending_from()
             logics_offset = self.commit_log.get_max_offset() if pending_from is None else pending_from
-            timestamp = self._last_store_timestamp
+            timestamp = self.last_store_timestamp
         for cq in list(self.consume_queue_table.values()):
             cq.flush()
         self.flush_commit_log()
@@ -460,7 +461,7 @@ class MessageStore:
         background (:class:`~tidemq.store.cq_prepare.ConsumeQueuePreparer`).
         """
         cq = self.find_consume_queue(topic, queue_id)
-        if cq is None and self._running and not self.topic_queue_table.get((topic, queue_id)):
+        if cq is None and self.running and not self.topic_queue_table.get((topic, queue_id)):
             self.consume_queue_preparer.prepare(topic, queue_id)
         return self._reader.get_message(cq, offset, max_msg_nums, tag_codes, record_filter)
 
@@ -507,7 +508,7 @@ class MessageStore:
     def delete_topics(self, topics: set[str]) -> int:
         """Delete the consume queues of ``topics`` (``DefaultMessageStore.deleteTopics``); returns count."""
         self.consume_queue_preparer.cancel(topics)
-        with self._put_lock:
+        with self.put_lock:
             self._drain_locked()
             removed = self.consume_queues.remove_topics(topics)
             for key in removed:

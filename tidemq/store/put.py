@@ -203,7 +203,7 @@ class CommitLogPut:
         results and statuses."""
         store = self._store
         end = self._end
-        if not store._running or store.slave_mode or end < 0:
+        if not store.running or store.slave_mode or end < 0:
             refused = self._refuse_put()
             if refused is not None:
                 return refused
@@ -240,7 +240,7 @@ class CommitLogPut:
 
     def _refuse_put(self) -> PutMessageResult | None:
         store = self._store
-        if not store._running:
+        if not store.running:
             return PutMessageResult(
                 PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is not running"
             )
@@ -319,14 +319,14 @@ class CommitLogPut:
         consumable = not sys_flag & _PREPARED  # is_consumable: not a prepared or rolled-back half
         dispatcher = store.dispatcher
         try:
-            with store._put_lock:
-                if not store._running:
+            with store.put_lock:
+                if not store.running:
                     return PutMessageResult(
                         PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is shut down"
                     )
                 now = store.clock_ms()
-                if now < store._last_store_timestamp:
-                    now = store._last_store_timestamp
+                if now < store.last_store_timestamp:
+                    now = store.last_store_timestamp
                 mf, pos = store.commit_log.reserve(size)
                 phy = mf.file_from_offset + pos
                 q = store.topic_queue_table.get((topic, queue_id), 0) if consumable else 0
@@ -347,7 +347,7 @@ class CommitLogPut:
                 mf.write(pos, data)
                 if consumable:
                     store.topic_queue_table[topic, queue_id] = q + 1
-                store._last_store_timestamp = now
+                store.last_store_timestamp = now
                 drain_needed = dispatcher.dispatch_one(
                     topic, queue_id, q, phy, size, text, sys_flag, now, consumable
                 )
@@ -373,7 +373,7 @@ class CommitLogPut:
             except Exception:
                 log.exception("message put listener failed")
         if arrivals:
-            store._notify_arrivals(arrivals)
+            store.notify_arrivals(arrivals)
         return PutMessageResult(
             PutMessageStatus.PUT_OK,
             AppendMessageResult(AppendMessageStatus.PUT_OK, phy, size, msg_id, now, q, 1, [msg_id], [q]),
@@ -415,12 +415,12 @@ class CommitLogPut:
             )
         dispatcher = store.dispatcher
         try:
-            with store._put_lock:
-                if not store._running:
+            with store.put_lock:
+                if not store.running:
                     return PutMessageResult(
                         PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is shut down"
                     )
-                now = max(store.clock_ms(), store._last_store_timestamp)
+                now = max(store.clock_ms(), store.last_store_timestamp)
                 mf, pos = store.commit_log.reserve(total)
                 phy = mf.file_from_offset + pos
                 parts: list[bytes] = []
@@ -468,7 +468,7 @@ class CommitLogPut:
                 data = b"".join(parts)
                 mf.write(pos, data)
                 topic_queue_table.update(next_offsets)
-                store._last_store_timestamp = now
+                store.last_store_timestamp = now
                 drain_needed = dispatcher.dispatch_put(queues, phy, runs, now)
                 arrivals = dispatcher.take_arrivals() if dispatcher.schedule is None else None
         except (OSError, StoreError) as exc:
@@ -495,5 +495,5 @@ class CommitLogPut:
             except Exception:
                 log.exception("message put listener failed")
         if arrivals:
-            store._notify_arrivals(arrivals)
+            store.notify_arrivals(arrivals)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)

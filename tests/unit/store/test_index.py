@@ -39,7 +39,7 @@ def found(
 
 def crash(store: MessageStore) -> None:
     """Drop the store as a killed process would: files keep what was written, nothing is flushed."""
-    store._running = False
+    store.running = False
     store.lock.release()  # the kernel drops a dead process's flock
     store.commit_log.close()
     for cq in store.consume_queue_table.values():

@@ -17,7 +17,7 @@ from tidemq.store.consume_queue import ConsumeQueue, CqUnit
 
 def crash(store: MessageStore) -> None:
     """Drop the store as a killed process would: no flush, no checkpoint, ``abort`` left behind."""
-    store._running = False
+    store.running = False
     store.lock.release()  # the kernel drops a dead process's flock
     store.commit_log.close()
     for cq in store.consume_queue_table.values():

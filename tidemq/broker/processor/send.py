@@ -230,7 +230,11 @@ class SendMessageProcessor:
             return props, wait, f"{text}\x02{_CLUSTER}\x01{cluster}"
         return props, wait, properties_to_string(props)
 
-    def _size_error(self, body_len: int, props_len: int) -> RemotingCommand | None:
+    def size_error(self, body_len: int, props_len: int) -> RemotingCommand | None:
+        """The MESSAGE_ILLEGAL answer (no ext fields: the caller adds its own) to a message whose body
+        (``body_len`` bytes) is over the store's ``max_message_size`` or whose properties
+        (``props_len`` UTF-8 bytes) are over ``MAX_PROPERTIES_BYTES``; None when both fit. Also the half
+        message's check (``transaction/processor.py``)."""
         limit = self.broker.store_config.max_message_size
         if body_len > limit:
             return error(
@@ -268,7 +272,7 @@ class SendMessageProcessor:
                 remote_addr, header, request.body, topic_config, queue_id, wait, text, ext
             )
             if isinstance(answer, PutMessageResult):  # a flush or a slave to wait for
-                return await self._handle_put_result(answer, queue_id, wait, ext)
+                return await self.handle_put_result(answer, queue_id, wait, ext)
             return answer
         if props.get(MessageConst.PROPERTY_TRANSACTION_PREPARED, "").lower() == "true":
             from tidemq.broker.transaction.processor import send_half_message  # transactions.md §1.2
@@ -282,7 +286,7 @@ class SendMessageProcessor:
         store = self.broker.store
         try:
             if _DELAY not in props and not is_retry_topic(header.topic) and not is_timer_message(props):
-                problem = self._size_error(len(request.body), _utf8_len(text))
+                problem = self.size_error(len(request.body), _utf8_len(text))
                 if problem is not None:
                     problem.ext_fields.update(ext)
                     return problem
@@ -317,7 +321,7 @@ class SendMessageProcessor:
                     problem = transform_timer_message(inner, self.broker.store_config, now_ms())
                 if problem is None:
                     text = inner.properties_string = properties_to_string(inner.properties)
-                    problem = self._size_error(len(request.body), _utf8_len(text))
+                    problem = self.size_error(len(request.body), _utf8_len(text))
                 if problem is not None:
                     problem.ext_fields.update(ext)
                     return problem
@@ -327,7 +331,7 @@ class SendMessageProcessor:
             return error(ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {exc}", ext)
         if result.append_result is not None:  # statistics: one O(1) call per request
             self.broker.broker_stats.inc_put(header.topic, 1, result.append_result.wrote_bytes)
-        answer = await self._handle_put_result(result, queue_id, wait, ext)
+        answer = await self.handle_put_result(result, queue_id, wait, ext)
         return attach_recall_handle(answer, props, self.broker.config)  # broker/recall.py
 
     def _send_plain(
@@ -344,12 +348,12 @@ class SendMessageProcessor:
         """:meth:`send_message` of a message with no delay level, timer or half-message property, to
         a topic that is not a retry topic (nearly every send): the same checks, put and answer, made
         without a coroutine of its own; the put's result instead when the answer must wait for a
-        flush or a slave (then :meth:`_handle_put_result`)."""
+        flush or a slave (then :meth:`handle_put_result`)."""
         broker = self.broker
         topic = header.topic
         # sizes: a text of at most MAX_PROPERTIES_BYTES // 4 characters fits in any encoding
         if len(body) > broker.store_config.max_message_size or len(text) * 4 > MAX_PROPERTIES_BYTES:
-            problem = self._size_error(len(body), _utf8_len(text))
+            problem = self.size_error(len(body), _utf8_len(text))
             if problem is not None:
                 problem.ext_fields.update(ext)
                 return problem
@@ -404,7 +408,7 @@ class SendMessageProcessor:
             return error(
                 ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}", ext
             )
-        problem = self._size_error(len(body), 0)
+        problem = self.size_error(len(body), 0)
         if problem is not None:
             problem.ext_fields.update(ext)
             return problem
@@ -450,18 +454,22 @@ class SendMessageProcessor:
         if result.append_result is not None:  # statistics: one O(1) call per request
             append = result.append_result
             self.broker.broker_stats.inc_put(header.topic, append.msg_num, append.wrote_bytes)
-        return await self._handle_put_result(result, queue_id, wait, ext)
+        return await self.handle_put_result(result, queue_id, wait, ext)
 
     # -- result ------------------------------------------------------------------------------------
 
-    async def _handle_put_result(
+    async def handle_put_result(
         self,
         result: PutMessageResult,
         queue_id: int,
         wait: bool,
         ext: dict[str, str],
     ) -> RemotingCommand:
-        """Map a put result to the response (``handlePutMessageResult``), after the fsync if needed."""
+        """Map a put result to the response (``handlePutMessageResult``): SUCCESS with
+        SendMessageResponseHeader's ``msgId`` / ``queueId`` / ``queueOffset`` added to ``ext``, after
+        the fsync (SYNC_FLUSH) or the slave's copy (SYNC_MASTER) when ``wait`` (the message's
+        WAIT property), FLUSH_DISK_TIMEOUT or the HA code when those fall short; a failed put is
+        :meth:`put_error`'s answer. Also the half message's answer (``transaction/processor.py``)."""
         status = result.status
         append = result.append_result
         if status is not PutMessageStatus.PUT_OK or append is None:

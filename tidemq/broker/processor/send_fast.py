@@ -11,7 +11,7 @@ as :meth:`SendMessageProcessor.process_request
 the answer's JSON header is a template with the message id, queue id, queue offset and opaque
 spliced in, not a ``RemotingCommand`` encoded per answer. Under SYNC_FLUSH the answer goes out when
 the group commit's fsync covers the message (``GroupCommitService.add_waiter``, a callback, not a
-task), as the general path's ``_handle_put_result`` answers after ``wait_for_flush``.
+task), as the general path's ``handle_put_result`` answers after ``wait_for_flush``.
 
 Anything else (a header the general path would parse differently or refuse, a send it would refuse,
 a feature path, SYNC_MASTER with ``WAIT``) gets None back *before any side effect*, and
@@ -218,7 +218,7 @@ class FastSend:
     def _answer(
         self, code: int, append: AppendMessageResult, queue_id: int, opaque: int, ext_fields: dict[str, str]
     ) -> bytes:
-        """The answer frame to a stored send (``_handle_put_result``'s): SUCCESS from the template."""
+        """The answer frame to a stored send (``handle_put_result``'s): SUCCESS from the template."""
         if code != ResponseCode.SUCCESS:
             fields = ext_fields.copy()
             fields["msgId"] = append.msg_id

@@ -170,9 +170,9 @@ async def send_half_message(
         body=body,
         properties_text=text,
     )
-    problem = processor._size_error(len(body), len(batch.properties[0].encode()))
+    problem = processor.size_error(len(body), len(batch.properties[0].encode()))
     if problem is not None:
         problem.ext_fields.update(ext)
         return problem
     result = service.put_half(batch, props.get(MessageConst.PROPERTY_PRODUCER_GROUP, ""), header.topic)
-    return await processor._handle_put_result(result, queue_id, wait, ext)
+    return await processor.handle_put_result(result, queue_id, wait, ext)

@@ -785,6 +785,12 @@ class Producer(BlockingFacade[AsyncProducer]):
         """See :meth:`AsyncProducer.fetch_publish_message_queues`."""
         return self._run(self._core.fetch_publish_message_queues(topic))
 
+    def send_heartbeat_to_all_brokers(self) -> None:
+        """Heartbeat now to every broker of the routes known (``sendHeartbeatToAllBrokerWithLock``),
+        so they list this producer group (and can check its transactions) at once instead of after
+        the 30 s timer; blocks until sent."""
+        self._run(self._core.instance.send_heartbeat_to_all_brokers())
+
     def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryResult:
         """See :meth:`AsyncProducer.query_message`."""
         return self._run(self._core.query_message(topic, key, max_num, begin, end))

@@ -381,12 +381,6 @@ class TransactionProducer(Producer):
         """The listener that runs local transactions and answers the broker's checks."""
         return self._core.transaction_listener
 
-    def send_heartbeat_to_all_brokers(self) -> None:
-        """Heartbeat now to every broker of the routes known (``sendHeartbeatToAllBrokerWithLock``),
-        so they can check this producer group at once instead of after the 30 s timer; blocks until
-        sent."""
-        self._run(self._core.instance.send_heartbeat_to_all_brokers())
-
     def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
         """See :meth:`AsyncTransactionProducer.send_message_in_transaction`; the local transaction
         runs on this thread, and END_TRANSACTION (oneway) is written on this thread's connection to
