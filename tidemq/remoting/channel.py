@@ -82,31 +82,42 @@ def format_addr(sockname: Any) -> str:
 
 
 class _ChannelProtocol(asyncio.Protocol):
-    """asyncio glue: forwards transport events to its :class:`Channel`."""
+    """asyncio glue: forwards transport events to the :class:`Channel` that made it, through the
+    hooks it was handed (bound methods: no reach into the channel, no lookup per event)."""
 
-    __slots__ = ("_after_read", "channel")
+    __slots__ = ("_after_read", "_attach", "_on_data", "_on_lost", "_set_write_paused")
 
-    def __init__(self, channel: Channel, after_read: Callable[[], None] | None = None) -> None:
-        self.channel = channel
+    def __init__(
+        self,
+        attach: Callable[[asyncio.Transport], None],
+        on_data: Callable[[bytes], None],
+        on_lost: Callable[[Exception | None], None],
+        set_write_paused: Callable[[bool], None],
+        after_read: Callable[[], None] | None = None,
+    ) -> None:
+        self._attach = attach
+        self._on_data = on_data
+        self._on_lost = on_lost
+        self._set_write_paused = set_write_paused
         self._after_read = after_read
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
-        self.channel._attach(cast(asyncio.Transport, transport))
+        self._attach(cast(asyncio.Transport, transport))
 
     def data_received(self, data: bytes) -> None:
-        self.channel._on_data(data)
+        self._on_data(data)
         if self._after_read is not None:
             self._after_read()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.channel._on_lost(exc)
+        self._on_lost(exc)
 
     def pause_writing(self) -> None:
-        self.channel._set_write_paused(True)
+        self._set_write_paused(True)
 
     def resume_writing(self) -> None:
-        self.channel._set_write_paused(False)
+        self._set_write_paused(False)
 
 
 class Channel:
@@ -167,7 +178,9 @@ class Channel:
         """The ``asyncio.Protocol`` to hand to ``create_server`` / ``create_connection``;
         ``after_read`` (optional) is called after each chunk of received bytes is handled (the
         server's :class:`~tidemq.remoting.busy_poll.IdlePoller`)."""
-        return _ChannelProtocol(self, after_read)
+        return _ChannelProtocol(
+            self._attach, self._on_data, self._on_lost, self._set_write_paused, after_read
+        )
 
     def __repr__(self) -> str:
         state = "active" if self.is_active else "closed"

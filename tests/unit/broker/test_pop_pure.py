@@ -21,8 +21,10 @@ from tidemq.broker.pop.extra_info import (
     start_offset_entry,
 )
 from tidemq.broker.pop.records import AckRecord, CheckPoint, OrderAck, OrderCheckPoint
+from tidemq.broker.pop.result import PopError
 from tidemq.broker.pop.service import reconsume_times_of
 from tidemq.client.consumer.simple import process_pop_response
+from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.command import RemotingCommand
 from tidemq.protocol.headers.pop import BatchAck, BatchAckMessageRequestBody
 from tidemq.protocol.message_codec import encode_stored_message
@@ -132,3 +134,9 @@ def test_client_builds_receipt_handles_from_the_pop_response() -> None:
 def test_reconsume_times_read_in_place(born: str, store: str) -> None:
     record = encode_stored_message(topic="T", body=b"b", born_host=born, store_host=store, reconsume_times=7)
     assert reconsume_times_of(record) == 7
+
+
+def test_pop_error_repr_names_known_codes_only() -> None:
+    """A known response code shows by name, one this version does not name by number."""
+    assert repr(PopError(ResponseCode.NO_MESSAGE, "none")) == "PopError(NO_MESSAGE, 'none')"
+    assert repr(PopError(9999, "new")) == "PopError(9999, 'new')"

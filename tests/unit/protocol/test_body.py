@@ -280,6 +280,8 @@ def test_connection_language_ordinal() -> None:
     assert (
         b.Connection.decode(b'{"clientId":"c","clientAddr":"a","language":1,"version":3}').language == "CPP"
     )
+    unknown = b.Connection.decode(b'{"clientId":"c","clientAddr":"a","language":99,"version":3}')
+    assert unknown.language == "OTHER"  # an ordinal this version does not name
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,11 @@ class PopError(Exception):
         self.expired = expired
 
     def __repr__(self) -> str:
-        return f"PopError({ResponseCode(self.code).name if self.code in ResponseCode._value2member_map_ else self.code}, {self.remark!r})"
+        try:
+            code: object = ResponseCode(self.code).name
+        except ValueError:  # a code this version does not name
+            code = self.code
+        return f"PopError({code}, {self.remark!r})"
 
 
 @dataclass(slots=True)

@@ -46,7 +46,10 @@ class Connection(JsonBody):
         r = _R(obj, cls.__name__)
         lang = r.obj.get("language", "JAVA")
         if isinstance(lang, int) and not isinstance(lang, bool):
-            lang = LanguageCode(lang).name if lang in LanguageCode._value2member_map_ else "OTHER"
+            try:
+                lang = LanguageCode(lang).name
+            except ValueError:  # a language this version does not name
+                lang = "OTHER"
         return cls(r.s("clientId"), r.s("clientAddr"), str(lang), r.i("version"))
 
 
