@@ -15,6 +15,11 @@ early), ``TIMER_OUT_MS`` is the exact time and the message is never delivered be
 :class:`TimerMessageService` drives :class:`~tidemq.store.timer.TimerMessageStore` on the broker's
 event loop: one task enqueues new timer-topic messages (woken by their arrival), one delivers due
 ones, one persists the checkpoint every few seconds and deletes finished timer-log segments.
+
+At rest neither loop polls: the enqueue waits for an arrival (:data:`ENQUEUE_IDLE_S` at most, 1 s
+while messages wait for room in the wheel), the dequeue sleeps until the next used wheel slot is due
+(:data:`~tidemq.store.timer.timer_store.LOOKAHEAD_MS` at most) and an enqueue of an earlier timer
+wakes it. A timer is still delivered once its slot is over, as before.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ _TIMER_KEY_SET = frozenset(TIMER_KEYS)
 _RELATIVE = {_C.PROPERTY_TIMER_DELAY_SEC: 1000, _C.PROPERTY_TIMER_DELAY_MS: 1}
 _LONG = re.compile(r"[+-]?[0-9]{1,19}")
 _CONSUMABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+ENQUEUE_IDLE_S = 10.0
+"""Longest the enqueue waits for an arrival notice when nothing is waiting (a safety net: every
+timer-topic put notifies it)."""
 RETENTION_NAME = "timer log"
 """How the commit log's retention names the timer store (a forced deletion's WARNING says it)."""
 
@@ -160,6 +168,7 @@ class TimerMessageService:
         self.persist_interval = persist_interval
         self.clean_interval = clean_interval
         self._event: asyncio.Event | None = None
+        self._dequeue_event: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._tasks: list[asyncio.Task[None]] = []
@@ -171,15 +180,13 @@ class TimerMessageService:
     def runtime_info(self) -> dict[str, str]:
         """See :func:`runtime_info`."""
         ts = self.timer_store
-        cq = ts.store.find_consume_queue(TIMER_TOPIC, 0) if ts.store.running else None
-        behind = cq.get_max_offset_in_queue() - ts.enqueue_offset if cq is not None else 0
         now = time.monotonic()
         then, enqueued, delivered = self._last_rates
         self._last_rates = (now, ts.enqueued, ts.delivered)
         span = max(now - then, 1e-3)
         return {
-            "timerReadBehind": str(max(ts.clock_ms() - ts.read_time_ms - ts.precision_ms, 0) // 1000),
-            "timerOffsetBehind": str(max(behind, 0)),
+            "timerReadBehind": str(ts.read_behind_ms() // 1000),
+            "timerOffsetBehind": str(ts.backlog()),
             "timerCongestNum": str(ts.pending),
             "timerEnqueueTps": f"{(ts.enqueued - enqueued) / span:.1f}",
             "timerDequeueTps": f"{(ts.delivered - delivered) / span:.1f}",
@@ -199,6 +206,7 @@ class TimerMessageService:
         # the commit log's retention keeps the messages of pending timers (unless forced)
         self.timer_store.store.retention.offset_providers[RETENTION_NAME] = self.timer_store.min_needed_offset
         self._event = asyncio.Event()
+        self._dequeue_event = asyncio.Event()
         self._started = True
         for coro, name in (
             (self._run_enqueue(), "timer-enqueue"),
@@ -229,27 +237,40 @@ class TimerMessageService:
         set_threadsafe(event, loop, self._loop_thread)
 
     async def _run_enqueue(self) -> None:
-        event = self._event
-        assert event is not None
+        event, dequeue_event = self._event, self._dequeue_event
+        assert event is not None and dequeue_event is not None
+        ts = self.timer_store
         while self._started:
             event.clear()
+            timeout = 1.0
             try:
-                if self.timer_store.enqueue():
+                if ts.enqueue():
+                    if ts.wake_needed:  # a timer due before the dequeue's next look
+                        dequeue_event.set()
                     await asyncio.sleep(0)
                     continue
+                if not ts.backlog():
+                    timeout = ENQUEUE_IDLE_S
             except Exception:
                 log.exception("timer enqueue failed; retrying")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), 1.0)
+                await asyncio.wait_for(event.wait(), timeout)
 
     async def _run_dequeue(self) -> None:
+        event = self._dequeue_event
+        assert event is not None
         while self._started:
+            event.clear()
             try:
                 wait = self.timer_store.dequeue()
             except Exception:
                 log.exception("timer dequeue failed; retrying")
                 wait = 0.1
-            await asyncio.sleep(wait)
+            if wait <= self.timer_store.precision_ms / 1000.0:
+                await asyncio.sleep(wait)  # the current slot's end (or a retry): no early wake needed
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), wait)
 
     async def _run_persist(self) -> None:
         loop = asyncio.get_running_loop()

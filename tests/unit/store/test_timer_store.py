@@ -112,7 +112,40 @@ def test_wheel_slots(tmp_path: Path) -> None:
     assert TimerWheel(tmp_path / "wheel", 20, 100).resized
 
 
+def test_wheel_next_used_skips_empty_and_other_times(tmp_path: Path) -> None:
+    wheel = TimerWheel(tmp_path / "wheel", 10, 100)
+    assert wheel.next_used(T0, T0 + 800) == (None, T0 + 800)  # sparse: nothing used
+    wheel.put(T0 + 1300, 0, 0, 1)  # index 3, another time than T0 + 300
+    wheel.put(T0 + 500, 0, 0, 1)
+    assert wheel.next_used(T0, T0 + 800) == (T0 + 500, T0 + 800)
+    assert wheel.next_used(T0, T0 + 800, max_slots=4) == (None, T0 + 400)  # capped: go on from there
+    assert wheel.next_used(T0 + 800, T0 + 5000) == (None, T0 + 1000)  # never past the file's end
+    wheel.close()
+
+
 # ------------------------------------------------------------------------------- timer store
+
+
+def test_idle_dequeue_sleeps_until_the_next_used_slot_and_is_woken_for_earlier(
+    open_store: StoreFactory,
+) -> None:
+    store = open_store()
+    clock = Clock()
+    ts = timers(store, clock)
+    assert ts.dequeue() == pytest.approx(10.0)  # nothing pending: the look-ahead, not a slot
+    assert ts.read_behind_ms() == 0
+    park(store, T0 + 3050, b"later")
+    assert ts.enqueue() == 1 and ts.wake_needed  # due before the dequeue's next look
+    assert ts.dequeue() == pytest.approx(3.1) and not ts.wake_needed  # sleeps to the end of its slot
+    park(store, T0 + 9000, b"after")
+    assert ts.enqueue() == 1 and not ts.wake_needed
+    clock.now = T0 + 3100
+    assert ts.dequeue() == pytest.approx(6.0)  # 30 empty slots skipped in one read
+    assert delivered(store) == [b"later"] and ts.read_time_ms == T0 + 3100
+    clock.now = T0 + 60_000
+    assert ts.read_behind_ms() > 0
+    ts.dequeue()
+    assert delivered(store) == [b"later", b"after"] and ts.read_time_ms == T0 + 60_000
 
 
 def test_delivered_after_its_time_not_before_and_once(open_store: StoreFactory) -> None:

@@ -16,6 +16,10 @@ reached (``nb``), so an offset file older than the crash redelivers nothing alre
 Memory is bounded: at most ``pop_revive_max_pending`` check-points are held (one per pop of a queue,
 up to 32 messages each); past that the revive stops reading that queue until held ones revive (acks
 behind the stop are then seen late, which can redeliver an acked message: at least once, never lost).
+
+At rest the revive does not poll: while it holds nothing (no check-point, no order batch), it sleeps
+until a revive record is written (:meth:`PopReviveService.note_record`) or :data:`IDLE_S` passes;
+while it holds something it reads every ``revive_interval`` and wakes for the earliest revive time.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ log = logging.getLogger(__name__)
 PERM_RW = 6
 SCAN_BUDGET = 4096
 """Revive-log records read per queue per step (the loop is given back between steps)."""
+IDLE_S = 30.0
+"""Longest the revive sleeps while it holds nothing (a safety net: every revive record written wakes it)."""
 
 
 @dataclass(slots=True)
@@ -104,6 +110,8 @@ class PopReviveService:
         self.recovering = False
         self._wake = asyncio.Event()
         self._next_wake_ms = 0
+        self._parked = False
+        """Sleeping with nothing held: the next revive record written wakes it."""
         self._task: asyncio.Task[None] | None = None
         self._warned = False
 
@@ -157,14 +165,24 @@ class PopReviveService:
             next_due = self.next_due_ms()
             if next_due is not None:
                 delay = min(delay, max(0.01, (next_due - now_ms()) / 1000.0))
+            elif not any(q.pending or q.order_pos for q in self.queues):
+                delay = IDLE_S
+            self._parked = delay == IDLE_S
             self._next_wake_ms = now_ms() + int(delay * 1000)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
+            self._parked = False
 
     def note_check_point(self, ck: CheckPoint) -> None:
         """A check-point was just written: make sure the revive runs by its revive time."""
         if ck.revive_time < self._next_wake_ms:
+            self._wake.set()
+
+    def note_record(self) -> None:
+        """A revive record was just written (on the broker's loop): wake the revive if it sleeps
+        holding nothing, so the record is read now rather than after :data:`IDLE_S`."""
+        if self._parked:
             self._wake.set()
 
     def next_due_ms(self) -> int | None:

@@ -491,6 +491,7 @@ class PopService:
                 ResponseCode.SYSTEM_ERROR,
                 f"writing the POP {tag} record failed: {result.status.value} {result.remark}",
             )
+        self.revive.note_record()
 
     # -- ack / change invisible time -------------------------------------------------------------
 

@@ -74,6 +74,10 @@ ROLL_WINDOW_MS = 2 * 86_400 * 1000
 ahead, then its message is stored again in ``rmq_sys_wheel_timer`` (``TIMER_ROLL_TIMES`` + 1) and
 enqueued anew, so its body is never older than the commit log's retention (72 h by default)."""
 RETRY_S = 0.1
+LOOKAHEAD_MS = 10_000
+"""The furthest ahead an idle dequeue looks for the next used slot (one wheel read), so the longest
+it sleeps when nothing is due (:meth:`TimerMessageStore.dequeue`); an enqueue into an earlier slot
+wakes it (:attr:`TimerMessageStore.wake_needed`). Bounds the lateness after a wall-clock jump."""
 """Seconds before a put the store refused for a passing reason is tried again."""
 ENQUEUE_BATCH = 1024
 """Consume-queue entries read and appended in one :meth:`TimerMessageStore.enqueue` call."""
@@ -136,6 +140,9 @@ class TimerMessageStore:
         cancels: keys of the pending cancellations (:class:`~.cancels.TimerCancels`).
         pending: timers in the log not yet delivered (kept in the checkpoint; exact after a rebuild).
         clock_ms: wall clock in ms (tests replace it).
+        next_call_ms: when the last :meth:`dequeue` asked to be called again (wall clock, ms).
+        wake_needed: an enqueue linked a timer due before :attr:`next_call_ms` (the caller wakes its
+            dequeue early and :meth:`dequeue` clears it).
 
     Synchronous and single-threaded (the broker's timer service calls it from its event loop;
     :meth:`persist` and :meth:`clean_segments` may run in a worker thread). Call :meth:`load` first.
@@ -168,6 +175,8 @@ class TimerMessageStore:
         self._todo = array("q")
         """Positions of the pending records of that slot, oldest first: delivered in store order."""
         self._retry_logged = 0
+        self.next_call_ms = 0
+        self.wake_needed = False
         self._low_pos = 0
         """No PENDING record before this log position (:meth:`min_needed_offset` moves it on)."""
 
@@ -383,6 +392,8 @@ class TimerMessageStore:
             self._link(pos - RECORD_SIZE * len(out), b"".join(out), touched)
             self.enqueued += len(out)
             self.pending += len(out)
+            if min(touched) + self.precision_ms < self.next_call_ms:  # due before the dequeue wakes
+                self.wake_needed = True
         self.enqueue_offset = offset + n
         return n
 
@@ -433,33 +444,39 @@ class TimerMessageStore:
 
     def dequeue(self, max_puts: int = 256) -> float:
         """Deliver what is due, at most ``max_puts`` puts; returns the seconds to wait before the
-        next call (0.0: more is due now; :data:`RETRY_S` after a put to retry).
+        next call (0.0: more is due now; :data:`RETRY_S` after a put to retry; up to
+        :data:`LOOKAHEAD_MS` when no slot is used before then, unless :attr:`wake_needed` turns true).
+        Empty slots are skipped a wheel read at a time (:meth:`~.wheel.TimerWheel.next_used`).
 
         Raises:
             StoreError / OSError: the timer log cannot be read or written.
         """
         now = self.clock_ms()
+        self.wake_needed = False
         prec = self.precision_ms
         puts = 0
         while True:
             t = self.read_time_ms
             if t + prec > now:
-                return min((t + prec - now) / 1000.0, 1.0)
+                return self._wait(t, now)
             walk = self._pass
             if walk is None or walk[0] != t:
                 slot = self.wheel.get(t)
                 if slot is None:
-                    self.read_time_ms = t + prec
+                    nxt, end = self.wheel.next_used(t + prec, self.wheel.slot_time(now))
+                    self.read_time_ms = nxt if nxt is not None else max(end, t + prec)
                     continue
                 walk = self._start_pass(t, slot.last_pos, -1)
             todo = self._todo
             while walk[2] < len(todo):
                 if puts >= max_puts:
+                    self.next_call_ms = now
                     return 0.0
                 rec = self.log.read(todo[walk[2]])
                 if rec is not None and rec.state == PENDING:
                     puts += 1
                     if not self._handle(rec, t, now):
+                        self.next_call_ms = now + int(RETRY_S * 1000)
                         return RETRY_S
                 walk[2] += 1
             slot = self.wheel.get(t)
@@ -469,6 +486,30 @@ class TimerMessageStore:
             self._pass = None
             self._todo = array("q")
             self.read_time_ms = t + prec
+
+    def _wait(self, t: int, now: int) -> float:
+        """Seconds until the next call when slot ``t`` (the current one) is not over: its end when
+        it is used, else the end of the next used slot within :data:`LOOKAHEAD_MS`."""
+        prec = self.precision_ms
+        wake = t + prec
+        if self._pass is None and self.wheel.get(t) is None:
+            nxt, end = self.wheel.next_used(t + prec, t + LOOKAHEAD_MS)
+            wake = nxt + prec if nxt is not None else max(end, wake)
+        self.next_call_ms = wake
+        return (wake - now) / 1000.0
+
+    def read_behind_ms(self) -> int:
+        """How long the delivery is behind the clock (ms): 0 while the dequeue waits for a time it
+        knows nothing is due before (RocketMQ's ``timerReadBehind``, in ms)."""
+        now = self.clock_ms()
+        if self._pass is None and now < self.next_call_ms:
+            return 0
+        return max(now - self.read_time_ms - self.precision_ms, 0)
+
+    def backlog(self) -> int:
+        """Timer-topic messages stored but not enqueued yet (RocketMQ's ``timerOffsetBehind``)."""
+        cq = self._queue() if self.store.running else None
+        return max(cq.get_max_offset_in_queue() - self.enqueue_offset, 0) if cq is not None else 0
 
     def _start_pass(self, slot_ms: int, head: int, stop: int) -> list[int]:
         """Collect the PENDING records of a slot's chain from ``head`` down to (not including)

@@ -98,6 +98,32 @@ class TimerWheel:
         slot = self.raw(slot_ms)
         return slot if slot.slot_ms == slot_ms else None
 
+    def next_used(self, from_ms: int, until_ms: int, max_slots: int = 4096) -> tuple[int | None, int]:
+        """The first slot time in ``[from_ms, until_ms)`` (slot starts) that has records linked for
+        it, in one ``pread`` of at most ``max_slots`` slots (never past the file's end).
+
+        Returns ``(slot_ms, end_ms)``: ``slot_ms`` is None when none of the slots read is used, and
+        ``end_ms`` is where the read stopped (``until_ms``, or earlier when capped: look again from
+        there). Lets the dequeue skip empty time without one read per slot.
+        """
+        prec = self.precision_ms
+        index = (from_ms // prec) % self.slots_total
+        count = min(max(0, (until_ms - from_ms) // prec), max_slots, self.slots_total - index)
+        end_ms = from_ms + count * prec
+        if count <= 0:
+            return None, from_ms
+        data = os.pread(self._fd, count * SLOT_SIZE, index * SLOT_SIZE)
+        if not data.strip(b"\0"):  # sparse, never used: the common case at rest
+            return None, end_ms
+        t = from_ms
+        for slot_ms, _first, _last, _num, magic in _SLOT.iter_unpack(
+            data[: len(data) - len(data) % SLOT_SIZE]
+        ):
+            if slot_ms == t and magic == SLOT_MAGIC:
+                return t, end_ms
+            t += prec
+        return None, end_ms
+
     def put(self, slot_ms: int, first_pos: int, last_pos: int, num: int) -> None:
         """Write the slot of time ``slot_ms``."""
         os.pwrite(self._fd, _SLOT.pack(slot_ms, first_pos, last_pos, num, SLOT_MAGIC), self._offset(slot_ms))
