@@ -272,7 +272,9 @@ class Broker:
             interval = getattr(self.store_config, "flush_interval_consume_queue", 1000) / 1000.0
         else:
             interval = getattr(self.store_config, "flush_interval_commit_log", 500) / 1000.0
-        self.flush_service = FlushRealTimeService(self.store.flush, interval=interval)
+        self.flush_service = FlushRealTimeService(
+            self.store.flush, interval=interval, needed=self.store.flush_needed
+        )
         self.flush_service.start()
 
     async def _start_services(self) -> None:

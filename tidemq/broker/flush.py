@@ -192,10 +192,15 @@ class FlushRealTimeService:
     Args:
         flush: blocking ``() -> flushed_position``; runs in a thread.
         interval: seconds between flushes (``flushIntervalCommitLog`` 500 ms).
+        needed: cheap ``() -> bool`` asked on the loop before each flush; False skips it (and its
+            thread hop) when nothing is to be flushed. None: always flush.
     """
 
-    def __init__(self, flush: FlushFn, *, interval: float = 0.5) -> None:
+    def __init__(
+        self, flush: FlushFn, *, interval: float = 0.5, needed: Callable[[], bool] | None = None
+    ) -> None:
         self._flush = flush
+        self._needed = needed
         self.interval = interval
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -218,6 +223,8 @@ class FlushRealTimeService:
                 await asyncio.wait_for(self._stop.wait(), self.interval)
             if self._stop.is_set():
                 break
+            if self._needed is not None and not self._needed():
+                continue
             try:
                 await loop.run_in_executor(None, self._flush)
             except Exception:

@@ -172,6 +172,10 @@ class MessageStore:
         :meth:`advance_store_timestamp`, read by the checkpoint (logicsMsgTimestamp)."""
         self._flushed_offset = 0
         self._last_cq_flush = 0.0
+        self._cq_flush_mark: tuple[int, int] | None = None
+        """(commit-log end, consume queues) at the last complete consume-queue flush: while both are
+        the same nothing new is in the queues, the index or the checkpoint, and the periodic flush
+        skips them (no fsync at rest)."""
         self.running = False
         """Between :meth:`load` (once it has succeeded) and :meth:`shutdown`; set by those two only
         (a plain attribute: every put reads it)."""
@@ -397,9 +401,20 @@ class MessageStore:
         """
         with self._flush_lock:
             flushed = self.flush_commit_log()
-            if (time.monotonic() - self._last_cq_flush) * 1000 >= self.config.flush_interval_consume_queue:
+            if self._consume_queue_flush_due():
                 self._flush_consume_queue_locked(force_index=False)  # the index: every 10 s
             return flushed
+
+    def flush_needed(self) -> bool:
+        """Whether :meth:`flush` has anything to do now (cheap, any thread): commit-log bytes not
+        fsynced, or a consume-queue flush due with something new since the last one. The broker's
+        periodic flush asks first, so an idle store costs no thread hop and no fsync."""
+        return self.commit_log.get_max_offset() > self._flushed_offset or self._consume_queue_flush_due()
+
+    def _consume_queue_flush_due(self) -> bool:
+        if (time.monotonic() - self._last_cq_flush) * 1000 < self.config.flush_interval_consume_queue:
+            return False
+        return self._cq_flush_mark != (self.commit_log.get_max_offset(), len(self.consume_queue_table))
 
     def flush_commit_log(self) -> int:
         """fsync the commit log only (``GroupCommitService.doCommit``); returns the flushed offset.
@@ -424,6 +439,7 @@ class MessageStore:
             pending_from = self.dispatcher.pending_from()
             logics_offset = self.commit_log.get_max_offset() if pending_from is None else pending_from
             timestamp = self.last_store_timestamp
+            mark = None if pending_from is not None else (logics_offset, len(self.consume_queue_table))
         for cq in list(self.consume_queue_table.values()):
             cq.flush()
         self.flush_commit_log()
@@ -436,6 +452,7 @@ class MessageStore:
         cp.flush()
         self.consume_queues.save_manifest()
         self._last_cq_flush = time.monotonic()
+        self._cq_flush_mark = mark
 
     # ------------------------------------------------------------------------------------- get
     # ----------------------------------------------------------------------------- offsets/time
