@@ -65,6 +65,10 @@ _CONSUMABLE = (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_C
 ENQUEUE_IDLE_S = 10.0
 """Longest the enqueue waits for an arrival notice when nothing is waiting (a safety net: every
 timer-topic put notifies it)."""
+READ_TIME_PERSIST_MS = 600_000
+"""A checkpoint that differs from the last one written only by a read time less than this far on
+(10 min) is not written: at rest the timer files cost no fsync every few seconds. Far below the
+2 h after which a restart rebuilds the wheel instead of sweeping it."""
 RETENTION_NAME = "timer log"
 """How the commit log's retention names the timer store (a forced deletion's WARNING says it)."""
 
@@ -175,6 +179,8 @@ class TimerMessageService:
         self._busy: asyncio.Future[object] | None = None
         """The checkpoint or clean-up running in a worker thread (shutdown waits for it)."""
         self._started = False
+        self._persisted: dict[str, object] | None = None
+        """The last checkpoint written (None: none yet)."""
         self._last_rates = (time.monotonic(), 0, 0)
 
     def runtime_info(self) -> dict[str, str]:
@@ -278,13 +284,28 @@ class TimerMessageService:
         while self._started:
             await asyncio.sleep(self.persist_interval)
             since_clean += self.persist_interval
-            checkpoint = self.timer_store.checkpoint()
+            ts = self.timer_store
+            checkpoint = ts.checkpoint()
+            checkpoint["_done"] = ts.enqueued + ts.delivered + ts.skipped + ts.rolled + ts.cancelled
             try:
-                self._busy = loop.run_in_executor(None, self.timer_store.persist, checkpoint)
-                await asyncio.shield(self._busy)
+                if not _same_checkpoint(self._persisted, checkpoint):
+                    written = {k: v for k, v in checkpoint.items() if k != "_done"}
+                    self._busy = loop.run_in_executor(None, ts.persist, written)
+                    await asyncio.shield(self._busy)
+                    self._persisted = checkpoint
                 if since_clean >= self.clean_interval:
                     since_clean = 0.0
                     self._busy = loop.run_in_executor(None, self.timer_store.clean_segments)
                     await asyncio.shield(self._busy)
             except Exception:
                 log.exception("timer checkpoint failed")
+
+
+def _same_checkpoint(old: dict[str, object] | None, new: dict[str, object]) -> bool:
+    """Whether ``new`` need not be written after ``old``: nothing but ``readTimeMs`` changed, and
+    that by less than :data:`READ_TIME_PERSIST_MS` (``_done``, the timers enqueued and finished so
+    far, is compared too: none moved, so the log and the wheel hold no unsynced write either)."""
+    if old is None or any(old[k] != v for k, v in new.items() if k != "readTimeMs"):
+        return False
+    before, after = old["readTimeMs"], new["readTimeMs"]
+    return isinstance(before, int) and isinstance(after, int) and 0 <= after - before < READ_TIME_PERSIST_MS

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tidemq.broker.timer_service import is_timer_message, transform_timer_message
+from tidemq.broker.timer_service import (
+    READ_TIME_PERSIST_MS,
+    _same_checkpoint,
+    is_timer_message,
+    transform_timer_message,
+)
 from tidemq.protocol.codes import ResponseCode
 from tidemq.protocol.message import Message, MessageConst
 from tidemq.protocol.message_codec import MessageSysFlag
@@ -98,3 +103,12 @@ def test_a_client_batch_refuses_timer_messages() -> None:
         with pytest.raises(ClientError, match="timer messages"):
             producer.prepare_batch([Message("T", b"a"), m])
     producer.prepare_batch([Message("T", b"a", properties={"DELAY": "0"})])  # level 0: not delayed
+
+
+def test_checkpoint_not_rewritten_at_rest() -> None:
+    old: dict[str, object] = {"readTimeMs": NOW, "enqueueOffset": 3, "pending": 0, "cancels": {}, "_done": 3}
+    assert not _same_checkpoint(None, old)  # the first one is written
+    assert _same_checkpoint(old, {**old, "readTimeMs": NOW + 10_000})  # only the read time moved
+    assert not _same_checkpoint(old, {**old, "readTimeMs": NOW + READ_TIME_PERSIST_MS})  # moved far
+    assert not _same_checkpoint(old, {**old, "_done": 4})  # a timer finished: its state is synced
+    assert not _same_checkpoint(old, {**old, "enqueueOffset": 4})
