@@ -70,18 +70,18 @@ class Node:
 
     @property
     def alive(self) -> bool:
-        """Whether the recorded pid is a running (not zombie) process."""
+        """Whether the recorded pid is a running process: not gone, and not a zombie all of whose
+        threads have exited. A SIGKILLed multi-threaded process shows its main thread as a zombie
+        while its other threads are still exiting, and its sockets (the listening port, the name
+        server connection whose close drops the broker from the routes) close only with the last
+        thread: until then it is alive, so "killed" means the name server can see it gone."""
         if self.pid <= 0:
             return False
         try:
             os.kill(self.pid, 0)
         except OSError:
             return False
-        try:  # a killed child not yet reaped is a zombie: not alive
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-            return stat.rsplit(")", 1)[1].split()[0] != "Z"
-        except OSError:
-            return True
+        return _has_live_thread(self.pid)
 
 
 @dataclass(slots=True)
@@ -354,6 +354,23 @@ class _suppress_lookup:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         return exc_type is not None and issubclass(exc_type, ProcessLookupError)
+
+
+def _has_live_thread(pid: int) -> bool:
+    """True when a thread of ``pid`` is not a zombie (Linux ``/proc/PID/task``; always True
+    without procfs, where only the pid's existence is known)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return not os.path.isdir("/proc/self/task")  # no procfs, else reaped meanwhile
+    for tid in tids:
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:
+            continue  # this thread is gone
+        if stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def _wait_gone(node: Node, timeout: float) -> bool:

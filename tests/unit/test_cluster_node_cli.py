@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from tidemq.cluster import LocalCluster, Node, cluster_group
@@ -36,3 +38,37 @@ def test_stop_kill_start_one_node(tmp_path: Path) -> None:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+_BUSY_LISTENER = """
+import socket, threading, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+def spin():
+    while True:
+        pass
+for _ in range(4):
+    threading.Thread(target=spin, daemon=True).start()
+time.sleep(60)
+"""
+
+
+def test_kill_returns_once_every_thread_is_gone(tmp_path: Path) -> None:
+    """A SIGKILLed multi-threaded node shows its main thread as a zombie while its other threads
+    still exit, holding its sockets open: `cluster kill` waits for them, so the port is closed
+    (and the name server has seen the connection drop) when it says "killed"."""
+    for trial in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", _BUSY_LISTENER], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None
+            port = int(proc.stdout.readline())
+            cluster = LocalCluster(tmp_path / str(trial))
+            cluster.nodes["broker-a-0"] = Node("broker-a-0", "broker", str(tmp_path), pid=proc.pid)
+            cluster.save()
+            killed = CliRunner().invoke(cluster_group, ["kill", "--dir", str(cluster.dir), "broker-a-0"])
+            assert killed.exit_code == 0 and "broker-a-0 killed" in killed.output, killed.output
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        finally:
+            proc.kill()
+            proc.wait()
