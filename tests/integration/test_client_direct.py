@@ -23,7 +23,8 @@ from tidemq.testing import ClusterThread
 
 class ScriptedServer:
     """Answers each request with code 0 and the request's body as remark; body ``slow`` is answered
-    after 0.5 s, ``close`` closes the connection, ``stray`` is preceded by a server request and a
+    after 0.5 s, ``close`` closes the connection, ``bye`` is answered and then the connection closed
+    (a broker going away while the client's connection sits idle), ``stray`` is preceded by a server request and a
     response to an unknown opaque."""
 
     def __init__(self) -> None:
@@ -31,6 +32,7 @@ class ScriptedServer:
         self.sock.settimeout(0.1)
         self.addr = f"127.0.0.1:{self.sock.getsockname()[1]}"
         self.connections = 0
+        self.said_bye = 0
         self._stop = False
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
@@ -72,6 +74,10 @@ class ScriptedServer:
                     try:
                         conn.sendall(encode_command(resp))
                     except OSError:
+                        return
+                    if body == "bye":
+                        conn.close()
+                        self.said_bye += 1
                         return
 
     def close(self) -> None:
@@ -124,6 +130,20 @@ def test_transport_errors_are_typed(server: ScriptedServer) -> None:
     free.close()
     with pytest.raises(RemotingConnectError):
         call(DirectConnection(f"127.0.0.1:{port}"), "x")
+
+
+def test_a_connection_the_peer_closed_while_idle_is_replaced_before_the_next_request(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker restarted while the connection sat idle: the next request goes on a new
+    connection instead of failing on the dead one (a send to a chosen queue has no retry)."""
+    monkeypatch.setattr("tidemq.remoting.blocking.STALE_CHECK_S", 0.0)
+    conn = DirectConnection(server.addr)
+    assert call(conn, "bye").remark == "bye"
+    wait_for_sync(lambda: server.said_bye == 1, 5, "the server to close the connection")
+    assert call(conn, "after").remark == "after"
+    assert server.connections == 2
+    conn.close()
 
 
 def test_pool_hands_a_busy_connection_to_one_thread_only(server: ScriptedServer) -> None:

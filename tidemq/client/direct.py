@@ -70,6 +70,21 @@ class DirectConnection:
         )
         return conn
 
+    def _open(self, timeout: float) -> BlockingConnection:
+        """The open connection, or a new one (within ``timeout`` s) when there is none or the peer
+        closed the idle one (:meth:`BlockingConnection.stale`: a request written there would be
+        lost, and a send with a chosen queue has no other attempt).
+
+        Raises:
+            RemotingConnectError: cannot connect.
+        """
+        conn = self._conn
+        if conn is None or conn.stale(time.monotonic()):
+            if conn is not None:
+                conn.close()
+            conn = self._connect(timeout)
+        return conn
+
     def close(self) -> None:
         """Close the socket (idempotent); the next :meth:`invoke` reconnects. The callbacks of the
         requests written by :meth:`send` and not answered yet get None."""
@@ -89,9 +104,7 @@ class DirectConnection:
         is closed). Must be called with :attr:`lock` held; callbacks run on the reading thread and
         must not raise."""
         try:
-            conn = self._conn
-            if conn is None or conn.closed:
-                conn = self._connect(timeout)
+            conn = self._open(timeout)
             conn.send([r for r, _ in requests], time.monotonic() + timeout, [c for _, c in requests])
         except RemotingError as exc:
             if isinstance(exc, RemotingConnectError):  # nothing written
@@ -107,9 +120,7 @@ class DirectConnection:
         s, connecting first if needed; True once written. Never raises: False when it cannot be
         written (a broken connection is closed). Must be called with :attr:`lock` held."""
         try:
-            conn = self._conn
-            if conn is None or conn.closed:
-                conn = self._connect(timeout)
+            conn = self._open(timeout)
             conn.send_oneway(request, time.monotonic() + timeout)
         except Exception:
             return False
@@ -155,9 +166,7 @@ class DirectConnection:
         the order of ``requests``. Same contract and errors as :meth:`invoke` (``timeout`` covers
         all of them; must be called with :attr:`lock` held)."""
         deadline = time.monotonic() + timeout
-        conn = self._conn
-        if conn is None or conn.closed:
-            conn = self._connect(timeout)
+        conn = self._open(timeout)
         conn.send(requests, deadline)
         if while_waiting is not None:
             while_waiting()
@@ -194,9 +203,7 @@ class DirectConnection:
             LocalProtocolError: the request cannot be encoded.
         """
         deadline = time.monotonic() + timeout
-        conn = self._conn
-        if conn is None or conn.closed:
-            conn = self._connect(timeout)
+        conn = self._open(timeout)
         conn.send([request], deadline)
         if while_waiting is not None:
             while_waiting()

@@ -71,6 +71,8 @@ BUFFER_SIZE = 64 * 1024
 """Initial receive buffer, bytes (below glibc's mmap threshold; a send's answer is ~200 bytes)."""
 
 _READ_AHEAD = 64 * 1024
+STALE_CHECK_S = 1.0
+"""Seconds a connection sits unwritten before :meth:`BlockingConnection.stale` peeks at it."""
 """Bytes read at most from a frame's start when it is smaller (or its length not known yet)."""
 _INT = struct.Struct(">i")
 _TIMEVAL = struct.Struct("@ll")
@@ -121,6 +123,7 @@ class BlockingConnection:
         self._end = 0
         self._rcv_ms = 0
         self._snd_ms = 0
+        self._last_write = time.monotonic()
         self._expected: dict[int, tuple[int, float, Taker | None]] = {}
         """Requests written and not answered yet: opaque -> (code, when written, taker or None)."""
         self._takers = 0
@@ -162,6 +165,24 @@ class BlockingConnection:
     def idle(self) -> bool:
         """Open, and every answer read and taken (fit for another user)."""
         return self._sock is not None and not self._expected and not self._early
+
+    def stale(self, now: float) -> bool:
+        """Whether this connection is closed or its peer has closed it while it sat idle (a broker
+        restarted meanwhile): then a request written on it would never be read. Looked at only when
+        nothing is in flight and nothing was written for :data:`STALE_CHECK_S` seconds (``now``: a
+        :func:`time.monotonic` value), with one non-blocking peek, so a busy connection pays nothing;
+        RocketMQ's Netty channel learns the same from its event loop (``channelInactive``)."""
+        sock = self._sock
+        if sock is None:
+            return True
+        if self._expected or now - self._last_write < STALE_CHECK_S:
+            return False
+        try:
+            return not sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
 
     def close(self) -> None:
         """Close the socket (idempotent). Takers still waiting get None; answers not asked for yet
@@ -205,7 +226,7 @@ class BlockingConnection:
             data = encode_command(requests[0], self.max_frame_size)
         else:
             data = b"".join([encode_command(r, self.max_frame_size) for r in requests])
-        now = time.monotonic()
+        now = self._last_write = time.monotonic()
         expected = self._expected
         for i, r in enumerate(requests):
             if not r.flag & RPC_ONEWAY:
