@@ -123,10 +123,15 @@ def test_stream_killed_at_commit_points_is_exactly_once(
     checker = tidemq.spark.transaction_checker(namesrv, topic)  # the driver's check listener
     try:
         _kill_restart(spark, namesrv, topic, src, cp)
-        _wait_no_pending(quick_checks)  # the first run's halves: only a check can end them
+        _wait_no_pending(quick_checks)
     finally:
         checker.shutdown()
-    assert quick_checks.broker.transaction_service.checks_sent > checks
+    # The first run's halves (its driver's commit killed before the record) were ended either by the
+    # abort Spark runs in a new worker (recorded under aborts/) or, when the broker's check came
+    # first, by the checker answering from the checkpoint: which one wins is a race (bench.spark_eos
+    # kills the whole driver, where only the checks can end them).
+    aborted = list((state_root(str(cp)) / "aborts").glob("0.*"))
+    assert aborted or quick_checks.broker.transaction_service.checks_sent > checks
     counts = _read_keys(namesrv, mqs, "tx-check-1")
     assert set(counts) == keys
     assert [k for k, n in counts.items() if n != 1] == []
