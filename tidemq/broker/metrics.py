@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -50,6 +50,7 @@ from tidemq.broker.metrics_exporter import (
     client_status,
     exporter_families,
     exporter_snapshot,
+    gauge_family,
 )
 from tidemq.broker.stats import (
     BROKER_GET_NUMS,
@@ -231,13 +232,13 @@ class BrokerCollector:
 
 def _broker_families(s: _Snapshot, cb: list[str], unconsumed_deleted: int) -> Iterator[Metric]:
     """The broker's put and pull rates and what forced retention deleted unconsumed."""
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_broker_tps",
         "BrokerPutNums: messages stored per second",
         ["cluster", "broker"],
         [(cb, s.broker_tps)],
     )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_broker_qps",
         "BrokerGetNums: messages pulled per second",
         ["cluster", "broker"],
@@ -255,16 +256,16 @@ def _topic_families(s: _Snapshot, cb: list[str]) -> Iterator[Metric]:
     """Per topic: put rate, bytes a second, offset, messages and bytes stored."""
     tl = ["cluster", "broker", "topic"]
     t_rows = sorted(s.topics.items())
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_producer_tps", "TopicPutNums per second", tl, [([*cb, t], v[0]) for t, v in t_rows]
     )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_producer_message_size",
         "TopicPutMessageSize per second (bytes)",
         tl,
         [([*cb, t], v[1]) for t, v in t_rows],
     )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_producer_offset",
         "TopicOffset: sum of the queues' max offsets",
         tl,
@@ -280,13 +281,13 @@ def _consumer_families(s: _Snapshot, cb: list[str]) -> Iterator[Metric]:
     """Per topic and group: pull rate, bytes a second, messages pulled, committed offset, latency."""
     gl = ["cluster", "broker", "topic", "group"]
     c_rows = sorted(s.consumers.items())
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_consumer_tps",
         "GroupGetNums per second",
         gl,
         [([*cb, t, g], v[0]) for (t, g), v in c_rows],
     )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_consumer_message_size",
         "GroupGetMessageSize per second (bytes)",
         gl,
@@ -298,13 +299,13 @@ def _consumer_families(s: _Snapshot, cb: list[str]) -> Iterator[Metric]:
         gl,
         [([*cb, t, g], v[2]) for (t, g), v in c_rows],
     )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_consumer_offset",
         "GroupOffset: sum of committed offsets",
         gl,
         [([*cb, r.topic, r.group], r.consumer_offset) for r in s.groups],
     )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_group_get_latency_by_storetime",
         "ms since the oldest unconsumed message was stored",
         gl,
@@ -315,13 +316,13 @@ def _consumer_families(s: _Snapshot, cb: list[str]) -> Iterator[Metric]:
 def _group_diff_families(s: _Snapshot) -> Iterator[Metric]:
     """rocketmq-exporter's lag series (labelled by group and topic, no cluster or broker)."""
     dl = ["group", "topic", "countOfOnlineConsumers", "msgModel"]
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_group_diff",
         "GroupDiff: messages not yet consumed",
         dl,
         [([r.group, r.topic, str(r.online), r.model], r.diff) for r in s.groups],
     )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_message_accumulation",
         "Messages not yet consumed (sum over queues)",
         ["group", "topic"],
@@ -331,19 +332,12 @@ def _group_diff_families(s: _Snapshot) -> Iterator[Metric]:
 
 def _pop_families() -> list[tuple[str, str, Any]]:
     return [
-        ("tidemq_pop_inflight_messages", "POP: popped messages not acked yet and not revived", _gauge),
+        ("tidemq_pop_inflight_messages", "POP: popped messages not acked yet and not revived", gauge_family),
         ("tidemq_pop_messages", "POP: messages handed out by pops (redeliveries included)", _counter),
         ("tidemq_pop_acks", "POP: acks received", _counter),
         ("tidemq_pop_redeliveries", "POP: messages visible again after their invisible time", _counter),
         ("tidemq_pop_dead_letters", "POP: messages moved to %DLQ% after retryMaxTimes", _counter),
     ]
-
-
-def _gauge(name: str, doc: str, labels: list[str], rows: list[tuple[list[str], float]]) -> GaugeMetricFamily:
-    family = GaugeMetricFamily(name, doc, labels=labels)
-    for values, value in rows:
-        family.add_metric(values, float(value))
-    return family
 
 
 def _counter(

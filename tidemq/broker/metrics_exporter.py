@@ -304,10 +304,11 @@ def exporter_families(s: ExporterSnapshot) -> Iterator[Metric]:
     yield from _client_families(s)
 
 
-def _gauge(
+def gauge_family(
     name: str, doc: str, labels: list[str], rows: Iterable[tuple[list[str], float]]
 ) -> GaugeMetricFamily:
-    """One gauge family with a sample per ``(label values, value)`` of ``rows``."""
+    """One gauge family with a sample per ``(label values, value)`` of ``rows`` (the broker's own
+    families in :mod:`tidemq.broker.metrics` and rocketmq-exporter's here)."""
     family = GaugeMetricFamily(name, doc, labels=labels)
     for values, value in rows:
         family.add_metric(values, float(value))
@@ -327,7 +328,7 @@ def _runtime_families(s: ExporterSnapshot) -> Iterator[Metric]:
     ]
 
     def runtime(suffix: str, doc: str, value: float) -> GaugeMetricFamily:
-        return _gauge(f"rocketmq_brokeruntime_{suffix}", doc, RUNTIME_LABELS, [(labels, value)])
+        return gauge_family(f"rocketmq_brokeruntime_{suffix}", doc, RUNTIME_LABELS, [(labels, value)])
 
     for suffix, key in RUNTIME_SERIES.items():
         yield runtime(suffix, key, _num(rt.get(key)))
@@ -339,7 +340,7 @@ def _runtime_families(s: ExporterSnapshot) -> Iterator[Metric]:
     yield runtime("commitlogdir_capacity_free", "commit-log disk free (bytes)", s.disk_free)
     yield runtime("remain_howmanydata_toflush", "commit-log bytes written but not fsynced", s.unflushed)
     diff = [] if s.commitlog_diff is None else [([s.cluster, s.addr, s.broker], s.commitlog_diff)]
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_broker_commitlog_diff",
         "bytes the slaves are behind the master",
         ["cluster", "brokerIP", "broker"],
@@ -354,34 +355,36 @@ def _group_families(s: ExporterSnapshot) -> Iterator[Metric]:
         ("rocketmq_group_retrydiff", "GroupRetryDiff: retry messages not yet consumed", s.retry_diff),
         ("rocketmq_group_dlqdiff", "GroupDLQDiff: messages in the dead-letter topic", s.dlq_diff),
     ):
-        yield _gauge(name, doc, dl, (([g, t, str(online), model], d) for g, t, online, model, d in rows))
+        yield gauge_family(
+            name, doc, dl, (([g, t, str(online), model], d) for g, t, online, model, d in rows)
+        )
     cb = [s.cluster, s.broker]
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_topic_retry_offset",
         "TopicRetryOffset",
         ["cluster", "broker", "topic"],
         (([*cb, topic], offset) for topic, offset in sorted(s.retry_offset.items())),
     )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_topic_dlq_offset",
         "TopicDLQOffset",
         ["cluster", "broker", "group"],
         (([*cb, group], offset) for group, offset in sorted(s.dlq_offset.items())),
     )
     gl = ["cluster", "broker", "topic", "group"]
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_group_consume_total_offset",
         "GroupConsumeTotalOffset",
         gl,
         (([*cb, topic, group], committed) for topic, group, committed, _ in s.group_consume),
     )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_group_consume_tps",
         "GroupConsumeTPS (last minute)",
         gl,
         (([*cb, topic, group], rate) for topic, group, _, rate in s.group_consume),
     )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_group_count",
         "online consumers of a group",
         ["caddr", "localaddr", "group"],
@@ -392,14 +395,14 @@ def _group_families(s: ExporterSnapshot) -> Iterator[Metric]:
 def _client_families(s: ExporterSnapshot) -> Iterator[Metric]:
     """Figures the clients report (``rocketmq_client_*``) and producer counts by group."""
     for name, key in CLIENT_SERIES.items():
-        yield _gauge(
+        yield gauge_family(
             name,
             key,
             ["clientAddr", "clientId", "group", "topic"],
             # tidemq's clients leave out what they do not measure
             (([addr, cid, group, topic], st[key]) for addr, cid, group, topic, st in s.clients if key in st),
         )
-    yield _gauge(
+    yield gauge_family(
         "rocketmq_producer_count",
         "producer instance counter",
         ["cluster", "broker", "group"],
