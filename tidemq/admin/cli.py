@@ -1,16 +1,9 @@
 """``tidemq admin ...``: mqadmin's everyday verbs over :class:`~tidemq.admin.AsyncAdminClient`.
 
-``admin_group`` (name ``admin``) is added to the ``tidemq`` command by ``tidemq.cli``. Every verb
-has a kebab-case name (``topic-list``) and answers to mqadmin's own camelCase name too
-(``tidemq admin topicList``). The verbs live in ``cli_topic``, ``cli_group``, ``cli_message`` and
-``cli_broker``; this module holds what they share:
-
-* ``-n/--namesrv`` (default ``$NAMESRV_ADDR``, else ``127.0.0.1:9876``);
-* ``--access-key/--secret-key`` (``$TIDEMQ_ACCESS_KEY`` / ``$TIDEMQ_SECRET_KEY``) to sign requests
-  for an ACL broker (use an account with ``admin: true``);
-* ``--json`` for machine output (one JSON document on stdout), otherwise rich tables;
-* errors: one ``error: ...`` line on stderr saying what to fix, exit status 1 (also when the
-  named topic or group does not exist).
+Importing this module registers every verb on ``admin_group`` (the verbs live in ``cli_topic``,
+``cli_group``, ``cli_message``, ``cli_broker``, ``cli_pop``, ``cli_trace``, ``cli_transaction`` and
+``cli_topic_batch``) and re-exports what they share from :mod:`tidemq.admin.cli_base`, whose
+docstring lists the common options, output and error conventions.
 """
 
 from __future__ import annotations
